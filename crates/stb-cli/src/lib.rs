@@ -1,0 +1,43 @@
+//! The `stb` command line: argument parsing, dispatch and output.
+
+mod local;
+mod output;
+
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+/// StreamBuild turns a folder of typed SQL into ClickHouse streaming pipelines, with
+/// replay-aware rebuilds from retained Kafka history.
+#[derive(Debug, Parser)]
+#[command(name = "stb", version, about, long_about = None, propagate_version = true)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Run a local ClickHouse server and Kafka broker, no Docker needed.
+    #[command(subcommand)]
+    Local(local::LocalCommand),
+}
+
+/// Parses the arguments, runs the command and returns the process exit code.
+#[must_use]
+pub fn run() -> ExitCode {
+    let cli = Cli::parse();
+    match cli.command {
+        Command::Local(command) => local::run(command),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::CommandFactory;
+
+    #[test]
+    fn the_command_tree_is_consistent() {
+        super::Cli::command().debug_assert();
+    }
+}

@@ -1,0 +1,57 @@
+//! Printing results and errors, as text for people or JSON for scripts.
+
+use std::io::Write;
+use std::process::ExitCode;
+
+use serde::Serialize;
+
+/// A user-facing error: stable code, message, hint.
+pub(crate) struct Failure {
+    pub code: &'static str,
+    pub message: String,
+    pub hint: String,
+}
+
+impl From<stb_localstack::LocalStackError> for Failure {
+    fn from(error: stb_localstack::LocalStackError) -> Self {
+        Self {
+            code: error.code(),
+            message: error.to_string(),
+            hint: error.hint(),
+        }
+    }
+}
+
+/// Prints `failure` (to stdout as JSON with `--json`, else to stderr) and returns exit code 1.
+pub(crate) fn fail(failure: &Failure, json: bool) -> ExitCode {
+    if json {
+        let value = serde_json::json!({
+            "error": { "code": failure.code, "message": failure.message, "hint": failure.hint }
+        });
+        print_json(&value);
+    } else {
+        let mut stderr = std::io::stderr().lock();
+        let _ = writeln!(stderr, "error[{}]: {}", failure.code, failure.message);
+        let _ = writeln!(stderr, "  hint: {}", failure.hint);
+    }
+    ExitCode::from(1)
+}
+
+pub(crate) fn print_json<T: Serialize>(value: &T) {
+    let text = serde_json::to_string_pretty(value).unwrap_or_else(|e| format!("{{\"error\":\"{e}\"}}"));
+    let mut stdout = std::io::stdout().lock();
+    let _ = writeln!(stdout, "{text}");
+}
+
+/// Progress lines on stderr, so stdout stays clean for `--json` and `eval`.
+pub(crate) struct StderrProgress;
+
+impl stb_localstack::Progress for StderrProgress {
+    fn step(&mut self, message: &str) {
+        let _ = writeln!(std::io::stderr().lock(), "==> {message}");
+    }
+
+    fn detail(&mut self, message: &str) {
+        let _ = writeln!(std::io::stderr().lock(), "    {message}");
+    }
+}

@@ -1,0 +1,128 @@
+//! Background service processes: spawning, liveness, and stopping by PID.
+//!
+//! A PID alone can be reused by an unrelated process after ours died, so every check also
+//! requires the process to belong to this stack: its working directory lies under the
+//! stack's state directory, or its command line mentions it.
+
+use std::fs::{self, OpenOptions};
+use std::os::unix::process::CommandExt;
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use rustix::process::{Pid, Signal, kill_process};
+
+use crate::LocalStackError;
+
+/// Starts `command` in its own process group (so a Ctrl-C aimed at `stb` does not reach it)
+/// with stdout and stderr appended to `log`. Returns its PID.
+pub(crate) fn spawn_service(mut command: Command, log: &Path) -> Result<u32, LocalStackError> {
+    let open = || {
+        OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(log)
+            .map_err(|e| LocalStackError::io("opening log", log, e))
+    };
+    let child = command
+        .stdin(Stdio::null())
+        .stdout(open()?)
+        .stderr(open()?)
+        .process_group(0)
+        .spawn()
+        .map_err(|e| LocalStackError::io("starting", log, e))?;
+    // The child is never waited for: it outlives this process by design. When this process
+    // ends first, init reaps it.
+    Ok(child.id())
+}
+
+/// True if `pid` is a live (not zombie) process whose working directory starts with
+/// `marker` or whose command line contains it.
+#[must_use]
+pub fn is_running(pid: u32, marker: &str) -> bool {
+    let proc_dir = Path::new("/proc").join(pid.to_string());
+    let Ok(stat) = fs::read_to_string(proc_dir.join("stat")) else {
+        return false;
+    };
+    // The state letter follows the parenthesised command name, which may itself hold spaces.
+    let state = stat.rsplit_once(')').and_then(|(_, rest)| rest.trim_start().chars().next());
+    if matches!(state, Some('Z' | 'X') | None) {
+        return false;
+    }
+    if fs::read_link(proc_dir.join("cwd")).is_ok_and(|cwd| cwd.starts_with(marker)) {
+        return true;
+    }
+    fs::read(proc_dir.join("cmdline")).is_ok_and(|cmdline| {
+        let text = String::from_utf8_lossy(&cmdline).replace('\0', " ");
+        text.contains(marker)
+    })
+}
+
+/// Sends SIGTERM, waits up to `grace`, then SIGKILL. Ok once the process is gone.
+pub(crate) fn stop(pid: u32, marker: &str, grace: Duration) -> Result<(), ()> {
+    if !is_running(pid, marker) {
+        return Ok(());
+    }
+    let Some(target) = i32::try_from(pid).ok().and_then(Pid::from_raw) else {
+        return Err(());
+    };
+    let _ = kill_process(target, Signal::TERM);
+    if wait_for_exit(pid, marker, grace) {
+        return Ok(());
+    }
+    let _ = kill_process(target, Signal::KILL);
+    if wait_for_exit(pid, marker, Duration::from_secs(5)) {
+        Ok(())
+    } else {
+        Err(())
+    }
+}
+
+fn wait_for_exit(pid: u32, marker: &str, limit: Duration) -> bool {
+    let deadline = Instant::now() + limit;
+    while Instant::now() < deadline {
+        if !is_running(pid, marker) {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    !is_running(pid, marker)
+}
+
+/// The last `count` lines of a log file, for error messages.
+#[must_use]
+pub fn log_tail(log: &Path, count: usize) -> String {
+    let text = fs::read_to_string(log).unwrap_or_default();
+    let lines: Vec<&str> = text.lines().collect();
+    lines[lines.len().saturating_sub(count)..].join("\n")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn this_process_is_running_with_its_own_name_as_marker() {
+        let exe = std::env::current_exe().expect("current exe");
+        let name = exe.file_name().and_then(|n| n.to_str()).expect("utf-8 name");
+        assert!(is_running(std::process::id(), name));
+        assert!(!is_running(std::process::id(), "no-such-marker-in-cmdline"));
+    }
+
+    #[test]
+    fn a_missing_pid_is_not_running() {
+        assert!(!is_running(u32::MAX - 1, ""));
+    }
+
+    #[test]
+    fn stop_terminates_a_spawned_service() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let marker = dir.path().to_string_lossy().into_owned();
+        let mut command = Command::new("sh");
+        command.args(["-c", "sleep 30", &marker]);
+        let pid = spawn_service(command, &dir.path().join("log")).expect("spawn");
+        assert!(is_running(pid, &marker));
+        stop(pid, &marker, Duration::from_secs(5)).expect("stopped");
+        assert!(!is_running(pid, &marker));
+    }
+}

@@ -1,0 +1,1 @@
+"""StreamBuild's local ClickHouse server: the ClickHouse HTTP interface over a chDB engine."""
