@@ -26,10 +26,10 @@ class CompressionError(ValueError):
 
 
 def _checksum(block: bytes) -> bytes:
+    # The library returns CityHash's (first, second) pair as first << 64 | second; ClickHouse
+    # writes first, then second, each little-endian.
     value = CityHash128(block)
-    low = value & 0xFFFFFFFFFFFFFFFF
-    high = value >> 64
-    return struct.pack("<QQ", low, high)
+    return struct.pack("<QQ", value >> 64, value & 0xFFFFFFFFFFFFFFFF)
 
 
 def compress(data: bytes) -> bytes:

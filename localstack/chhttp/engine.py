@@ -111,6 +111,7 @@ class Engine:
         self._sessions: dict[str, Session] = {}
         self._sessions_lock = threading.Lock()
         self._chdb = None
+        self._anchor = None
         self.timezone = "UTC"
         self.version = ""
 
@@ -120,12 +121,13 @@ class Engine:
         self._chdb = _chdb
         self.data_dir.mkdir(parents=True, exist_ok=True)
         pending = set_aside_kafka_tables(self.data_dir, aside_dir)
-        connection = self.connect()
-        self.version = self.scalar(connection, "SELECT version()")
-        self.timezone = self.scalar(connection, "SELECT timezone()")
+        # chDB shuts the engine down when its last connection closes (Memory tables vanish,
+        # Kafka consumers stop), so one connection stays open for the server's lifetime.
+        self._anchor = self.connect()
+        self.version = self.scalar(self._anchor, "SELECT version()")
+        self.timezone = self.scalar(self._anchor, "SELECT timezone()")
         for table in pending:
-            self._reattach(connection, table)
-        connection.close()
+            self._reattach(self._anchor, table)
 
     def _reattach(self, connection, table: SetAsideTable) -> None:
         text = table.saved_at.read_text()
@@ -190,3 +192,6 @@ class Engine:
             for session in self._sessions.values():
                 session.connection.close()
             self._sessions.clear()
+        if self._anchor is not None:
+            self._anchor.close()
+            self._anchor = None

@@ -8,7 +8,7 @@ from .engine import EngineError
 _STATUS_BY_NAME = {
     "REQUIRED_PASSWORD": 401,
     **dict.fromkeys(
-        ("UNKNOWN_USER", "WRONG_PASSWORD", "AUTHENTICATION_FAILED", "SET_NON_GRANTED_ROLE", "ACCESS_DENIED", "READONLY"),
+        ("UNKNOWN_USER", "WRONG_PASSWORD", "AUTHENTICATION_FAILED", "SET_NON_GRANTED_ROLE", "ACCESS_DENIED"),
         403,
     ),
     **dict.fromkeys(

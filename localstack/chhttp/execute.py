@@ -13,6 +13,14 @@ _SETTING_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 # Statements a GET request (readonly mode 2) may run.
 _READ_ONLY_KINDS = frozenset({"SELECT", "WITH", "SHOW", "DESCRIBE", "DESC", "EXISTS", "EXPLAIN", "SET", "USE", "("})
+# Statements a GET request may not run. Anything else is left to the engine, which reports
+# a misspelt keyword as the syntax error it is.
+_WRITE_KINDS = frozenset(
+    {
+        "INSERT", "CREATE", "DROP", "ALTER", "TRUNCATE", "RENAME", "EXCHANGE", "OPTIMIZE", "SYSTEM",
+        "KILL", "ATTACH", "DETACH", "GRANT", "REVOKE", "DELETE", "UPDATE", "UNDROP", "BACKUP", "RESTORE",
+    }
+)
 
 # Output formats whose bytes are not text; query ids are never substituted inside them.
 _BINARY_FORMAT_PREFIXES = ("RowBinary", "Native", "Arrow", "Parquet", "ORC", "Avro", "Protobuf", "MsgPack", "CapnProto", "BSON", "Npy")
@@ -43,7 +51,7 @@ def statement_error(statement: sqltext.Statement, full_text: str) -> EngineError
 
 
 def check_read_only(statement: sqltext.Statement) -> None:
-    if statement.kind and statement.kind not in _READ_ONLY_KINDS:
+    if statement.kind in _WRITE_KINDS:
         raise errors.make(164, "READONLY", "Cannot execute query in readonly mode")
 
 
@@ -122,12 +130,14 @@ def run_statement(
 
 
 def _summary(result) -> dict[str, str]:
+    # chDB's rows_read()/bytes_read() count the result; storage_* count what was read.
     return {
-        "read_rows": str(result.rows_read()),
-        "read_bytes": str(result.bytes_read()),
+        "read_rows": str(result.storage_rows_read()),
+        "read_bytes": str(result.storage_bytes_read()),
         "written_rows": str(result.rows_written()),
         "written_bytes": str(result.bytes_written()),
-        "total_rows_to_read": str(result.rows_read()),
+        "total_rows_to_read": str(result.storage_rows_read()),
+        "result_rows": str(result.rows_read()),
         "elapsed_ns": str(int(result.elapsed() * 1e9)),
     }
 

@@ -63,6 +63,8 @@ pub(crate) fn run(command: LocalCommand) -> ExitCode {
                 clickhouse: ClickHouseOptions {
                     port: args.clickhouse_port,
                     user: args.user.clone(),
+                    // Read from the environment only, so it never shows in `ps` or history.
+                    password: std::env::var(stb_localstack::clickhouse::PASSWORD_ENV).ok(),
                     ..ClickHouseOptions::default()
                 },
                 kafka_port: args.kafka_port,
@@ -70,7 +72,9 @@ pub(crate) fn run(command: LocalCommand) -> ExitCode {
             let result = stack::up(&args.common.layout(), &options, &mut StderrProgress);
             report(result, args.common.json)
         }
-        LocalCommand::Down(args) => report(stack::down(&args.layout(), &mut StderrProgress), args.json),
+        LocalCommand::Down(args) => {
+            report(stack::down(&args.layout(), &mut StderrProgress), args.json)
+        }
         LocalCommand::Status(args) => report(stack::status(&args.layout()), args.json),
         LocalCommand::Env(args) => match stack::status(&args.layout()) {
             Ok(status) => print_env(&status, args.json),
@@ -86,7 +90,9 @@ fn report(result: Result<StackStatus, stb_localstack::LocalStackError>, json: bo
             ExitCode::SUCCESS
         }
         Ok(status) => {
-            let _ = std::io::stdout().lock().write_all(render_status(&status).as_bytes());
+            let _ = std::io::stdout()
+                .lock()
+                .write_all(render_status(&status).as_bytes());
             ExitCode::SUCCESS
         }
         Err(error) => fail(&Failure::from(error), json),
@@ -104,7 +110,9 @@ fn render_status(status: &StackStatus) -> String {
             text.push_str(&format!(
                 "{name:<11} running  {}  pid {}  {}\n",
                 service.address.as_deref().unwrap_or("-"),
-                service.pid.map_or_else(|| "-".to_owned(), |pid| pid.to_string()),
+                service
+                    .pid
+                    .map_or_else(|| "-".to_owned(), |pid| pid.to_string()),
                 service.version.as_deref().unwrap_or(""),
             ));
         } else {

@@ -38,7 +38,8 @@ pub(crate) fn fail(failure: &Failure, json: bool) -> ExitCode {
 }
 
 pub(crate) fn print_json<T: Serialize>(value: &T) {
-    let text = serde_json::to_string_pretty(value).unwrap_or_else(|e| format!("{{\"error\":\"{e}\"}}"));
+    let text =
+        serde_json::to_string_pretty(value).unwrap_or_else(|e| format!("{{\"error\":\"{e}\"}}"));
     let mut stdout = std::io::stdout().lock();
     let _ = writeln!(stdout, "{text}");
 }

@@ -13,16 +13,46 @@ use crate::{LocalStackError, Progress, probe, process};
 
 /// The server's sources, embedded so the `stb` binary works from any directory.
 const SOURCES: &[(&str, &str)] = &[
-    ("__init__.py", include_str!("../../../localstack/chhttp/__init__.py")),
-    ("__main__.py", include_str!("../../../localstack/chhttp/__main__.py")),
-    ("compression.py", include_str!("../../../localstack/chhttp/compression.py")),
-    ("config.py", include_str!("../../../localstack/chhttp/config.py")),
-    ("engine.py", include_str!("../../../localstack/chhttp/engine.py")),
-    ("errors.py", include_str!("../../../localstack/chhttp/errors.py")),
-    ("execute.py", include_str!("../../../localstack/chhttp/execute.py")),
-    ("request.py", include_str!("../../../localstack/chhttp/request.py")),
-    ("server.py", include_str!("../../../localstack/chhttp/server.py")),
-    ("sqltext.py", include_str!("../../../localstack/chhttp/sqltext.py")),
+    (
+        "__init__.py",
+        include_str!("../../../localstack/chhttp/__init__.py"),
+    ),
+    (
+        "__main__.py",
+        include_str!("../../../localstack/chhttp/__main__.py"),
+    ),
+    (
+        "compression.py",
+        include_str!("../../../localstack/chhttp/compression.py"),
+    ),
+    (
+        "config.py",
+        include_str!("../../../localstack/chhttp/config.py"),
+    ),
+    (
+        "engine.py",
+        include_str!("../../../localstack/chhttp/engine.py"),
+    ),
+    (
+        "errors.py",
+        include_str!("../../../localstack/chhttp/errors.py"),
+    ),
+    (
+        "execute.py",
+        include_str!("../../../localstack/chhttp/execute.py"),
+    ),
+    (
+        "request.py",
+        include_str!("../../../localstack/chhttp/request.py"),
+    ),
+    (
+        "server.py",
+        include_str!("../../../localstack/chhttp/server.py"),
+    ),
+    (
+        "sqltext.py",
+        include_str!("../../../localstack/chhttp/sqltext.py"),
+    ),
 ];
 
 /// Environment variable the server reads its password from (never a command-line argument).
@@ -37,6 +67,8 @@ pub struct ClickHouseOptions {
     /// 0 lets the server pick a free port.
     pub port: u16,
     pub user: String,
+    /// The user's password; handed to the server through its environment, never argv.
+    pub password: Option<String>,
     /// How often Kafka engine tables push rows into their materialized views.
     pub stream_flush_interval_ms: u32,
 }
@@ -46,6 +78,7 @@ impl Default for ClickHouseOptions {
         Self {
             port: 8123,
             user: "default".to_owned(),
+            password: None,
             stream_flush_interval_ms: 500,
         }
     }
@@ -85,13 +118,17 @@ pub fn start(
     let ready_file = dir.join("ready.json");
     let _ = fs::remove_file(&ready_file);
     let log = log_file(layout);
-    progress.step(&format!("starting the ClickHouse server (chDB), log: {}", log.display()));
+    progress.step(&format!(
+        "starting the ClickHouse server (chDB), log: {}",
+        log.display()
+    ));
 
     let mut command = Command::new(layout.python());
     command
         .current_dir(&dir)
         .env("PYTHONPATH", layout.server_source_dir())
         .env("PYTHONUNBUFFERED", "1")
+        .env(PASSWORD_ENV, options.password.as_deref().unwrap_or(""))
         .args(["-m", "chhttp", "--host", "127.0.0.1"])
         .arg("--data-dir")
         .arg(dir.join("data"))
@@ -144,7 +181,10 @@ fn wait_until_ready(
             )));
         }
         if Instant::now() > deadline {
-            return Err(not_ready(format!("no answer within {}s", READY_TIMEOUT.as_secs())));
+            return Err(not_ready(format!(
+                "no answer within {}s",
+                READY_TIMEOUT.as_secs()
+            )));
         }
         std::thread::sleep(Duration::from_millis(100));
     }
@@ -178,13 +218,15 @@ mod tests {
 
     #[test]
     fn every_server_module_is_embedded() {
-        let on_disk: std::collections::BTreeSet<String> =
-            fs::read_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/../../localstack/chhttp"))
-                .expect("server sources")
-                .filter_map(Result::ok)
-                .map(|entry| entry.file_name().to_string_lossy().into_owned())
-                .filter(|name| name.ends_with(".py"))
-                .collect();
+        let on_disk: std::collections::BTreeSet<String> = fs::read_dir(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../../localstack/chhttp"
+        ))
+        .expect("server sources")
+        .filter_map(Result::ok)
+        .map(|entry| entry.file_name().to_string_lossy().into_owned())
+        .filter(|name| name.ends_with(".py"))
+        .collect();
         let embedded: std::collections::BTreeSet<String> =
             SOURCES.iter().map(|(name, _)| (*name).to_owned()).collect();
         assert_eq!(on_disk, embedded);

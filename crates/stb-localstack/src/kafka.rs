@@ -18,9 +18,14 @@ pub struct StartedKafka {
 
 /// Starts tansu on 127.0.0.1:`port` (0 picks a free port) and waits until it accepts
 /// connections.
-pub fn start(layout: &Layout, port: u16, progress: &mut dyn Progress) -> Result<StartedKafka, LocalStackError> {
+pub fn start(
+    layout: &Layout,
+    port: u16,
+    progress: &mut dyn Progress,
+) -> Result<StartedKafka, LocalStackError> {
     let port = if port == 0 {
-        probe::free_port().map_err(|e| LocalStackError::io("choosing a port for", layout.kafka_dir(), e))?
+        probe::free_port()
+            .map_err(|e| LocalStackError::io("choosing a port for", layout.kafka_dir(), e))?
     } else {
         port
     };
@@ -41,12 +46,21 @@ pub fn start(layout: &Layout, port: u16, progress: &mut dyn Progress) -> Result<
     let dir = layout.kafka_dir();
     ensure_dir(&dir)?;
     ensure_dir(&layout.logs_dir())?;
-    progress.step(&format!("starting the Kafka broker (tansu), log: {}", log.display()));
+    progress.step(&format!(
+        "starting the Kafka broker (tansu), log: {}",
+        log.display()
+    ));
     let url = format!("tcp://127.0.0.1:{port}");
     let mut command = Command::new(binary);
     command
         .current_dir(&dir)
-        .args(["broker", "--listener-url", &url, "--advertised-listener-url", &url])
+        .args([
+            "broker",
+            "--listener-url",
+            &url,
+            "--advertised-listener-url",
+            &url,
+        ])
         .args(["--storage-engine", "memory://tansu/"]);
     let pid = process::spawn_service(command, &log)?;
     let marker = layout.state_dir.to_string_lossy().into_owned();
@@ -63,7 +77,10 @@ pub fn start(layout: &Layout, port: u16, progress: &mut dyn Progress) -> Result<
         }
         if Instant::now() > deadline {
             let _ = process::stop(pid, &marker, Duration::from_secs(5));
-            return Err(not_ready(format!("port {port} not open within {}s", READY_TIMEOUT.as_secs())));
+            return Err(not_ready(format!(
+                "port {port} not open within {}s",
+                READY_TIMEOUT.as_secs()
+            )));
         }
         std::thread::sleep(Duration::from_millis(25));
     }

@@ -108,5 +108,6 @@ fn absolute(path: PathBuf) -> PathBuf {
 
 /// Creates `dir` and its parents.
 pub(crate) fn ensure_dir(dir: &Path) -> Result<(), crate::LocalStackError> {
-    std::fs::create_dir_all(dir).map_err(|e| crate::LocalStackError::io("creating directory", dir, e))
+    std::fs::create_dir_all(dir)
+        .map_err(|e| crate::LocalStackError::io("creating directory", dir, e))
 }

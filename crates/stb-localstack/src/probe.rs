@@ -54,7 +54,9 @@ fn parse_response(raw: &[u8]) -> Option<(u16, String)> {
     let status = head.split_whitespace().nth(1)?.parse().ok()?;
     let length: usize = head.lines().find_map(|line| {
         let (name, value) = line.split_once(':')?;
-        name.trim().eq_ignore_ascii_case("content-length").then(|| value.trim().parse().ok())?
+        name.trim()
+            .eq_ignore_ascii_case("content-length")
+            .then(|| value.trim().parse().ok())?
     })?;
     (body.len() >= length).then(|| (status, body[..length].to_owned()))
 }
@@ -79,7 +81,10 @@ mod tests {
     fn parses_status_and_body() {
         let raw = b"HTTP/1.1 200 OK\r\nContent-Length: 4\r\n\r\nOk.\n";
         assert_eq!(parse_response(raw), Some((200, "Ok.\n".to_owned())));
-        assert_eq!(parse_response(b"HTTP/1.1 200 OK\r\nContent-Length: 9\r\n\r\nOk.\n"), None);
+        assert_eq!(
+            parse_response(b"HTTP/1.1 200 OK\r\nContent-Length: 9\r\n\r\nOk.\n"),
+            None
+        );
         assert_eq!(parse_response(b"garbage"), None);
         assert_eq!(
             parse_unframed(b"HTTP/1.0 404 Not Found\r\n\r\nnope"),

@@ -45,7 +45,9 @@ pub fn is_running(pid: u32, marker: &str) -> bool {
         return false;
     };
     // The state letter follows the parenthesised command name, which may itself hold spaces.
-    let state = stat.rsplit_once(')').and_then(|(_, rest)| rest.trim_start().chars().next());
+    let state = stat
+        .rsplit_once(')')
+        .and_then(|(_, rest)| rest.trim_start().chars().next());
     if matches!(state, Some('Z' | 'X') | None) {
         return false;
     }
@@ -59,7 +61,7 @@ pub fn is_running(pid: u32, marker: &str) -> bool {
 }
 
 /// Sends SIGTERM, waits up to `grace`, then SIGKILL. Ok once the process is gone.
-pub(crate) fn stop(pid: u32, marker: &str, grace: Duration) -> Result<(), ()> {
+pub fn stop(pid: u32, marker: &str, grace: Duration) -> Result<(), ()> {
     if !is_running(pid, marker) {
         return Ok(());
     }
@@ -104,7 +106,10 @@ mod tests {
     #[test]
     fn this_process_is_running_with_its_own_name_as_marker() {
         let exe = std::env::current_exe().expect("current exe");
-        let name = exe.file_name().and_then(|n| n.to_str()).expect("utf-8 name");
+        let name = exe
+            .file_name()
+            .and_then(|n| n.to_str())
+            .expect("utf-8 name");
         assert!(is_running(std::process::id(), name));
         assert!(!is_running(std::process::id(), "no-such-marker-in-cmdline"));
     }

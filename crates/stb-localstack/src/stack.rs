@@ -81,13 +81,23 @@ pub struct ServiceStatus {
 
 /// Starts whatever part of the stack is not running. Idempotent; safe to call from
 /// several processes at once (they serialise on a lock file).
-pub fn up(layout: &Layout, options: &StackOptions, progress: &mut dyn Progress) -> Result<StackStatus, LocalStackError> {
+pub fn up(
+    layout: &Layout,
+    options: &StackOptions,
+    progress: &mut dyn Progress,
+) -> Result<StackStatus, LocalStackError> {
     ensure_dir(&layout.state_dir)?;
     let _lock = lock(layout)?;
     let mut state = read_state(layout)?;
     let marker = marker(layout);
-    let clickhouse_alive = state.clickhouse.as_ref().is_some_and(|r| process::is_running(r.pid, &marker));
-    let kafka_alive = state.kafka.as_ref().is_some_and(|r| process::is_running(r.pid, &marker));
+    let clickhouse_alive = state
+        .clickhouse
+        .as_ref()
+        .is_some_and(|r| process::is_running(r.pid, &marker));
+    let kafka_alive = state
+        .kafka
+        .as_ref()
+        .is_some_and(|r| process::is_running(r.pid, &marker));
     if clickhouse_alive && kafka_alive {
         progress.step("the local stack is already running");
         return Ok(status_of(layout, &state));
@@ -142,21 +152,29 @@ pub fn status(layout: &Layout) -> Result<StackStatus, LocalStackError> {
     Ok(status_of(layout, &state))
 }
 
-fn stop_one(component: Component, pid: u32, marker: &str, progress: &mut dyn Progress) -> Result<(), LocalStackError> {
+fn stop_one(
+    component: Component,
+    pid: u32,
+    marker: &str,
+    progress: &mut dyn Progress,
+) -> Result<(), LocalStackError> {
     if !process::is_running(pid, marker) {
         return Ok(());
     }
     progress.step(&format!("stopping the {component} (pid {pid})"));
     // The ClickHouse server flushes parts and logs on SIGTERM: give it time.
-    process::stop(pid, marker, Duration::from_secs(20)).map_err(|()| LocalStackError::StopFailed { component, pid })
+    process::stop(pid, marker, Duration::from_secs(20))
+        .map_err(|()| LocalStackError::StopFailed { component, pid })
 }
 
 fn status_of(layout: &Layout, state: &StateFile) -> StackStatus {
     let marker = marker(layout);
     let clickhouse = state.clickhouse.as_ref();
-    let clickhouse_running = clickhouse.is_some_and(|r| process::is_running(r.pid, &marker) && probe::port_open(r.port));
+    let clickhouse_running =
+        clickhouse.is_some_and(|r| process::is_running(r.pid, &marker) && probe::port_open(r.port));
     let kafka = state.kafka.as_ref();
-    let kafka_running = kafka.is_some_and(|r| process::is_running(r.pid, &marker) && probe::port_open(r.port));
+    let kafka_running =
+        kafka.is_some_and(|r| process::is_running(r.pid, &marker) && probe::port_open(r.port));
     StackStatus {
         state_dir: layout.state_dir.clone(),
         env_file: layout.env_file(),
@@ -165,9 +183,15 @@ fn status_of(layout: &Layout, state: &StateFile) -> StackStatus {
             running: clickhouse_running,
             pid: clickhouse.filter(|_| clickhouse_running).map(|r| r.pid),
             port: clickhouse.filter(|_| clickhouse_running).map(|r| r.port),
-            address: clickhouse.filter(|_| clickhouse_running).map(|r| format!("http://127.0.0.1:{}", r.port)),
-            user: clickhouse.filter(|_| clickhouse_running).map(|r| r.user.clone()),
-            version: clickhouse.filter(|_| clickhouse_running).map(|r| r.version.clone()),
+            address: clickhouse
+                .filter(|_| clickhouse_running)
+                .map(|r| format!("http://127.0.0.1:{}", r.port)),
+            user: clickhouse
+                .filter(|_| clickhouse_running)
+                .map(|r| r.user.clone()),
+            version: clickhouse
+                .filter(|_| clickhouse_running)
+                .map(|r| r.version.clone()),
             log: clickhouse::log_file(layout),
         },
         kafka: ServiceStatus {
@@ -175,9 +199,13 @@ fn status_of(layout: &Layout, state: &StateFile) -> StackStatus {
             running: kafka_running,
             pid: kafka.filter(|_| kafka_running).map(|r| r.pid),
             port: kafka.filter(|_| kafka_running).map(|r| r.port),
-            address: kafka.filter(|_| kafka_running).map(|r| format!("127.0.0.1:{}", r.port)),
+            address: kafka
+                .filter(|_| kafka_running)
+                .map(|r| format!("127.0.0.1:{}", r.port)),
             user: None,
-            version: kafka.filter(|_| kafka_running).map(|_| "tansu 0.6.0".to_owned()),
+            version: kafka
+                .filter(|_| kafka_running)
+                .map(|_| "tansu 0.6.0".to_owned()),
             log: kafka::log_file(layout),
         },
     }
@@ -189,19 +217,31 @@ fn status_of(layout: &Layout, state: &StateFile) -> StackStatus {
 pub fn env_lines(status: &StackStatus) -> Vec<(String, String)> {
     let mut lines = Vec::new();
     if let (Some(port), Some(user)) = (status.clickhouse.port, &status.clickhouse.user) {
-        lines.push(("STB_LOCAL_CLICKHOUSE_URL".to_owned(), format!("http://127.0.0.1:{port}")));
-        lines.push(("STB_LOCAL_CLICKHOUSE_HOST".to_owned(), "127.0.0.1".to_owned()));
+        lines.push((
+            "STB_LOCAL_CLICKHOUSE_URL".to_owned(),
+            format!("http://127.0.0.1:{port}"),
+        ));
+        lines.push((
+            "STB_LOCAL_CLICKHOUSE_HOST".to_owned(),
+            "127.0.0.1".to_owned(),
+        ));
         lines.push(("STB_LOCAL_CLICKHOUSE_PORT".to_owned(), port.to_string()));
         lines.push(("STB_LOCAL_CLICKHOUSE_USER".to_owned(), user.clone()));
     }
     if let Some(port) = status.kafka.port {
-        lines.push(("STB_LOCAL_KAFKA_BROKERS".to_owned(), format!("127.0.0.1:{port}")));
+        lines.push((
+            "STB_LOCAL_KAFKA_BROKERS".to_owned(),
+            format!("127.0.0.1:{port}"),
+        ));
     }
     lines
 }
 
 fn write_env_file(layout: &Layout, status: &StackStatus) -> Result<(), LocalStackError> {
-    let text: String = env_lines(status).iter().map(|(key, value)| format!("{key}={value}\n")).collect();
+    let text: String = env_lines(status)
+        .iter()
+        .map(|(key, value)| format!("{key}={value}\n"))
+        .collect();
     write_atomically(&layout.env_file(), text.as_bytes())
 }
 
@@ -231,7 +271,8 @@ fn write_atomically(path: &Path, bytes: &[u8]) -> Result<(), LocalStackError> {
 fn lock(layout: &Layout) -> Result<File, LocalStackError> {
     let path = layout.lock_file();
     let file = File::create(&path).map_err(|e| LocalStackError::io("creating lock", &path, e))?;
-    file.lock().map_err(|e| LocalStackError::io("locking", &path, e))?;
+    file.lock()
+        .map_err(|e| LocalStackError::io("locking", &path, e))?;
     Ok(file)
 }
 

@@ -1,1 +1,161 @@
+//! Harness for integration tests against the real local stack.
+//!
+//! - [`stack`] starts the test stack once per test run (or reuses a running one) and hands
+//!   every test its addresses. Test processes serialise on the stack's lock file, so
+//!   `cargo nextest` (one process per test) and `cargo test` (threads) both work.
+//! - [`unique_name`] and [`TestDatabase`] give each test its own database and topic names,
+//!   so tests run in parallel without seeing each other's data.
+//! - A stack that cannot start fails the test with the stack's own error code and hint: an
+//!   integration test never silently skips.
 
+pub mod kafka;
+mod private_server;
+
+pub use private_server::PrivateClickHouse;
+
+use std::sync::OnceLock;
+use std::time::Duration;
+
+use stb_localstack::clickhouse::ClickHouseOptions;
+use stb_localstack::{Layout, StackOptions};
+
+/// Environment variable that overrides the test stack's state directory.
+pub const TEST_STACK_DIR_ENV: &str = "STB_TEST_STACK_DIR";
+
+/// Addresses of the running test stack.
+#[derive(Debug, Clone)]
+pub struct TestStack {
+    pub layout: Layout,
+    pub clickhouse_port: u16,
+    /// `http://127.0.0.1:PORT`
+    pub clickhouse_url: String,
+    /// `127.0.0.1:PORT`
+    pub kafka_brokers: String,
+}
+
+/// The state directory of the test stack: `$STB_TEST_STACK_DIR`, else
+/// `~/.cache/streambuild/test-stack` (kept apart from the user's own `stb local` stack).
+#[must_use]
+pub fn test_layout() -> Layout {
+    let state_dir = std::env::var_os(TEST_STACK_DIR_ENV).map_or_else(
+        || {
+            stb_localstack::layout::default_venv_dir()
+                .parent()
+                .map_or_else(
+                    || std::path::PathBuf::from("/tmp/streambuild-test-stack"),
+                    |cache| cache.join("test-stack"),
+                )
+        },
+        std::path::PathBuf::from,
+    );
+    Layout::with_state_dir(state_dir)
+}
+
+/// The shared test stack, started on first use.
+///
+/// # Panics
+/// When the stack cannot start: the test fails with the stack's error code and hint.
+pub fn stack() -> &'static TestStack {
+    static STACK: OnceLock<TestStack> = OnceLock::new();
+    STACK.get_or_init(|| {
+        let layout = test_layout();
+        let options = StackOptions {
+            clickhouse: ClickHouseOptions {
+                port: 0,
+                ..ClickHouseOptions::default()
+            },
+            kafka_port: 0,
+        };
+        let status = match stb_localstack::up(&layout, &options, &mut stb_localstack::Silent) {
+            Ok(status) => status,
+            Err(error) => panic!(
+                "the local test stack could not start (CI={}): error[{}]: {error}\n  hint: {}",
+                std::env::var("CI").unwrap_or_default(),
+                error.code(),
+                error.hint()
+            ),
+        };
+        let (Some(clickhouse_port), Some(kafka_port)) = (status.clickhouse.port, status.kafka.port)
+        else {
+            panic!("the test stack reported no ports: {status:?}");
+        };
+        TestStack {
+            layout,
+            clickhouse_port,
+            clickhouse_url: format!("http://127.0.0.1:{clickhouse_port}"),
+            kafka_brokers: format!("127.0.0.1:{kafka_port}"),
+        }
+    })
+}
+
+/// `prefix_` followed by 12 random hex digits: unique across tests and runs.
+#[must_use]
+pub fn unique_name(prefix: &str) -> String {
+    let id = uuid::Uuid::new_v4().simple().to_string();
+    format!("{prefix}_{}", &id[..12])
+}
+
+/// A blocking HTTP client for raw ClickHouse requests.
+#[must_use]
+pub fn http() -> reqwest::blocking::Client {
+    reqwest::blocking::Client::builder()
+        .timeout(Duration::from_secs(120))
+        .build()
+        .expect("an HTTP client")
+}
+
+/// Runs `sql` on the test stack and returns the body.
+///
+/// # Panics
+/// When the server answers with anything but 200: the test cannot go on.
+pub fn execute(sql: &str) -> String {
+    let response = http()
+        .post(&stack().clickhouse_url)
+        .body(sql.to_owned())
+        .send()
+        .unwrap_or_else(|e| panic!("request failed for {sql}: {e}"));
+    let status = response.status();
+    let body = response.text().unwrap_or_default();
+    assert!(status.is_success(), "{sql} failed with {status}: {body}");
+    body
+}
+
+/// A database of its own for one test, dropped when the test ends.
+#[derive(Debug)]
+pub struct TestDatabase {
+    pub name: String,
+}
+
+impl TestDatabase {
+    /// Creates `t_<prefix>_<random>` on the test stack.
+    #[must_use]
+    pub fn create(prefix: &str) -> Self {
+        let name = unique_name(&format!("t_{prefix}"));
+        execute(&format!("CREATE DATABASE {name}"));
+        Self { name }
+    }
+}
+
+impl Drop for TestDatabase {
+    fn drop(&mut self) {
+        // Best effort: a failing test should show its own failure, not a cleanup error.
+        let _ = http()
+            .post(&stack().clickhouse_url)
+            .body(format!("DROP DATABASE IF EXISTS {} SYNC", self.name))
+            .send();
+    }
+}
+
+/// Polls `condition` every 100 ms until it holds or `limit` passes. Returns whether it held.
+pub fn wait_for(limit: Duration, mut condition: impl FnMut() -> bool) -> bool {
+    let deadline = std::time::Instant::now() + limit;
+    loop {
+        if condition() {
+            return true;
+        }
+        if std::time::Instant::now() > deadline {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}

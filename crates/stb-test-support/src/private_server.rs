@@ -1,0 +1,81 @@
+//! A ClickHouse server of a test's own, for tests that restart it or change its users.
+
+use std::time::Duration;
+
+use stb_localstack::clickhouse::{self, ClickHouseOptions, StartedClickHouse};
+use stb_localstack::{Layout, Silent, process};
+
+/// A private server in a temporary state directory, stopped when dropped.
+pub struct PrivateClickHouse {
+    _dir: tempfile::TempDir,
+    pub layout: Layout,
+    pub options: ClickHouseOptions,
+    pub started: StartedClickHouse,
+}
+
+impl PrivateClickHouse {
+    /// Starts a server on a free port with `user` / `password`.
+    ///
+    /// # Panics
+    /// When the server cannot start.
+    #[must_use]
+    pub fn start(user: &str, password: Option<&str>) -> Self {
+        // Shares the cached Python environment; the test stack has made sure it exists.
+        let _ = crate::stack();
+        let dir = tempfile::tempdir().expect("a temporary state directory");
+        let layout = Layout::with_state_dir(dir.path());
+        let options = ClickHouseOptions {
+            port: 0,
+            user: user.to_owned(),
+            password: password.map(str::to_owned),
+            ..ClickHouseOptions::default()
+        };
+        let started = clickhouse::start(&layout, &options, &mut Silent).unwrap_or_else(|e| {
+            panic!(
+                "private server: error[{}]: {e}\n  hint: {}",
+                e.code(),
+                e.hint()
+            )
+        });
+        Self {
+            _dir: dir,
+            layout,
+            options,
+            started,
+        }
+    }
+
+    #[must_use]
+    pub fn url(&self) -> String {
+        format!("http://127.0.0.1:{}", self.started.port)
+    }
+
+    /// Stops the server (SIGTERM, as `stb local down` does) and starts it again on the same
+    /// data directory and port.
+    ///
+    /// # Panics
+    /// When the server does not stop or does not come back.
+    pub fn restart(&mut self) {
+        self.stop();
+        let options = ClickHouseOptions {
+            port: self.started.port,
+            ..self.options.clone()
+        };
+        self.started = clickhouse::start(&self.layout, &options, &mut Silent)
+            .unwrap_or_else(|e| panic!("restarting the private server: error[{}]: {e}", e.code()));
+    }
+
+    fn stop(&self) {
+        let marker = self.layout.state_dir.to_string_lossy().into_owned();
+        process::stop(self.started.pid, &marker, Duration::from_secs(20)).unwrap_or_else(|()| {
+            panic!("the private server (pid {}) did not stop", self.started.pid)
+        });
+    }
+}
+
+impl Drop for PrivateClickHouse {
+    fn drop(&mut self) {
+        let marker = self.layout.state_dir.to_string_lossy().into_owned();
+        let _ = process::stop(self.started.pid, &marker, Duration::from_secs(20));
+    }
+}
