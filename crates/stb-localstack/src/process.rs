@@ -60,13 +60,20 @@ pub fn is_running(pid: u32, marker: &str) -> bool {
     })
 }
 
+/// A process survived SIGTERM and SIGKILL.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("process {pid} is still running")]
+pub struct StillRunning {
+    pub pid: u32,
+}
+
 /// Sends SIGTERM, waits up to `grace`, then SIGKILL. Ok once the process is gone.
-pub fn stop(pid: u32, marker: &str, grace: Duration) -> Result<(), ()> {
+pub fn stop(pid: u32, marker: &str, grace: Duration) -> Result<(), StillRunning> {
     if !is_running(pid, marker) {
         return Ok(());
     }
     let Some(target) = i32::try_from(pid).ok().and_then(Pid::from_raw) else {
-        return Err(());
+        return Err(StillRunning { pid });
     };
     let _ = kill_process(target, Signal::TERM);
     if wait_for_exit(pid, marker, grace) {
@@ -76,7 +83,7 @@ pub fn stop(pid: u32, marker: &str, grace: Duration) -> Result<(), ()> {
     if wait_for_exit(pid, marker, Duration::from_secs(5)) {
         Ok(())
     } else {
-        Err(())
+        Err(StillRunning { pid })
     }
 }
 

@@ -164,7 +164,7 @@ fn stop_one(
     progress.step(&format!("stopping the {component} (pid {pid})"));
     // The ClickHouse server flushes parts and logs on SIGTERM: give it time.
     process::stop(pid, marker, Duration::from_secs(20))
-        .map_err(|()| LocalStackError::StopFailed { component, pid })
+        .map_err(|_| LocalStackError::StopFailed { component, pid })
 }
 
 fn status_of(layout: &Layout, state: &StateFile) -> StackStatus {

@@ -80,7 +80,6 @@ fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 }
 
 /// A producer that sends each record in its own request.
-#[must_use]
 pub fn producer(brokers: &str) -> ThreadedProducer<DeliveryLog> {
     ClientConfig::new()
         .set("bootstrap.servers", brokers)

@@ -67,7 +67,7 @@ impl PrivateClickHouse {
 
     fn stop(&self) {
         let marker = self.layout.state_dir.to_string_lossy().into_owned();
-        process::stop(self.started.pid, &marker, Duration::from_secs(20)).unwrap_or_else(|()| {
+        process::stop(self.started.pid, &marker, Duration::from_secs(20)).unwrap_or_else(|_| {
             panic!("the private server (pid {}) did not stop", self.started.pid)
         });
     }
