@@ -55,6 +55,20 @@ const SOURCES: &[(&str, &str)] = &[
     ),
 ];
 
+/// Identifies the embedded server code, so `up` can replace a server started by an older
+/// `stb` (FNV-1a over every source file; stable across builds and platforms).
+#[must_use]
+pub fn server_fingerprint() -> String {
+    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
+    for (name, text) in SOURCES {
+        for byte in name.bytes().chain([0]).chain(text.bytes()).chain([0]) {
+            hash ^= u64::from(byte);
+            hash = hash.wrapping_mul(0x0100_0000_01b3);
+        }
+    }
+    format!("{hash:016x}")
+}
+
 /// Environment variable the server reads its password from (never a command-line argument).
 pub const PASSWORD_ENV: &str = "STB_LOCAL_CLICKHOUSE_PASSWORD";
 
@@ -215,6 +229,13 @@ pub fn log_file(layout: &Layout) -> std::path::PathBuf {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn fingerprint_is_stable_hex() {
+        let fingerprint = server_fingerprint();
+        assert_eq!(fingerprint.len(), 16);
+        assert_eq!(fingerprint, server_fingerprint());
+    }
 
     #[test]
     fn every_server_module_is_embedded() {

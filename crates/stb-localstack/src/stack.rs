@@ -41,6 +41,9 @@ struct ClickHouseRecord {
     port: u16,
     user: String,
     version: String,
+    /// [`clickhouse::server_fingerprint`] of the code the server runs.
+    #[serde(default)]
+    server_fingerprint: String,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -118,6 +121,7 @@ pub fn up(
             port: started.port,
             user: options.clickhouse.user.clone(),
             version: started.version,
+            server_fingerprint: clickhouse::server_fingerprint(),
         });
         write_state(layout, &state)?;
     }
@@ -314,6 +318,7 @@ mod tests {
                 port: 1,
                 user: "default".to_owned(),
                 version: "26.9.2.1".to_owned(),
+                server_fingerprint: String::new(),
             }),
             kafka: None,
         };

@@ -39,19 +39,49 @@ fn up_status_env_down_are_idempotent_from_any_directory() {
     let state = tempfile::tempdir().expect("state dir");
     let elsewhere = tempfile::tempdir().expect("unrelated cwd");
     let state_arg = state.path().to_str().expect("utf-8 path");
-    let up = ["local", "up", "--state-dir", state_arg, "--clickhouse-port", "0", "--kafka-port", "0", "--json"];
+    let up = [
+        "local",
+        "up",
+        "--state-dir",
+        state_arg,
+        "--clickhouse-port",
+        "0",
+        "--kafka-port",
+        "0",
+        "--json",
+    ];
 
-    let first = json(&stb(elsewhere.path()).args(up).assert().success().get_output().stdout);
+    let first = json(
+        &stb(elsewhere.path())
+            .args(up)
+            .assert()
+            .success()
+            .get_output()
+            .stdout,
+    );
     assert_eq!(first["clickhouse"]["running"], true);
     assert_eq!(first["kafka"]["running"], true);
     assert_eq!(first["clickhouse"]["version"], "26.9.2.1");
-    let second = json(&stb(std::path::Path::new("/")).args(up).assert().success().get_output().stdout);
-    assert_eq!(second["clickhouse"]["pid"], first["clickhouse"]["pid"], "a second up reuses the server");
+    let second = json(
+        &stb(std::path::Path::new("/"))
+            .args(up)
+            .assert()
+            .success()
+            .get_output()
+            .stdout,
+    );
+    assert_eq!(
+        second["clickhouse"]["pid"], first["clickhouse"]["pid"],
+        "a second up reuses the server"
+    );
     assert_eq!(second["kafka"]["pid"], first["kafka"]["pid"]);
 
     let port = first["clickhouse"]["port"].as_u64().expect("port");
-    let version = stb_localstack::probe::http_get(u16::try_from(port).expect("port"), "/?query=SELECT%20version()")
-        .expect("query");
+    let version = stb_localstack::probe::http_get(
+        u16::try_from(port).expect("port"),
+        "/?query=SELECT%20version()",
+    )
+    .expect("query");
     assert_eq!(version, (200, "26.9.2.1\n".to_owned()));
 
     let status = json(
@@ -64,12 +94,17 @@ fn up_status_env_down_are_idempotent_from_any_directory() {
     );
     assert_eq!(status["clickhouse"]["port"], first["clickhouse"]["port"]);
     let env_file = std::fs::read_to_string(state.path().join("stack.env")).expect("env file");
-    assert!(env_file.contains(&format!("STB_LOCAL_CLICKHOUSE_PORT={port}")), "{env_file}");
+    assert!(
+        env_file.contains(&format!("STB_LOCAL_CLICKHOUSE_PORT={port}")),
+        "{env_file}"
+    );
     stb(elsewhere.path())
         .args(["local", "env", "--state-dir", state_arg])
         .assert()
         .success()
-        .stdout(predicate::str::contains(format!("export STB_LOCAL_CLICKHOUSE_URL=http://127.0.0.1:{port}")));
+        .stdout(predicate::str::contains(format!(
+            "export STB_LOCAL_CLICKHOUSE_URL=http://127.0.0.1:{port}"
+        )));
 
     for _ in 0..2 {
         let down = json(
@@ -83,7 +118,9 @@ fn up_status_env_down_are_idempotent_from_any_directory() {
         assert_eq!(down["clickhouse"]["running"], false);
         assert_eq!(down["kafka"]["running"], false);
     }
-    assert!(!stb_localstack::probe::port_open(u16::try_from(port).expect("port")));
+    assert!(!stb_localstack::probe::port_open(
+        u16::try_from(port).expect("port")
+    ));
     stb(elsewhere.path())
         .args(["local", "env", "--state-dir", state_arg])
         .assert()
@@ -99,7 +136,15 @@ fn a_busy_port_is_a_coded_error_with_a_hint() {
     let state = tempfile::tempdir().expect("state dir");
     let state_arg = state.path().to_str().expect("utf-8 path");
     let output = stb(state.path())
-        .args(["local", "up", "--state-dir", state_arg, "--kafka-port", &busy, "--json"])
+        .args([
+            "local",
+            "up",
+            "--state-dir",
+            state_arg,
+            "--kafka-port",
+            &busy,
+            "--json",
+        ])
         .assert()
         .code(1)
         .get_output()
@@ -107,6 +152,13 @@ fn a_busy_port_is_a_coded_error_with_a_hint() {
         .clone();
     let error = json(&output);
     assert_eq!(error["error"]["code"], "STB-LOCAL-003");
-    assert!(error["error"]["hint"].as_str().is_some_and(|h| h.contains("--kafka-port")));
-    stb(state.path()).args(["local", "down", "--state-dir", state_arg]).assert().success();
+    assert!(
+        error["error"]["hint"]
+            .as_str()
+            .is_some_and(|h| h.contains("--kafka-port"))
+    );
+    stb(state.path())
+        .args(["local", "down", "--state-dir", state_arg])
+        .assert()
+        .success();
 }

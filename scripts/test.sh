@@ -1,0 +1,75 @@
+#!/usr/bin/env bash
+# The whole test suite, exactly as CI runs it (.ci/run calls this script).
+#
+# On a fresh Debian machine it installs what is missing (C toolchain for librdkafka, Python
+# venv support), builds the workspace, starts the local stack (chDB ClickHouse server +
+# tansu broker), and runs: formatting, clippy, the Python server's unit tests and every Rust
+# test, unit and integration, against the real engine and broker. Exits non-zero on any
+# failure. Caches live outside the checkout so a fresh clone reuses them:
+#   CARGO_TARGET_DIR  (default ~/.cache/streambuild/target)
+#   STB_VENV          (default ~/.cache/streambuild/venv)
+#   STB_TEST_STACK_DIR (default ~/.cache/streambuild/test-stack)
+set -euo pipefail
+
+repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$repo"
+cache="${XDG_CACHE_HOME:-$HOME/.cache}/streambuild"
+export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$cache/target}"
+export STB_VENV="${STB_VENV:-$cache/venv}"
+export STB_TEST_STACK_DIR="${STB_TEST_STACK_DIR:-$cache/test-stack}"
+export CARGO_TERM_COLOR="${CARGO_TERM_COLOR:-never}"
+start=$(date +%s)
+step() { printf '\n==> [%ss] %s\n' "$(( $(date +%s) - start ))" "$*"; }
+
+step "checking system packages"
+missing=()
+command -v cc >/dev/null || missing+=(gcc)
+command -v c++ >/dev/null || missing+=(g++)
+command -v make >/dev/null || missing+=(make)
+command -v perl >/dev/null || missing+=(perl)
+command -v curl >/dev/null || missing+=(curl)
+command -v python3 >/dev/null || missing+=(python3)
+if command -v python3 >/dev/null && ! python3 -c 'import venv, ensurepip' 2>/dev/null; then
+  missing+=(python3-venv)
+fi
+if ((${#missing[@]})); then
+  echo "installing: ${missing[*]}"
+  sudo_cmd=()
+  [ "$(id -u)" -eq 0 ] || sudo_cmd=(sudo)
+  "${sudo_cmd[@]}" apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive "${sudo_cmd[@]}" apt-get install -y -qq "${missing[@]}"
+fi
+command -v cargo >/dev/null || { echo "cargo is required (https://rustup.rs)"; exit 1; }
+
+step "formatting"
+cargo fmt --all -- --check
+
+step "building (target: $CARGO_TARGET_DIR)"
+cargo build --workspace --all-targets --locked
+
+step "clippy"
+cargo clippy --workspace --all-targets --locked -- -D warnings
+
+stb="$CARGO_TARGET_DIR/debug/stb"
+stop_stack() { "$stb" local down --state-dir "$STB_TEST_STACK_DIR" >/dev/null 2>&1 || true; }
+# Leave the stack running for the next local run, but never behind a CI job.
+if [ "${CI:-}" = "true" ]; then trap stop_stack EXIT; fi
+
+step "starting the local test stack in $STB_TEST_STACK_DIR"
+stack_start=$(date +%s%N)
+"$stb" local up --state-dir "$STB_TEST_STACK_DIR" --clickhouse-port 0 --kafka-port 0
+echo "stack ready in $(( ($(date +%s%N) - stack_start) / 1000000 )) ms"
+
+step "Python unit tests of the local ClickHouse server"
+"$STB_VENV/bin/python" -m pip install --quiet --disable-pip-version-check pytest==9.2.0
+(cd localstack && "$STB_VENV/bin/python" -m pytest -q tests)
+
+step "Rust tests (unit, integration, end to end)"
+if cargo nextest --version >/dev/null 2>&1; then
+  cargo nextest run --workspace --locked --profile ci
+else
+  echo "cargo-nextest not found; using cargo test"
+  cargo test --workspace --locked
+fi
+
+step "all tests passed"
