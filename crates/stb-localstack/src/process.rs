@@ -130,8 +130,10 @@ mod tests {
     fn stop_terminates_a_spawned_service() {
         let dir = tempfile::tempdir().expect("tempdir");
         let marker = dir.path().to_string_lossy().into_owned();
+        // Identified by its working directory, as the services are: `sh -c` may exec
+        // `sleep` directly, which drops the marker from the command line.
         let mut command = Command::new("sh");
-        command.args(["-c", "sleep 30", &marker]);
+        command.current_dir(dir.path()).args(["-c", "sleep 30"]);
         let pid = spawn_service(command, &dir.path().join("log")).expect("spawn");
         assert!(is_running(pid, &marker));
         stop(pid, &marker, Duration::from_secs(5)).expect("stopped");

@@ -109,8 +109,16 @@ pub fn http() -> reqwest::blocking::Client {
 /// # Panics
 /// When the server answers with anything but 200: the test cannot go on.
 pub fn execute(sql: &str) -> String {
+    execute_at(&stack().clickhouse_url, sql)
+}
+
+/// Runs `sql` on the ClickHouse server at `url` and returns the body.
+///
+/// # Panics
+/// When the server answers with anything but 200: the test cannot go on.
+pub fn execute_at(url: &str, sql: &str) -> String {
     let response = http()
-        .post(&stack().clickhouse_url)
+        .post(url)
         .body(sql.to_owned())
         .send()
         .unwrap_or_else(|e| panic!("request failed for {sql}: {e}"));

@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use stb_test_support::kafka::{Record, create_topic, produce};
-use stb_test_support::{TestDatabase, execute, stack, unique_name, wait_for};
+use stb_test_support::{TestDatabase, execute, execute_at, stack, unique_name, wait_for};
 
 pub(crate) const PARTITIONS: i32 = 3;
 const BASE_TIMESTAMP_MS: i64 = 1_767_225_600_000; // 2026-01-01T00:00:00Z
@@ -27,16 +27,7 @@ pub(crate) fn records(first: usize, count: usize) -> Vec<Record> {
 
 /// Kafka table + landing table + view in `database`, reading `topic`.
 pub(crate) fn create_landing(url: &str, database: &str, topic: &str) {
-    let run = |sql: String| {
-        let response = stb_test_support::http()
-            .post(url)
-            .body(sql.clone())
-            .send()
-            .expect("request");
-        let status = response.status();
-        let body = response.text().unwrap_or_default();
-        assert!(status.is_success(), "{sql}: {status} {body}");
-    };
+    let run = |sql: String| execute_at(url, &sql);
     let brokers = &stack().kafka_brokers;
     run(format!(
         "CREATE TABLE {database}.kafka_events (message String) ENGINE = Kafka \
@@ -61,14 +52,8 @@ pub(crate) fn landed_offsets(url: &str, database: &str) -> BTreeMap<(i32, i64), 
     let sql = format!(
         "SELECT partition, offset, count() FROM {database}.landed GROUP BY partition, offset"
     );
-    let body = stb_test_support::http()
-        .post(url)
-        .body(sql)
-        .send()
-        .expect("request")
-        .text()
-        .expect("body");
-    body.lines()
+    execute_at(url, &sql)
+        .lines()
         .filter_map(|line| {
             let mut fields = line.split('\t');
             let partition = fields.next()?.parse().ok()?;
@@ -126,4 +111,22 @@ fn kafka_messages_land_exactly_once_with_metadata() {
         sample,
         format!("1\tkey-31\t{{\"seq\":31}}\t{expected_ms}\t['source','seq']\t['test','31']\n")
     );
+
+    // The server's config enables the logs StreamBuild reads for lineage evidence; views fed
+    // by Kafka log there too.
+    let logged = wait_for(Duration::from_secs(20), || {
+        execute("SYSTEM FLUSH LOGS");
+        let views = execute(&format!(
+            "SELECT count() > 0 FROM system.query_views_log \
+             WHERE view_name = '{0}.landing_view' AND view_target = '{0}.landed' AND status = 'QueryFinish'",
+            db.name
+        ));
+        let parts = execute(&format!(
+            "SELECT count() > 0 FROM system.part_log \
+             WHERE database = '{}' AND table = 'landed' AND event_type = 'NewPart'",
+            db.name
+        ));
+        views == "1\n" && parts == "1\n"
+    });
+    assert!(logged, "query_views_log and part_log record the landing");
 }

@@ -2,21 +2,9 @@
 //! their committed offsets, and MergeTree data survives.
 
 use stb_test_support::kafka::{create_topic, produce};
-use stb_test_support::{PrivateClickHouse, http, stack, unique_name};
+use stb_test_support::{PrivateClickHouse, execute_at as run, stack, unique_name};
 
 use crate::kafka_landing::{PARTITIONS, assert_exactly_once, create_landing, records};
-
-fn run(url: &str, sql: &str) -> String {
-    let response = http()
-        .post(url)
-        .body(sql.to_owned())
-        .send()
-        .expect("request");
-    let status = response.status();
-    let body = response.text().unwrap_or_default();
-    assert!(status.is_success(), "{sql}: {status} {body}");
-    body
-}
 
 #[test]
 fn restart_keeps_kafka_tables_and_resumes_without_duplicates() {
