@@ -1,0 +1,4 @@
+//! Project discovery: everything StreamBuild learns from a project directory without
+//! opening a connection.
+
+pub mod tree;
