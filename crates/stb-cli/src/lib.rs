@@ -1,5 +1,6 @@
 //! The `stb` command line: argument parsing, dispatch and output.
 
+mod discover;
 mod local;
 mod output;
 
@@ -18,6 +19,8 @@ struct Cli {
 
 #[derive(Debug, Subcommand)]
 enum Command {
+    /// Inspect the project: pipelines, their mode, protection, source and models.
+    Discover(discover::DiscoverArgs),
     /// Run a local ClickHouse server and Kafka broker, no Docker needed.
     #[command(subcommand)]
     Local(local::LocalCommand),
@@ -28,6 +31,7 @@ enum Command {
 pub fn run() -> ExitCode {
     let cli = Cli::parse();
     match cli.command {
+        Command::Discover(args) => discover::run(&args),
         Command::Local(command) => local::run(command),
     }
 }

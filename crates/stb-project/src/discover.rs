@@ -1,0 +1,865 @@
+//! The discovery pass: from a directory to a validated [`Project`], reporting every
+//! independent problem at once.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+
+use serde::Serialize;
+use serde_json::json;
+use stb_diagnostics::{Diagnostic, Diagnostics, Location, Position};
+
+use crate::codes;
+use crate::interpolation::Scope;
+use crate::local_config::{self, LocalConfig};
+use crate::macros::{MacroError, MacroRuntime, macro_files};
+use crate::pipelines::{self, ModelKind, Pipeline, PipelineDefaults};
+use crate::project_config::{self, Mode, ProjectConfig};
+use crate::reader::Reader;
+use crate::sources::{self, NameDeriver, Source, SourceContext};
+use crate::tree::{Node, Value, parse_toml};
+
+/// Where to look and what to select.
+#[derive(Debug, Clone, Default)]
+pub struct DiscoverOptions {
+    /// `--project-dir`; otherwise the nearest ancestor of `cwd` holding a project file.
+    pub project_dir: Option<PathBuf>,
+    pub cwd: PathBuf,
+    /// `--target`
+    pub target: Option<String>,
+    /// `--vars` (a JSON object), applied last.
+    pub vars: BTreeMap<String, Node>,
+}
+
+/// A discovered project.
+#[derive(Debug, Clone, Serialize)]
+pub struct Project {
+    pub name: String,
+    #[serde(skip)]
+    pub root: PathBuf,
+    pub target: String,
+    /// The target's database after interpolation, if it names one.
+    pub database: Option<String>,
+    pub pipeline_mode: Mode,
+    pub pipelines: Vec<Pipeline>,
+    pub sources: Vec<Source>,
+    pub macros: Vec<MacroSummary>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct MacroSummary {
+    pub name: String,
+    pub file: String,
+    pub line: u32,
+}
+
+/// Runs discovery.
+///
+/// # Errors
+/// Every problem found, each with a code, a location and a hint.
+pub fn discover(options: &DiscoverOptions) -> Result<Project, Diagnostics> {
+    let mut diagnostics = Diagnostics::new();
+    let root = find_root(options).map_err(Diagnostics::from)?;
+    legacy_files(&root, &mut diagnostics);
+    let project_text = crate::read_text(
+        &root.join(project_config::FILE_NAME),
+        project_config::FILE_NAME,
+        &mut diagnostics,
+    )
+    .ok_or_else(|| diagnostics.clone())?;
+    let config = parse_file(
+        project_config::FILE_NAME,
+        &project_text,
+        &mut diagnostics,
+        project_config::read,
+    );
+    let local_path = root.join(local_config::FILE_NAME);
+    let local = if local_path.is_file() {
+        crate::read_text(&local_path, local_config::FILE_NAME, &mut diagnostics)
+            .and_then(|text| {
+                parse_file(
+                    local_config::FILE_NAME,
+                    &text,
+                    &mut diagnostics,
+                    |reader, node| Some(local_config::read(reader, node)),
+                )
+            })
+            .unwrap_or_default()
+    } else {
+        LocalConfig::default()
+    };
+    if !root.join("pipelines").is_dir() {
+        diagnostics.push(
+            Diagnostic::new(
+                codes::DISCOVER_NO_PIPELINES_DIR,
+                format!(
+                    "Found StreamBuild project at '{}', but '{}' does not exist",
+                    root.display(),
+                    root.join("pipelines").display()
+                ),
+                "create pipelines/ with one directory per pipeline",
+            )
+            .at(Location::file("pipelines")),
+        );
+    }
+    let Some(config) = config else {
+        return Err(diagnostics);
+    };
+    let target = select_target(&config, &local, options, &mut diagnostics);
+    let vars = merged_vars(&config, &local, target.as_deref(), &options.vars);
+    let env = |name: &str| std::env::var(name).ok();
+    let scope = Scope {
+        vars: &vars,
+        env: &env,
+    };
+    let database = target
+        .as_deref()
+        .and_then(|t| target_database(&config, &local, t, &scope, &mut diagnostics));
+    let prefix = naming_value(
+        config.naming.pipeline_prefix.as_ref(),
+        "naming.pipeline_prefix",
+        &scope,
+        &mut diagnostics,
+    )
+    .unwrap_or_else(|| "pl__".to_owned());
+    let naming_macro = naming_value(
+        config.naming.pipeline_naming_macro.as_ref(),
+        "naming.pipeline_naming_macro",
+        &scope,
+        &mut diagnostics,
+    );
+    for node in [&config.naming.table_prefix, &config.naming.view_prefix]
+        .into_iter()
+        .flatten()
+    {
+        naming_value(Some(node), "naming prefix", &scope, &mut diagnostics);
+    }
+    let mode = local.pipeline_mode.unwrap_or(config.pipeline_mode);
+
+    let mut runtime = start_macros(&root, &mut diagnostics);
+    let sources = read_sources(&root, &config, &scope, runtime.as_mut(), &mut diagnostics);
+    let mut pipelines = pipelines::discover(
+        &root,
+        &PipelineDefaults {
+            mode,
+            prefix: &prefix,
+        },
+        &mut diagnostics,
+    );
+    infer_pipeline_sources(&mut pipelines, &sources, &mut diagnostics);
+    if let Some(name) = &naming_macro {
+        check_naming_macro(name, &pipelines, runtime.as_mut(), &mut diagnostics);
+    }
+    check_namespace(&pipelines, &sources, &mut diagnostics);
+    check_dependencies(&config, &pipelines, &mut diagnostics);
+    check_virtual_only_defaults(&config, mode, &pipelines, &mut diagnostics);
+    let macros = runtime
+        .as_ref()
+        .map(|r| {
+            r.macros
+                .iter()
+                .map(|m| MacroSummary {
+                    name: m.name.clone(),
+                    file: m.file.clone(),
+                    line: m.line,
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    let (Some(target), true) = (target, diagnostics.is_empty()) else {
+        return Err(diagnostics);
+    };
+    Ok(Project {
+        name: config.name,
+        root,
+        target,
+        database,
+        pipeline_mode: mode,
+        pipelines,
+        sources,
+        macros,
+    })
+}
+
+fn find_root(options: &DiscoverOptions) -> Result<PathBuf, Diagnostic> {
+    if let Some(dir) = &options.project_dir {
+        let dir = if dir.is_absolute() {
+            dir.clone()
+        } else {
+            options.cwd.join(dir)
+        };
+        if dir.join(project_config::FILE_NAME).is_file()
+            || dir.join("streambuild_project.yml").is_file()
+        {
+            return Ok(dir);
+        }
+        return Err(Diagnostic::new(
+            codes::CONFIG_NOT_FOUND,
+            format!(
+                "Project config not found: {}",
+                dir.join(project_config::FILE_NAME).display()
+            ),
+            "run stb inside a StreamBuild project or pass --project-dir",
+        ));
+    }
+    let mut dir = options.cwd.as_path();
+    loop {
+        if dir.join(project_config::FILE_NAME).is_file()
+            || dir.join("streambuild_project.yml").is_file()
+        {
+            return Ok(dir.to_path_buf());
+        }
+        match dir.parent() {
+            Some(parent) => dir = parent,
+            None => {
+                return Err(Diagnostic::new(
+                    codes::CONFIG_NOT_FOUND,
+                    "No StreamBuild project found from the current directory.",
+                    "run stb inside a StreamBuild project or pass --project-dir",
+                ));
+            }
+        }
+    }
+}
+
+fn legacy_files(root: &Path, diagnostics: &mut Diagnostics) {
+    for (legacy, modern) in [
+        ("streambuild_project.yml", project_config::FILE_NAME),
+        ("streambuild_local.yml", local_config::FILE_NAME),
+    ] {
+        if root.join(legacy).is_file() {
+            let mixed = if root.join(modern).is_file() {
+                " Mixed project config formats are not supported."
+            } else {
+                ""
+            };
+            diagnostics.push(
+                Diagnostic::new(
+                    codes::CONFIG_LEGACY_YAML,
+                    format!("{legacy} is not supported. Convert it to {modern}.{mixed}"),
+                    format!("move its settings into {modern} and delete {legacy}"),
+                )
+                .at(Location::file(legacy)),
+            );
+        }
+    }
+}
+
+fn parse_file<T>(
+    file: &str,
+    text: &str,
+    diagnostics: &mut Diagnostics,
+    read: impl FnOnce(&mut Reader<'_>, &Node) -> Option<T>,
+) -> Option<T> {
+    match parse_toml(text) {
+        Ok(root) => read(&mut Reader::new(file, diagnostics), &root),
+        Err(error) => {
+            diagnostics.push(
+                Diagnostic::new(
+                    codes::CONFIG_SYNTAX,
+                    format!("invalid TOML: {}", error.message),
+                    "fix the TOML syntax at this position",
+                )
+                .at(Location::at(file, error.position)),
+            );
+            None
+        }
+    }
+}
+
+fn select_target(
+    config: &ProjectConfig,
+    local: &LocalConfig,
+    options: &DiscoverOptions,
+    diagnostics: &mut Diagnostics,
+) -> Option<String> {
+    let (name, location) = if let Some(name) = &options.target {
+        (name.clone(), None)
+    } else if let Some((name, position)) = &local.target {
+        (
+            name.clone(),
+            Some(Location::at(local_config::FILE_NAME, *position)),
+        )
+    } else {
+        (
+            config.default_target.clone(),
+            Some(Location::at(
+                project_config::FILE_NAME,
+                config.default_target_position,
+            )),
+        )
+    };
+    if config.targets.contains_key(&name) || local.targets.contains_key(&name) {
+        return Some(name);
+    }
+    let known: BTreeSet<&String> = config.targets.keys().chain(local.targets.keys()).collect();
+    let known: Vec<&str> = known.into_iter().map(String::as_str).collect();
+    let mut diagnostic = Diagnostic::new(
+        codes::CONFIG_UNKNOWN_TARGET,
+        format!("Unknown target '{name}'"),
+        if known.is_empty() {
+            "define it with a [targets.<name>] table".to_owned()
+        } else {
+            format!("known targets: {}", known.join(", "))
+        },
+    );
+    if let Some(location) = location {
+        diagnostic = diagnostic.at(location);
+    }
+    diagnostics.push(diagnostic);
+    None
+}
+
+/// project [vars] < project target vars < local target vars < local [vars] < --vars
+fn merged_vars(
+    config: &ProjectConfig,
+    local: &LocalConfig,
+    target: Option<&str>,
+    cli: &BTreeMap<String, Node>,
+) -> BTreeMap<String, Node> {
+    let mut vars = config.vars.clone();
+    if let Some(target) = target {
+        if let Some(t) = config.targets.get(target) {
+            vars.extend(t.vars.clone());
+        }
+        if let Some(t) = local.targets.get(target) {
+            vars.extend(t.vars.clone());
+        }
+    }
+    vars.extend(local.vars.clone());
+    vars.extend(cli.clone());
+    vars
+}
+
+fn target_database(
+    config: &ProjectConfig,
+    local: &LocalConfig,
+    target: &str,
+    scope: &Scope<'_>,
+    diagnostics: &mut Diagnostics,
+) -> Option<String> {
+    let (node, file) = match local.targets.get(target).and_then(|t| t.database.as_ref()) {
+        Some(node) => (node, local_config::FILE_NAME),
+        None => (
+            config.targets.get(target)?.database.as_ref()?,
+            project_config::FILE_NAME,
+        ),
+    };
+    let text = node.as_str()?;
+    match scope.resolve_string(text) {
+        Ok(database) => Some(database),
+        Err(error) => {
+            diagnostics.push(
+                Diagnostic::new(
+                    codes::CONFIG_INTERPOLATION,
+                    format!("targets.{target}.database {error}"),
+                    error.hint(),
+                )
+                .at(Location::at(file, node.position)),
+            );
+            None
+        }
+    }
+}
+
+fn naming_value(
+    node: Option<&Node>,
+    what: &str,
+    scope: &Scope<'_>,
+    diagnostics: &mut Diagnostics,
+) -> Option<String> {
+    let node = node?;
+    let text = node.as_str()?;
+    match scope.resolve_string(text) {
+        Ok(value) => Some(value),
+        Err(error) => {
+            diagnostics.push(
+                Diagnostic::new(
+                    codes::CONFIG_INTERPOLATION,
+                    format!("{what} {error}"),
+                    error.hint(),
+                )
+                .at(Location::at(project_config::FILE_NAME, node.position)),
+            );
+            None
+        }
+    }
+}
+
+fn start_macros(root: &Path, diagnostics: &mut Diagnostics) -> Option<MacroRuntime> {
+    let files = macro_files(root);
+    if files.is_empty() {
+        return None;
+    }
+    match MacroRuntime::start(&files) {
+        Ok(runtime) => Some(runtime),
+        Err(MacroError::Python(error)) => {
+            let file = error.file.clone().unwrap_or_else(|| "macros".to_owned());
+            let location = error.line.map_or_else(
+                || Location::file(&file),
+                |line| Location::at(&file, Position::new(line, 1)),
+            );
+            let message = if error.collision {
+                error.message
+            } else {
+                format!("Failed to load {file}: {}", error.message)
+            };
+            diagnostics.push(
+                Diagnostic::new(
+                    codes::DISCOVER_MACRO_LOAD,
+                    message,
+                    "fix the macro file; it is executed as ordinary Python",
+                )
+                .at(location),
+            );
+            None
+        }
+        Err(other) => {
+            diagnostics.push(
+                Diagnostic::new(
+                    codes::DISCOVER_PYTHON,
+                    format!(
+                        "the project has macros but Python cannot run them: {}",
+                        describe(&other)
+                    ),
+                    "install python3 (3.9+) or set STB_PYTHON to an interpreter",
+                )
+                .at(Location::file("macros")),
+            );
+            None
+        }
+    }
+}
+
+fn describe(error: &MacroError) -> String {
+    match error {
+        MacroError::Worker(detail) => detail.clone(),
+        MacroError::Timeout(limit) => format!("no answer within {}s", limit.as_secs_f32()),
+        MacroError::Python(error) => error.message.clone(),
+    }
+}
+
+struct MacroNameDeriver<'a> {
+    runtime: Option<&'a mut MacroRuntime>,
+    name: String,
+}
+
+impl NameDeriver for MacroNameDeriver<'_> {
+    fn derive(
+        &mut self,
+        topic: &str,
+        file: &Path,
+        position: Position,
+    ) -> Result<String, Diagnostic> {
+        let location = Location::at(file, position);
+        let Some(runtime) = self.runtime.as_deref_mut() else {
+            return Err(Diagnostic::new(
+                codes::DISCOVER_MACRO_MISSING,
+                format!(
+                    "Source naming macro '{}' is not defined (the project has no macros)",
+                    self.name
+                ),
+                "define it in a file under macros/",
+            )
+            .at(location));
+        };
+        let Some(info) = runtime.find(&self.name) else {
+            return Err(Diagnostic::new(
+                codes::DISCOVER_MACRO_MISSING,
+                format!("Source naming macro '{}' is not defined", self.name),
+                available(runtime),
+            )
+            .at(location));
+        };
+        if info.params.len() != 1 || info.params[0].name != "topic" {
+            return Err(Diagnostic::new(
+                codes::DISCOVER_MACRO_MISSING,
+                format!(
+                    "Source naming macro '{}' must take exactly one parameter named topic",
+                    self.name
+                ),
+                "write def name(topic: str) -> str",
+            )
+            .at(Location::at(&info.file, Position::new(info.line, 1))));
+        }
+        match runtime.call(&self.name, &[json!(topic)]) {
+            Ok(result) if result.type_name == "str" => {
+                Ok(result.value.as_str().unwrap_or_default().to_owned())
+            }
+            Ok(result) => Err(Diagnostic::new(
+                codes::DISCOVER_MACRO_FAILED,
+                format!(
+                    "Source naming macro '{}' returned {} instead of a string",
+                    self.name, result.type_name
+                ),
+                "return the source name as a str",
+            )
+            .at(location)),
+            Err(error) => Err(macro_failure(&self.name, &error, location)),
+        }
+    }
+}
+
+fn available(runtime: &MacroRuntime) -> String {
+    let names: Vec<&str> = runtime.macros.iter().map(|m| m.name.as_str()).collect();
+    format!(
+        "Available macros: {}",
+        if names.is_empty() {
+            "none".to_owned()
+        } else {
+            names.join(", ")
+        }
+    )
+}
+
+fn macro_failure(name: &str, error: &MacroError, fallback: Location) -> Diagnostic {
+    let location = match error {
+        MacroError::Python(python) => match (&python.file, python.line) {
+            (Some(file), Some(line)) => Location::at(file, Position::new(line, 1)),
+            _ => fallback,
+        },
+        _ => fallback,
+    };
+    Diagnostic::new(
+        codes::DISCOVER_MACRO_FAILED,
+        format!("Macro '{name}' failed: {}", describe(error)),
+        "fix the macro; it must return quickly and return a string",
+    )
+    .at(location)
+}
+
+fn read_sources(
+    root: &Path,
+    config: &ProjectConfig,
+    scope: &Scope<'_>,
+    runtime: Option<&mut MacroRuntime>,
+    diagnostics: &mut Diagnostics,
+) -> Vec<Source> {
+    let mut files: Vec<PathBuf> = std::fs::read_dir(root.join("sources"))
+        .map(|entries| {
+            entries
+                .filter_map(Result::ok)
+                .map(|e| e.path())
+                .filter(|p| p.is_file() && p.extension().is_some_and(|e| e == "yml"))
+                .collect()
+        })
+        .unwrap_or_default();
+    files.sort();
+    let macro_name = config
+        .kafka_naming_macro
+        .as_ref()
+        .and_then(Node::as_str)
+        .map(str::to_owned);
+    let mut deriver = macro_name.map(|name| MacroNameDeriver { runtime, name });
+    let mut context = SourceContext {
+        scope,
+        default_broker_list: config.kafka_broker_list.is_some(),
+        deriver: deriver.as_mut().map(|d| d as &mut dyn NameDeriver),
+    };
+    let mut sources = Vec::new();
+    for path in files {
+        let relative = path.strip_prefix(root).unwrap_or(&path).to_path_buf();
+        let Some(text) = crate::read_text(&path, &relative.to_string_lossy(), diagnostics) else {
+            continue;
+        };
+        sources::read_file(&relative, &text, &mut context, diagnostics, &mut sources);
+    }
+    sources::check_across_files(&sources, diagnostics);
+    sources
+}
+
+/// Follows each table model's driving input to a source; all of a pipeline's table models
+/// must reach the same one.
+fn infer_pipeline_sources(
+    pipelines: &mut [Pipeline],
+    sources: &[Source],
+    diagnostics: &mut Diagnostics,
+) {
+    let source_names: BTreeSet<&str> = sources.iter().map(|s| s.name.as_str()).collect();
+    let models: BTreeMap<String, (ModelKind, Option<String>)> = pipelines
+        .iter()
+        .flat_map(|p| {
+            p.models
+                .iter()
+                .map(|m| (m.name.clone(), (m.kind, m.driving_input.clone())))
+        })
+        .collect();
+    for pipeline in pipelines.iter_mut() {
+        let mut reached: Vec<String> = Vec::new();
+        for model in pipeline
+            .models
+            .iter()
+            .filter(|m| m.kind == ModelKind::Table)
+        {
+            let Some(start) = &model.driving_input else {
+                continue;
+            };
+            let mut seen = vec![model.name.clone()];
+            let mut current = start.clone();
+            let outcome = loop {
+                if source_names.contains(current.as_str()) {
+                    break Ok(current);
+                }
+                match models.get(&current) {
+                    Some((ModelKind::Table, Some(next))) if !seen.contains(&current) => {
+                        seen.push(current.clone());
+                        current = next.clone();
+                    }
+                    Some((ModelKind::Table, Some(_))) => {
+                        break Err(format!(
+                            "Pipeline directory '{}' has a driving-input cycle through '{current}'",
+                            pipeline.name
+                        ));
+                    }
+                    Some((ModelKind::Table, None)) => break Err(String::new()), // already reported on that model
+                    _ => {
+                        break Err(format!(
+                            "Pipeline directory '{}' references unknown driving input '{current}' (from model '{}')",
+                            pipeline.name, model.name
+                        ));
+                    }
+                }
+            };
+            match outcome {
+                Ok(source) => {
+                    if !reached.contains(&source) {
+                        reached.push(source);
+                    }
+                }
+                Err(message) if !message.is_empty() => diagnostics.push(
+                    Diagnostic::new(codes::DISCOVER_PIPELINE_SOURCE, message, "a table model's driving input must be a source or a table model that leads to one").at(Location::file(&model.file)),
+                ),
+                Err(_) => {}
+            }
+        }
+        match reached.as_slice() {
+            [] => {}
+            [one] => pipeline.source = Some(one.clone()),
+            many => diagnostics.push(
+                Diagnostic::new(
+                    codes::DISCOVER_PIPELINE_SOURCE,
+                    format!(
+                        "Pipeline directory '{}' must resolve to exactly one source; found {}",
+                        pipeline.name,
+                        many.join(", ")
+                    ),
+                    "split the pipeline so each reads one source",
+                )
+                .at(Location::file(&pipeline.directory)),
+            ),
+        }
+    }
+}
+
+fn check_naming_macro(
+    name: &str,
+    pipelines: &[Pipeline],
+    runtime: Option<&mut MacroRuntime>,
+    diagnostics: &mut Diagnostics,
+) {
+    let config = Location::file(project_config::FILE_NAME);
+    let Some(runtime) = runtime else {
+        diagnostics.push(
+            Diagnostic::new(
+                codes::DISCOVER_MACRO_MISSING,
+                format!("Pipeline naming macro '{name}' is not defined. Available macros: none"),
+                "define it in a file under macros/",
+            )
+            .at(config),
+        );
+        return;
+    };
+    let Some(info) = runtime.find(name).cloned() else {
+        diagnostics.push(
+            Diagnostic::new(
+                codes::DISCOVER_MACRO_MISSING,
+                format!(
+                    "Pipeline naming macro '{name}' is not defined. {}",
+                    available(runtime)
+                ),
+                "define it in a file under macros/, or fix naming.pipeline_naming_macro",
+            )
+            .at(config),
+        );
+        return;
+    };
+    let signature_ok = info.params.len() == 1
+        && info.params[0].name == "ctx"
+        && info.params[0]
+            .annotation
+            .as_deref()
+            .is_some_and(|a| a == "PipelineNamingContext" || a.ends_with(".PipelineNamingContext"));
+    if !signature_ok {
+        diagnostics.push(
+            Diagnostic::new(codes::DISCOVER_MACRO_MISSING, format!("Pipeline naming macro '{name}' must have the signature def {name}(ctx: PipelineNamingContext) -> str"), "from streambuild.compiler.macros.models import PipelineNamingContext")
+                .at(Location::at(&info.file, Position::new(info.line, 1))),
+        );
+        return;
+    }
+    for pipeline in pipelines {
+        let mut model_names: Vec<&str> = pipeline.models.iter().map(|m| m.name.as_str()).collect();
+        model_names.sort_unstable();
+        let context = json!({
+            "name": pipeline.name,
+            "source_name": pipeline.source,
+            "model_names": model_names,
+            "relative_directory": pipeline.directory,
+            "mode": pipeline.mode.as_str(),
+        });
+        let here = Location::file(&pipeline.directory);
+        match runtime.call_naming(name, &context) {
+            Ok(result) if result.type_name == "str" && result.value.as_str().is_some_and(|v| !v.is_empty()) => {
+                let expected = result.value.as_str().unwrap_or_default();
+                if expected != pipeline.name {
+                    diagnostics.push(
+                        Diagnostic::new(codes::DISCOVER_NAMING_MISMATCH, format!("Pipeline directory '{}' does not satisfy naming macro '{name}'; expected 'pipelines/{expected}'", pipeline.name), format!("rename the directory to pipelines/{expected}; stb never renames files"))
+                            .at(here)
+                            .with_related("naming macro", Location::at(&info.file, Position::new(info.line, 1))),
+                    );
+                }
+            }
+            Ok(result) => diagnostics.push(
+                Diagnostic::new(codes::DISCOVER_MACRO_FAILED, format!("Pipeline naming macro '{name}' returned {} for '{}' instead of a non-empty string", if result.type_name == "str" { "an empty string".to_owned() } else { result.type_name }, pipeline.name), "return the required directory name as a str")
+                    .at(Location::at(&info.file, Position::new(info.line, 1))),
+            ),
+            Err(error) => {
+                diagnostics.push(macro_failure(name, &error, Location::at(&info.file, Position::new(info.line, 1))));
+                if matches!(error, MacroError::Timeout(_) | MacroError::Worker(_)) {
+                    return; // the worker is gone; one report is enough
+                }
+            }
+        }
+    }
+}
+
+/// Pipelines, sources and models share one namespace.
+fn check_namespace(pipelines: &[Pipeline], sources: &[Source], diagnostics: &mut Diagnostics) {
+    let mut seen: BTreeMap<&str, Location> = BTreeMap::new();
+    for source in sources {
+        seen.entry(source.name.as_str())
+            .or_insert_with(|| Location::at(&source.file, source.position));
+    }
+    for pipeline in pipelines {
+        let here = Location::file(&pipeline.directory);
+        if let Some(first) = seen.get(pipeline.name.as_str()) {
+            diagnostics.push(
+                Diagnostic::new(
+                    codes::DISCOVER_NAME_COLLISION,
+                    format!(
+                        "Logical resource name '{}' is defined in both {} and {}",
+                        pipeline.name,
+                        first.file.display(),
+                        pipeline.directory
+                    ),
+                    "pipelines, sources and models share one namespace; rename one",
+                )
+                .at(here)
+                .with_related("first defined here", first.clone()),
+            );
+        } else {
+            seen.insert(pipeline.name.as_str(), here);
+        }
+    }
+    for model in pipelines.iter().flat_map(|p| &p.models) {
+        let here = Location::file(&model.file);
+        if let Some(first) = seen.get(model.name.as_str()) {
+            diagnostics.push(
+                Diagnostic::new(
+                    codes::DISCOVER_NAME_COLLISION,
+                    format!(
+                        "Logical node name '{}' is defined in both {} and {}",
+                        model.name,
+                        first.file.display(),
+                        model.file
+                    ),
+                    "pipelines, sources and models share one namespace; rename the model file",
+                )
+                .at(here)
+                .with_related("first defined here", first.clone()),
+            );
+        } else {
+            seen.insert(model.name.as_str(), here);
+        }
+    }
+}
+
+fn check_dependencies(
+    config: &ProjectConfig,
+    pipelines: &[Pipeline],
+    diagnostics: &mut Diagnostics,
+) {
+    let names: BTreeSet<&str> = pipelines.iter().map(|p| p.name.as_str()).collect();
+    for (up, down, position) in &config.dependencies.allowed {
+        let unknown: Vec<&str> = [up.as_str(), down.as_str()]
+            .into_iter()
+            .filter(|n| !names.contains(n))
+            .collect();
+        if !unknown.is_empty() {
+            diagnostics.push(
+                Diagnostic::new(codes::CONFIG_DEPENDENCIES, format!("allowed cross-pipeline reference {up} -> {down} names unknown pipeline(s): {}", unknown.join(", ")), "use the directory names under pipelines/")
+                    .at(Location::at(project_config::FILE_NAME, *position)),
+            );
+        }
+    }
+}
+
+fn check_virtual_only_defaults(
+    config: &ProjectConfig,
+    mode: Mode,
+    pipelines: &[Pipeline],
+    diagnostics: &mut Diagnostics,
+) {
+    if config.virtual_only_defaults.is_empty() || pipelines.iter().any(|p| p.mode == Mode::Virtual)
+    {
+        return;
+    }
+    let reason = if mode == Mode::Direct {
+        "when defaults.pipeline_mode is direct"
+    } else {
+        "when every pipeline overrides its mode to direct"
+    };
+    for (key, position) in &config.virtual_only_defaults {
+        diagnostics.push(
+            Diagnostic::new(
+                codes::DISCOVER_DIRECT_ONLY,
+                format!(
+                    "Project file '{}' cannot define defaults.{key} {reason}",
+                    project_config::FILE_NAME
+                ),
+                "this setting only affects virtual pipelines; remove it",
+            )
+            .at(Location::at(project_config::FILE_NAME, *position)),
+        );
+    }
+}
+
+/// `--vars` JSON as tree nodes.
+///
+/// # Errors
+/// When the text is not a JSON object.
+pub fn vars_from_json(text: &str) -> Result<BTreeMap<String, Node>, String> {
+    let value: serde_json::Value =
+        serde_json::from_str(text).map_err(|e| format!("--vars must be a JSON object: {e}"))?;
+    let serde_json::Value::Object(map) = value else {
+        return Err("--vars must be a JSON object".to_owned());
+    };
+    Ok(map.into_iter().map(|(k, v)| (k, json_node(v))).collect())
+}
+
+fn json_node(value: serde_json::Value) -> Node {
+    let position = Position::default();
+    let value = match value {
+        serde_json::Value::Null => Value::Null,
+        serde_json::Value::Bool(b) => Value::Bool(b),
+        serde_json::Value::Number(n) => n
+            .as_i64()
+            .map_or_else(|| Value::Float(n.as_f64().unwrap_or(0.0)), Value::Int),
+        serde_json::Value::String(s) => Value::Str(s),
+        serde_json::Value::Array(items) => Value::Array(items.into_iter().map(json_node).collect()),
+        serde_json::Value::Object(map) => Value::Table(
+            map.into_iter()
+                .map(|(k, v)| (crate::tree::Key { name: k, position }, json_node(v)))
+                .collect(),
+        ),
+    };
+    Node { value, position }
+}

@@ -1,0 +1,144 @@
+//! Validation of the policy tables shared by the project, pipelines and sources: retention,
+//! freshness, audit defaults, replay-on-change.
+
+use crate::codes;
+use crate::interpolation::has_tokens;
+use crate::reader::{Reader, parse_duration};
+use crate::tree::{Node, Value};
+
+/// `false` or `{duration, timestamp = "broker", fallback = "landed", cap_at = "landed"}`.
+/// Values holding `${...}` are checked once resolved, not here.
+pub(crate) fn retention(reader: &mut Reader<'_>, node: &Node, what: &str) {
+    match &node.value {
+        Value::Bool(false) => {}
+        Value::Str(text) if has_tokens(text) => {}
+        Value::Table(_) => {
+            reader.allowed_keys(node, what, &["duration", "timestamp", "fallback", "cap_at"]);
+            match node.get("duration") {
+                Some(duration) => positive_duration(reader, duration, &format!("{what}.duration")),
+                None => reader.missing(
+                    node.position,
+                    &format!("{what}.duration"),
+                    "add duration = \"7d\" (for example)",
+                ),
+            }
+            fixed_choice(reader, node, "timestamp", what, "broker");
+            fixed_choice(reader, node, "fallback", what, "landed");
+            fixed_choice(reader, node, "cap_at", what, "landed");
+        }
+        _ => reader.report(
+            codes::CONFIG_TYPE,
+            node.position,
+            format!("{what} must be false or a mapping"),
+            "write retention = false, or a table such as { duration = \"7d\" }",
+        ),
+    }
+}
+
+fn fixed_choice(reader: &mut Reader<'_>, node: &Node, key: &str, what: &str, only: &str) {
+    if let Some(value) = node.get(key) {
+        if let Value::Str(text) = &value.value
+            && has_tokens(text)
+        {
+            return;
+        }
+        reader.choice(value, &format!("{what}.{key}"), &[only]);
+    }
+}
+
+/// A duration strictly greater than zero (or a `${...}` to resolve later).
+pub(crate) fn positive_duration(reader: &mut Reader<'_>, node: &Node, what: &str) {
+    if let Value::Str(text) = &node.value
+        && has_tokens(text)
+    {
+        return;
+    }
+    if reader.duration(node, what) == Some(0) {
+        reader.report(
+            codes::CONFIG_VALUE,
+            node.position,
+            format!("{what} must be greater than zero"),
+            "use a duration such as '30s'",
+        );
+    }
+}
+
+/// `{warn_after, error_after}`: at least one, both durations > 0, warn ≤ error.
+pub(crate) fn freshness(reader: &mut Reader<'_>, node: &Node, what: &str) {
+    if reader.table(node, what).is_none() {
+        return;
+    }
+    reader.allowed_keys(node, what, &["warn_after", "error_after"]);
+    let warn = node
+        .get("warn_after")
+        .and_then(|n| reader.duration(n, &format!("{what}.warn_after")));
+    let error = node
+        .get("error_after")
+        .and_then(|n| reader.duration(n, &format!("{what}.error_after")));
+    if node.get("warn_after").is_none() && node.get("error_after").is_none() {
+        reader.report(
+            codes::CONFIG_MISSING,
+            node.position,
+            format!("{what} needs warn_after, error_after or both"),
+            "add warn_after = \"1m\" (for example)",
+        );
+    }
+    if let (Some(warn), Some(error)) = (warn, error)
+        && warn > error
+    {
+        reader.report(
+            codes::CONFIG_VALUE,
+            node.get("warn_after").map_or(node.position, |n| n.position),
+            format!("{what}.warn_after must not be longer than error_after"),
+            "warn before you fail: make warn_after the shorter one",
+        );
+    }
+}
+
+/// `{severity, every, warmup}` as in `[defaults.audits]` and `[audit_defaults]`.
+pub(crate) fn audit_defaults(reader: &mut Reader<'_>, node: &Node, what: &str) {
+    if reader.table(node, what).is_none() {
+        return;
+    }
+    reader.allowed_keys(node, what, &["severity", "every", "warmup"]);
+    if let Some(severity) = node.get("severity") {
+        reader.choice(severity, &format!("{what}.severity"), &["error", "warning"]);
+    }
+    if let Some(every) = node.get("every") {
+        positive_duration(reader, every, &format!("{what}.every"));
+    }
+    if let Some(warmup) = node.get("warmup") {
+        reader.duration(warmup, &format!("{what}.warmup"));
+    }
+}
+
+/// `{breaking, non_breaking}`, each `"full"` or `"bounded-<duration>"`.
+pub(crate) fn replay_on_change(reader: &mut Reader<'_>, node: &Node, what: &str) {
+    if reader.table(node, what).is_none() {
+        return;
+    }
+    reader.allowed_keys(node, what, &["breaking", "non_breaking"]);
+    for key in ["breaking", "non_breaking"] {
+        let Some(value) = node.get(key) else { continue };
+        let Some(text) = reader.string(value, &format!("{what}.{key}")) else {
+            continue;
+        };
+        let valid = text == "full"
+            || text
+                .strip_prefix("bounded-")
+                .and_then(parse_duration)
+                .is_some_and(|s| s > 0);
+        if !valid {
+            reader.report(
+                codes::CONFIG_VALUE,
+                value.position,
+                format!("{what}.{key} must be 'full' or 'bounded-<duration>', not '{text}'"),
+                "write 'full' or, for example, 'bounded-30m'",
+            );
+        }
+    }
+}
+
+pub(crate) fn bounded_replay_fallback(reader: &mut Reader<'_>, node: &Node, what: &str) {
+    reader.choice(node, what, &["full", "bounded_without_history"]);
+}
