@@ -135,8 +135,11 @@ pub fn discover(options: &DiscoverOptions) -> Result<Project, Diagnostics> {
     }
     let mode = local.pipeline_mode.unwrap_or(config.pipeline_mode);
 
+    let errors_before_macros = diagnostics.len();
     let mut runtime = start_macros(&root, &mut diagnostics);
-    let sources = read_sources(&root, &config, &scope, runtime.as_mut(), &mut diagnostics);
+    let macros_failed = diagnostics.len() > errors_before_macros;
+    let (sources, invalid_sources) =
+        read_sources(&root, &config, &scope, runtime.as_mut(), &mut diagnostics);
     let mut pipelines = pipelines::discover(
         &root,
         &PipelineDefaults {
@@ -145,9 +148,15 @@ pub fn discover(options: &DiscoverOptions) -> Result<Project, Diagnostics> {
         },
         &mut diagnostics,
     );
-    infer_pipeline_sources(&mut pipelines, &sources, &mut diagnostics);
-    if let Some(name) = &naming_macro {
-        check_naming_macro(name, &pipelines, runtime.as_mut(), &mut diagnostics);
+    infer_pipeline_sources(&mut pipelines, &sources, &invalid_sources, &mut diagnostics);
+    // A macro file that failed to load has been reported; "not defined" would only repeat it.
+    if let (Some(name), false) = (&naming_macro, macros_failed) {
+        let at = config
+            .naming
+            .pipeline_naming_macro
+            .as_ref()
+            .map_or(Position::new(1, 1), |n| n.position);
+        check_naming_macro(name, at, &pipelines, runtime.as_mut(), &mut diagnostics);
     }
     check_namespace(&pipelines, &sources, &mut diagnostics);
     check_dependencies(&config, &pipelines, &mut diagnostics);
@@ -533,7 +542,7 @@ fn read_sources(
     scope: &Scope<'_>,
     runtime: Option<&mut MacroRuntime>,
     diagnostics: &mut Diagnostics,
-) -> Vec<Source> {
+) -> (Vec<Source>, Vec<String>) {
     let mut files: Vec<PathBuf> = std::fs::read_dir(root.join("sources"))
         .map(|entries| {
             entries
@@ -554,6 +563,7 @@ fn read_sources(
         scope,
         default_broker_list: config.kafka_broker_list.is_some(),
         deriver: deriver.as_mut().map(|d| d as &mut dyn NameDeriver),
+        invalid_names: Vec::new(),
     };
     let mut sources = Vec::new();
     for path in files {
@@ -564,7 +574,7 @@ fn read_sources(
         sources::read_file(&relative, &text, &mut context, diagnostics, &mut sources);
     }
     sources::check_across_files(&sources, diagnostics);
-    sources
+    (sources, context.invalid_names)
 }
 
 /// Follows each table model's driving input to a source; all of a pipeline's table models
@@ -572,6 +582,7 @@ fn read_sources(
 fn infer_pipeline_sources(
     pipelines: &mut [Pipeline],
     sources: &[Source],
+    invalid_sources: &[String],
     diagnostics: &mut Diagnostics,
 ) {
     let source_names: BTreeSet<&str> = sources.iter().map(|s| s.name.as_str()).collect();
@@ -598,6 +609,12 @@ fn infer_pipeline_sources(
             let outcome = loop {
                 if source_names.contains(current.as_str()) {
                     break Ok(current);
+                }
+                if invalid_sources
+                    .iter()
+                    .any(|n| *n == current || n == sources::UNREADABLE_FILE)
+                {
+                    break Err(String::new()); // the source itself was reported
                 }
                 match models.get(&current) {
                     Some((ModelKind::Table, Some(next))) if !seen.contains(&current) => {
@@ -652,11 +669,12 @@ fn infer_pipeline_sources(
 
 fn check_naming_macro(
     name: &str,
+    at: Position,
     pipelines: &[Pipeline],
     runtime: Option<&mut MacroRuntime>,
     diagnostics: &mut Diagnostics,
 ) {
-    let config = Location::file(project_config::FILE_NAME);
+    let config = Location::at(project_config::FILE_NAME, at);
     let Some(runtime) = runtime else {
         diagnostics.push(
             Diagnostic::new(

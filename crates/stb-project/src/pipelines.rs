@@ -411,8 +411,8 @@ fn models(
             continue;
         };
         let kind = model_kind(&text);
-        let refs = match refs::extract(&text) {
-            Ok(refs) => refs,
+        let (refs, refs_ok) = match refs::extract(&text) {
+            Ok(refs) => (refs, true),
             Err(error) => {
                 diagnostics.push(
                     Diagnostic::new(
@@ -422,10 +422,11 @@ fn models(
                     )
                     .at(Location::at(&file, error.position)),
                 );
-                Vec::new()
+                (Vec::new(), false)
             }
         };
-        let driving_input = if kind == ModelKind::Table {
+        // Without its references (already reported) a model has no driving input to infer.
+        let driving_input = if kind == ModelKind::Table && refs_ok {
             driving_input(&stem, &file, &refs, diagnostics)
         } else {
             None

@@ -110,10 +110,34 @@ pub(crate) struct SourceContext<'a> {
     pub scope: &'a Scope<'a>,
     pub default_broker_list: bool,
     pub deriver: Option<&'a mut dyn NameDeriver>,
+    /// Names of sources that were declared but failed validation (already reported), so
+    /// models reading them do not also report an "unknown" input.
+    pub invalid_names: Vec<String>,
 }
 
 /// Reads one sources file, appending its sources.
+/// Stands in [`SourceContext::invalid_names`] for a file whose sources could not be read.
+pub(crate) const UNREADABLE_FILE: &str = "*";
+
 pub(crate) fn read_file(
+    relative: &Path,
+    text: &str,
+    context: &mut SourceContext<'_>,
+    diagnostics: &mut Diagnostics,
+    out: &mut Vec<Source>,
+) {
+    let before = diagnostics.len();
+    read_entries(relative, text, context, diagnostics, out);
+    let file_level_problem = diagnostics
+        .iter()
+        .skip(before)
+        .any(|d| d.code == codes::DISCOVER_SOURCE_YAML || d.code == codes::DISCOVER_SOURCE_SHAPE);
+    if file_level_problem {
+        context.invalid_names.push(UNREADABLE_FILE.to_owned());
+    }
+}
+
+fn read_entries(
     relative: &Path,
     text: &str,
     context: &mut SourceContext<'_>,
@@ -153,6 +177,20 @@ pub(crate) fn read_file(
         );
         return;
     };
+    let Some(list) = root.get("sources") else {
+        let found: Vec<&str> = entries.iter().map(|(k, _)| k.name.as_str()).collect();
+        reader.report(
+            codes::DISCOVER_SOURCE_SHAPE,
+            root.position,
+            format!(
+                "Source file '{}' has no 'sources' list (found: {})",
+                relative.display(),
+                found.join(", ")
+            ),
+            shape_hint,
+        );
+        return;
+    };
     for (key, _) in entries.iter().filter(|(k, _)| k.name != "sources") {
         reader.report(
             codes::DISCOVER_SOURCE_SHAPE,
@@ -165,15 +203,6 @@ pub(crate) fn read_file(
             shape_hint,
         );
     }
-    let Some(list) = root.get("sources") else {
-        reader.report(
-            codes::DISCOVER_SOURCE_SHAPE,
-            root.position,
-            format!("Source file '{}' has no 'sources' list", relative.display()),
-            shape_hint,
-        );
-        return;
-    };
     let Value::Array(items) = &list.value else {
         reader.report(
             codes::DISCOVER_SOURCE_SHAPE,
@@ -193,8 +222,13 @@ pub(crate) fn read_file(
             );
             continue;
         }
-        if let Some(source) = read_source(&mut reader, item, context) {
-            out.push(source);
+        match read_source(&mut reader, item, context) {
+            Some(source) => out.push(source),
+            None => {
+                if let Some(name) = item.get("name").and_then(Node::as_str) {
+                    context.invalid_names.push(name.to_owned());
+                }
+            }
         }
     }
 }

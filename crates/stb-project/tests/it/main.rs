@@ -1,0 +1,4 @@
+//! Discovery against small fixture projects on disk.
+
+mod invalid;
+mod support;
