@@ -40,6 +40,9 @@ pub struct Project {
     /// The target's database after interpolation, if it names one.
     pub database: Option<String>,
     pub pipeline_mode: Mode,
+    /// `[build] max_pipelines` for this target: the target's own limit, else the project
+    /// default (local-only targets always inherit the project default).
+    pub max_pipelines: Option<u32>,
     pub pipelines: Vec<Pipeline>,
     pub sources: Vec<Source>,
     pub macros: Vec<MacroSummary>,
@@ -177,12 +180,18 @@ pub fn discover(options: &DiscoverOptions) -> Result<Project, Diagnostics> {
     let (Some(target), true) = (target, diagnostics.is_empty()) else {
         return Err(diagnostics);
     };
+    let max_pipelines = config
+        .targets
+        .get(&target)
+        .and_then(|t| t.max_pipelines)
+        .or(config.max_pipelines);
     Ok(Project {
         name: config.name,
         root,
         target,
         database,
         pipeline_mode: mode,
+        max_pipelines,
         pipelines,
         sources,
         macros,

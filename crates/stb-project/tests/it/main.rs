@@ -1,4 +1,6 @@
 //! Discovery against small fixture projects on disk.
 
 mod invalid;
+mod no_panic;
 mod support;
+mod valid;
