@@ -16,7 +16,7 @@ use crate::pipelines::{self, ModelKind, Pipeline, PipelineDefaults};
 use crate::project_config::{self, Mode, ProjectConfig};
 use crate::reader::Reader;
 use crate::sources::{self, NameDeriver, Source, SourceContext};
-use crate::tree::{Node, Value, parse_toml};
+use crate::tree::{Node, Value};
 
 /// Where to look and what to select.
 #[derive(Debug, Clone, Default)]
@@ -268,20 +268,8 @@ fn parse_file<T>(
     diagnostics: &mut Diagnostics,
     read: impl FnOnce(&mut Reader<'_>, &Node) -> Option<T>,
 ) -> Option<T> {
-    match parse_toml(text) {
-        Ok(root) => read(&mut Reader::new(file, diagnostics), &root),
-        Err(error) => {
-            diagnostics.push(
-                Diagnostic::new(
-                    codes::CONFIG_SYNTAX,
-                    format!("invalid TOML: {}", error.message),
-                    "fix the TOML syntax at this position",
-                )
-                .at(Location::at(file, error.position)),
-            );
-            None
-        }
-    }
+    let root = crate::parse_toml_file(file, text, diagnostics)?;
+    read(&mut Reader::new(file, diagnostics), &root)
 }
 
 fn select_target(

@@ -20,6 +20,28 @@ pub use discover::{DiscoverOptions, MacroSummary, Project, discover, vars_from_j
 pub use reader::{is_identifier, parse_duration};
 use stb_diagnostics::{Diagnostic, Diagnostics, Location};
 
+/// Parses TOML text, reporting a syntax error at its position in `file`.
+pub(crate) fn parse_toml_file(
+    file: &str,
+    text: &str,
+    diagnostics: &mut Diagnostics,
+) -> Option<tree::Node> {
+    match tree::parse_toml(text) {
+        Ok(root) => Some(root),
+        Err(error) => {
+            diagnostics.push(
+                Diagnostic::new(
+                    codes::CONFIG_SYNTAX,
+                    format!("invalid TOML: {}", error.message),
+                    "fix the TOML syntax at this position",
+                )
+                .at(Location::at(file, error.position)),
+            );
+            None
+        }
+    }
+}
+
 /// Reads a UTF-8 text file, reporting unreadable or non-UTF-8 files at `relative`.
 pub(crate) fn read_text(
     path: &Path,

@@ -9,7 +9,7 @@ use crate::policies;
 use crate::project_config::Mode;
 use crate::reader::Reader;
 use crate::refs::{self, RefKind, RelationRef};
-use crate::tree::{Node, Value, parse_toml};
+use crate::tree::{Node, Value};
 
 const PIPELINE_KEYS: &[&str] = &[
     "mode",
@@ -161,20 +161,7 @@ fn read_config(
 ) -> Option<PipelineSettings> {
     let file = relative(project_dir, path);
     let text = crate::read_text(path, &file, diagnostics)?;
-    let root = match parse_toml(&text) {
-        Ok(root) => root,
-        Err(error) => {
-            diagnostics.push(
-                Diagnostic::new(
-                    codes::CONFIG_SYNTAX,
-                    format!("invalid TOML: {}", error.message),
-                    "fix the TOML syntax at this position",
-                )
-                .at(Location::at(&file, error.position)),
-            );
-            return None;
-        }
-    };
+    let root = crate::parse_toml_file(&file, &text, diagnostics)?;
     let mut reader = Reader::new(&file, diagnostics);
     reader.table(&root, "pipeline.toml")?;
     reader.allowed_keys(&root, "pipeline.toml", PIPELINE_KEYS);

@@ -32,6 +32,16 @@ const ALLOWED_KEYS: &[&str] = &[
     "refresh",
     "append",
 ];
+const POSTGRES_FIELDS: &[&str] = &[
+    "host",
+    "port",
+    "database",
+    "table",
+    "user",
+    "password_env",
+    "refresh",
+    "append",
+];
 const KAFKA_FIELDS: &[&str] = &[
     "broker_list",
     "topic",
@@ -369,16 +379,7 @@ fn kafka(
     forbid(
         reader,
         item,
-        &[
-            "host",
-            "port",
-            "database",
-            "table",
-            "user",
-            "password_env",
-            "refresh",
-            "append",
-        ],
+        POSTGRES_FIELDS,
         "a Kafka source must not declare Postgres fields",
         "remove them, or use kind: postgres",
     );
@@ -668,16 +669,7 @@ fn adopted(
     forbid(
         reader,
         item,
-        &[
-            "host",
-            "port",
-            "database",
-            "table",
-            "user",
-            "password_env",
-            "refresh",
-            "append",
-        ],
+        POSTGRES_FIELDS,
         "an adopted source must not declare Postgres fields",
         "remove them",
     );

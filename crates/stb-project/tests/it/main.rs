@@ -1,5 +1,6 @@
 //! Discovery against small fixture projects on disk.
 
+mod docs;
 mod invalid;
 mod no_panic;
 mod support;

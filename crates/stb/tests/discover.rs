@@ -1,0 +1,128 @@
+//! `stb discover` as users run it: text, JSON, errors and exit codes.
+
+use assert_cmd::Command;
+use predicates::prelude::*;
+use serde_json::Value;
+
+fn project(files: &[(&str, &str)]) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().expect("tempdir");
+    for (path, text) in files {
+        let full = dir.path().join(path);
+        std::fs::create_dir_all(full.parent().expect("parent")).expect("mkdir");
+        std::fs::write(full, text).expect("write");
+    }
+    dir
+}
+
+const VALID: &[(&str, &str)] = &[
+    (
+        "streambuild_project.toml",
+        "name = \"shop\"\ndefault_target = \"dev\"\n[targets.dev]\ndatabase = \"shop_${env_name}\"\n[vars]\nenv_name = \"dev\"\n",
+    ),
+    (
+        "sources/orders.yml",
+        "sources:\n  - name: orders\n    kind: kafka\n    broker_list: b:9092\n    topic: orders\n    replay_boundary: {mode: offsets}\n",
+    ),
+    ("pipelines/pl__orders/pipeline.toml", "[protection]\n"),
+    (
+        "pipelines/pl__orders/orders_clean.sql",
+        "SELECT id::UInt64 AS id FROM __source(\"orders\")\n",
+    ),
+];
+
+fn stb() -> Command {
+    Command::cargo_bin("stb").expect("the stb binary")
+}
+
+#[test]
+fn text_output_lists_pipelines_models_and_sources() {
+    let dir = project(VALID);
+    stb()
+        .current_dir(dir.path().join("pipelines"))
+        .arg("discover")
+        .assert()
+        .success()
+        .stdout(predicate::str::contains(
+            "project shop  target dev  database shop_dev",
+        ))
+        .stdout(predicate::str::contains(
+            "pl__orders  direct  source orders  protected (--confirm pl__orders)",
+        ))
+        .stdout(predicate::str::contains(
+            "pipelines/pl__orders/orders_clean.sql",
+        ));
+}
+
+#[test]
+fn json_output_and_vars_override() {
+    let dir = project(VALID);
+    let output = stb()
+        .args([
+            "discover",
+            "--json",
+            "--vars",
+            "{\"env_name\": \"ci\"}",
+            "--project-dir",
+        ])
+        .arg(dir.path())
+        .assert()
+        .success()
+        .get_output()
+        .stdout
+        .clone();
+    let json: Value = serde_json::from_slice(&output).expect("JSON");
+    assert_eq!(json["database"], "shop_ci");
+    assert_eq!(
+        json["pipelines"][0]["protection"]["confirmation"],
+        "pl__orders"
+    );
+    assert_eq!(json["pipelines"][0]["models"][0]["driving_input"], "orders");
+    assert_eq!(json["sources"][0]["kind"], "kafka");
+}
+
+#[test]
+fn errors_are_reported_with_codes_locations_and_exit_1() {
+    let mut files = VALID.to_vec();
+    files.push((
+        "streambuild_project.toml",
+        "name = \"shop\"\ndefault_target = \"dev\"\nnmae = 1\n[targets.dev]\n",
+    ));
+    files.retain(|(p, t)| *p != "streambuild_project.toml" || t.contains("nmae"));
+    let dir = project(&files);
+    stb()
+        .current_dir(dir.path())
+        .arg("discover")
+        .assert()
+        .code(1)
+        .stderr(predicate::str::contains("error[STB-CONFIG-004] streambuild_project.toml:3:1: the project file contains unsupported key 'nmae'"))
+        .stderr(predicate::str::contains("hint: allowed keys:"));
+    let output = stb()
+        .current_dir(dir.path())
+        .args(["discover", "--json"])
+        .assert()
+        .code(1)
+        .get_output()
+        .stdout
+        .clone();
+    let json: Value = serde_json::from_slice(&output).expect("JSON");
+    assert_eq!(json["errors"][0]["code"], "STB-CONFIG-004");
+    assert_eq!(json["errors"][0]["location"]["line"], 3);
+}
+
+#[test]
+fn malformed_vars_exit_2_and_no_project_exits_1() {
+    let dir = project(VALID);
+    stb()
+        .current_dir(dir.path())
+        .args(["discover", "--vars", "[1]"])
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("--vars must be a JSON object"));
+    let empty = tempfile::tempdir().expect("tempdir");
+    stb()
+        .current_dir(empty.path())
+        .arg("discover")
+        .assert()
+        .code(1)
+        .stderr(predicate::str::contains("STB-CONFIG-001"));
+}
