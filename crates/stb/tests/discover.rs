@@ -126,3 +126,27 @@ fn malformed_vars_exit_2_and_no_project_exits_1() {
         .code(1)
         .stderr(predicate::str::contains("STB-CONFIG-001"));
 }
+
+#[test]
+fn a_macro_that_never_returns_is_stopped_and_reported() {
+    let mut files = VALID.to_vec();
+    files.retain(|(p, _)| *p != "streambuild_project.toml");
+    files.push(("streambuild_project.toml", "name = \"shop\"\ndefault_target = \"dev\"\n[targets.dev]\n[naming]\npipeline_naming_macro = \"slow\"\n"));
+    files.push((
+        "macros/slow.py",
+        "def slow(ctx: PipelineNamingContext) -> str:\n    while True:\n        pass\n",
+    ));
+    let dir = project(&files);
+    let started = std::time::Instant::now();
+    stb()
+        .current_dir(dir.path())
+        .env("STB_MACRO_TIMEOUT_MS", "500")
+        .arg("discover")
+        .assert()
+        .code(1)
+        .stderr(predicate::str::contains("error[STB-DISCOVER-016] macros/slow.py:1:1: Macro 'slow' failed: no answer within 0.5s"));
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(20),
+        "the worker was stopped"
+    );
+}

@@ -650,3 +650,33 @@ invalid!(
     "STB-DISCOVER-017",
     "macros/broken.py:1:1"
 );
+
+// --- Postgres sources -----------------------------------------------------------------------
+
+invalid!(
+    postgres_bad_refresh,
+    [(
+        "sources/pg.yml",
+        "sources:\n  - name: accounts\n    kind: postgres\n    host: db\n    database: app\n    table: accounts\n    user: reader\n    refresh: every 5 minutes\n"
+    )],
+    "STB-DISCOVER-010",
+    "sources/pg.yml:8:14"
+);
+invalid!(
+    postgres_with_streaming_fields,
+    [(
+        "sources/pg.yml",
+        "sources:\n  - name: accounts\n    kind: postgres\n    host: db\n    database: app\n    table: accounts\n    user: reader\n    refresh: 5 MINUTE\n    replay_boundary: {mode: offsets}\n"
+    )],
+    "STB-DISCOVER-010",
+    "sources/pg.yml:9:5"
+);
+invalid!(
+    postgres_missing_user,
+    [(
+        "sources/pg.yml",
+        "sources:\n  - name: accounts\n    kind: postgres\n    host: db\n    database: app\n    table: accounts\n    refresh: 5 MINUTE\n"
+    )],
+    "STB-DISCOVER-010",
+    "sources/pg.yml:2:5"
+);
