@@ -252,15 +252,18 @@ class Handler(BaseHTTPRequestHandler):
                     self.server.engine, connection, statement, full_text, parsed.text, parsed, default_format
                 )
             finally:
-                # URL settings are scoped to this one query; SET/USE statements are not.
-                restore = {name: value for name, value in saved_settings.items() if name != "readonly"}
-                if statement.kind not in ("SET", "USE"):
-                    try:
-                        execute.apply_settings(connection, restore)
-                        if database:
-                            execute.use_database(connection, saved_database)
-                    except EngineError as error:
-                        log.warning("could not restore session %s state: %s", session.session_id, error)
+                # URL settings are scoped to this one query; what a SET or USE statement
+                # itself changes belongs to the session and stays.
+                kept = sqltext.set_statement_names(statement) if statement.kind == "SET" else set()
+                restore = {
+                    name: value for name, value in saved_settings.items() if name != "readonly" and name not in kept
+                }
+                try:
+                    execute.apply_settings(connection, restore)
+                    if database and statement.kind != "USE":
+                        execute.use_database(connection, saved_database)
+                except EngineError as error:
+                    log.warning("could not restore session %s state: %s", session.session_id, error)
 
         return self._supervise(work, parsed, statement, query_id)
 

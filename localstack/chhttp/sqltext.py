@@ -311,6 +311,18 @@ def _splice(sql: str, edits: list[tuple[int, int, str]]) -> str:
     return "".join(out)
 
 
+def set_statement_names(statement: Statement) -> set[str]:
+    """The setting names a `SET a = 1, b = 2` statement assigns."""
+    tokens = significant(statement.sql)
+    names = set()
+    for index in range(1, len(tokens) - 1):
+        if tokens[index + 1].text == "=" and tokens[index].kind in (WORD, QUOTED_IDENT):
+            previous = tokens[index - 1]
+            if previous.is_word("SET") or previous.text == ",":
+                names.add(unquote_identifier(tokens[index]))
+    return names
+
+
 def creates_kafka_table(statement: Statement) -> str | None:
     """For CREATE/ATTACH TABLE ... ENGINE = Kafka, the table name as written (else None)."""
     tokens = significant(statement.sql)

@@ -120,3 +120,8 @@ def test_kill_query_condition_is_translated():
 )
 def test_kafka_table_creation_is_recognised(text, name):
     assert sqltext.creates_kafka_table(analyse(text)) == name
+
+
+def test_set_statement_names():
+    assert sqltext.set_statement_names(analyse("SET max_threads = 2, `log_comment` = 'x=y'")) == {"max_threads", "log_comment"}
+    assert sqltext.set_statement_names(analyse("SELECT a = 1")) == set()

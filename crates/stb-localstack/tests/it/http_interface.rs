@@ -167,6 +167,15 @@ fn url_settings_do_not_leak_into_a_session() {
         "5\n",
         "the URL setting leaked"
     );
+    // A URL setting sent along with a SET statement is still scoped to that request.
+    in_session(&[("max_threads", "7")], "SET max_block_size = 1000");
+    assert_eq!(
+        in_session(
+            &[],
+            "SELECT getSetting('max_threads'), getSetting('max_block_size')"
+        ),
+        "5\t1000\n"
+    );
     // Another session, or no session, does not see it.
     assert_ne!(
         ok_text(get(&[("query", "SELECT getSetting('max_threads')")])),
