@@ -335,7 +335,7 @@ pub struct KafkaSettings {
 #[must_use]
 pub fn interval(seconds: u64) -> String {
     for (unit, size) in [("DAY", 86_400), ("HOUR", 3_600), ("MINUTE", 60)] {
-        if seconds % size == 0 {
+        if seconds.is_multiple_of(size) {
             return format!("INTERVAL {} {unit}", seconds / size);
         }
     }
