@@ -92,23 +92,7 @@ fn error(sql: &str, at: usize, message: impl Into<String>) -> RefError {
 }
 
 pub(crate) fn skip_quoted(sql: &str, start: usize) -> Result<usize, RefError> {
-    let bytes = sql.as_bytes();
-    let quote = bytes[start];
-    let mut i = start + 1;
-    while i < bytes.len() {
-        if bytes[i] == b'\\' {
-            i += 2;
-        } else if bytes[i] == quote {
-            if bytes.get(i + 1) == Some(&quote) {
-                i += 2;
-            } else {
-                return Ok(i + 1);
-            }
-        } else {
-            i += 1;
-        }
-    }
-    Err(error(sql, start, "unclosed quote"))
+    stb_sql::lexer::quoted_end(sql, start).map_err(|_| error(sql, start, "unclosed quote"))
 }
 
 fn skip_line(bytes: &[u8], start: usize) -> usize {
