@@ -15,7 +15,7 @@ use crate::macros::{MacroError, MacroRuntime, macro_files};
 use crate::pipelines::{self, ModelKind, Pipeline, PipelineDefaults};
 use crate::project_config::{self, Mode, ProjectConfig};
 use crate::reader::Reader;
-use crate::sources::{self, NameDeriver, Source, SourceContext};
+use crate::sources::{self, NameDeriver, Resolved, Source, SourceContext, SourceRetention};
 use crate::tree::{Node, Value};
 
 /// Where to look and what to select.
@@ -46,6 +46,22 @@ pub struct Project {
     pub pipelines: Vec<Pipeline>,
     pub sources: Vec<Source>,
     pub macros: Vec<MacroSummary>,
+    /// Project-wide settings the compiler needs, resolved for the target.
+    #[serde(skip)]
+    pub defaults: ProjectDefaults,
+}
+
+/// Project-level settings resolved for the selected target.
+#[derive(Debug, Clone, Default)]
+pub struct ProjectDefaults {
+    pub kafka_broker_list: Option<Resolved>,
+    pub kafka_retention: Option<SourceRetention>,
+    pub managed_source_ttl: Option<String>,
+    pub table_prefix: String,
+    pub view_prefix: String,
+    pub pipeline_reference_scope: bool,
+    /// (upstream, downstream) pipelines allowed to reference each other.
+    pub allowed_cross_pipeline_references: Vec<(String, String)>,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -130,12 +146,51 @@ pub fn discover(options: &DiscoverOptions) -> Result<Project, Diagnostics> {
         &scope,
         &mut diagnostics,
     );
-    for node in [&config.naming.table_prefix, &config.naming.view_prefix]
-        .into_iter()
-        .flatten()
-    {
-        naming_value(Some(node), "naming prefix", &scope, &mut diagnostics);
-    }
+    let table_prefix = naming_value(
+        config.naming.table_prefix.as_ref(),
+        "naming.table_prefix",
+        &scope,
+        &mut diagnostics,
+    )
+    .unwrap_or_else(|| "tbl__".to_owned());
+    let view_prefix = naming_value(
+        config.naming.view_prefix.as_ref(),
+        "naming.view_prefix",
+        &scope,
+        &mut diagnostics,
+    )
+    .unwrap_or_else(|| "view__".to_owned());
+    let defaults = ProjectDefaults {
+        kafka_broker_list: naming_value(
+            config.kafka_broker_list.as_ref(),
+            "defaults.kafka_broker_list",
+            &scope,
+            &mut diagnostics,
+        )
+        .map(|value| Resolved {
+            value,
+            from_environment: sources::uses_environment(config.kafka_broker_list.as_ref()),
+        }),
+        kafka_retention: config
+            .kafka_retention
+            .as_ref()
+            .and_then(sources::retention_setting),
+        managed_source_ttl: naming_value(
+            config.managed_source_ttl.as_ref(),
+            "defaults.managed_source_ttl",
+            &scope,
+            &mut diagnostics,
+        ),
+        table_prefix,
+        view_prefix,
+        pipeline_reference_scope: config.dependencies.pipeline_scope,
+        allowed_cross_pipeline_references: config
+            .dependencies
+            .allowed
+            .iter()
+            .map(|(u, d, _)| (u.clone(), d.clone()))
+            .collect(),
+    };
     let mode = local.pipeline_mode.unwrap_or(config.pipeline_mode);
 
     let errors_before_macros = diagnostics.len();
@@ -195,6 +250,7 @@ pub fn discover(options: &DiscoverOptions) -> Result<Project, Diagnostics> {
         pipelines,
         sources,
         macros,
+        defaults,
     })
 }
 

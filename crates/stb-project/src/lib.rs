@@ -16,7 +16,9 @@ pub mod tree;
 
 use std::path::Path;
 
-pub use discover::{DiscoverOptions, MacroSummary, Project, discover, vars_from_json};
+pub use discover::{
+    DiscoverOptions, MacroSummary, Project, ProjectDefaults, discover, vars_from_json,
+};
 pub use reader::{is_identifier, parse_duration};
 use stb_diagnostics::{Diagnostic, Diagnostics, Location};
 

@@ -46,6 +46,9 @@ pub struct Model {
     pub driving_input: Option<String>,
     #[serde(skip)]
     pub refs: Vec<RelationRef>,
+    /// The file's text, as read once by discovery.
+    #[serde(skip)]
+    pub text: String,
 }
 
 #[derive(Debug, Clone, serde::Serialize)]
@@ -63,6 +66,11 @@ pub struct Pipeline {
     pub config_file: Option<PathBuf>,
     #[serde(skip)]
     pub virtual_only: Vec<(String, Position)>,
+    /// `[naming]` of pipeline.toml: prefixes for this pipeline's relations.
+    #[serde(skip)]
+    pub table_prefix: Option<String>,
+    #[serde(skip)]
+    pub view_prefix: Option<String>,
 }
 
 /// Settings that come from the project and apply to every pipeline.
@@ -124,7 +132,10 @@ fn pipeline(
         .is_file()
         .then(|| read_config(project_dir, &config_path, &name, defaults.mode, diagnostics))
         .flatten();
-    let (mode, protection, virtual_only) = config.unwrap_or((defaults.mode, None, Vec::new()));
+    let settings = config.unwrap_or_else(|| PipelineSettings {
+        mode: defaults.mode,
+        ..PipelineSettings::default()
+    });
     let models = models(project_dir, dir, &directory, diagnostics);
     if models.is_empty() && !has_sql(dir) {
         diagnostics.push(
@@ -139,18 +150,27 @@ fn pipeline(
     Some(Pipeline {
         name,
         directory,
-        mode,
-        protection,
+        mode: settings.mode,
+        protection: settings.protection,
         source: None,
         models,
         config_file: config_path
             .is_file()
             .then(|| PathBuf::from(relative(project_dir, &config_path))),
-        virtual_only,
+        virtual_only: settings.virtual_only,
+        table_prefix: settings.table_prefix,
+        view_prefix: settings.view_prefix,
     })
 }
 
-type PipelineSettings = (Mode, Option<Protection>, Vec<(String, Position)>);
+#[derive(Default)]
+struct PipelineSettings {
+    mode: Mode,
+    protection: Option<Protection>,
+    virtual_only: Vec<(String, Position)>,
+    table_prefix: Option<String>,
+    view_prefix: Option<String>,
+}
 
 fn read_config(
     project_dir: &Path,
@@ -232,7 +252,19 @@ fn read_config(
     let protection = root
         .get("protection")
         .and_then(|node| protection(&mut reader, node, name, mode));
-    Some((mode, protection, virtual_only))
+    let prefix = |key: &str| {
+        root.get("naming")
+            .and_then(|n| n.get(key))
+            .and_then(Node::as_str)
+            .map(str::to_owned)
+    };
+    Some(PipelineSettings {
+        mode,
+        protection,
+        virtual_only,
+        table_prefix: prefix("table_prefix"),
+        view_prefix: prefix("view_prefix"),
+    })
 }
 
 fn execution_settings(reader: &mut Reader<'_>, node: &Node) {
@@ -424,6 +456,7 @@ fn models(
             kind,
             driving_input,
             refs,
+            text,
         });
     }
     models

@@ -54,9 +54,10 @@ const DEFAULTS_KEYS: &[&str] = &[
 pub(crate) const CONNECTION_KEYS: &[&str] = &["host", "port", "username", "password", "settings"];
 
 /// Pipeline execution mode.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Mode {
+    #[default]
     Direct,
     Virtual,
 }
@@ -125,6 +126,10 @@ pub struct ProjectConfig {
     pub timezone: String,
     pub kafka_broker_list: Option<Node>,
     pub kafka_naming_macro: Option<Node>,
+    /// `[defaults.sources.kafka] retention` (validated; typed when it holds no `${...}`).
+    pub kafka_retention: Option<Node>,
+    /// `[defaults] managed_source_ttl`
+    pub managed_source_ttl: Option<Node>,
     pub connection: Option<Node>,
 }
 
@@ -220,6 +225,12 @@ pub(crate) fn read(reader: &mut Reader<'_>, root: &Node) -> Option<ProjectConfig
         timezone,
         kafka_broker_list,
         kafka_naming_macro,
+        kafka_retention: defaults
+            .and_then(|d| d.get("sources"))
+            .and_then(|n| n.get("kafka"))
+            .and_then(|n| n.get("retention"))
+            .cloned(),
+        managed_source_ttl: defaults.and_then(|d| d.get("managed_source_ttl")).cloned(),
         connection,
     })
 }

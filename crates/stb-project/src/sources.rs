@@ -104,6 +104,38 @@ pub struct Source {
     /// Adopted sources: role -> physical column.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub columns: Vec<(String, String)>,
+    /// Managed Kafka sources: what the landing objects are built from.
+    #[serde(skip)]
+    pub kafka: Option<KafkaConfig>,
+}
+
+/// A value resolved for use, and whether it came from the environment (a secret: artifacts
+/// must not show it).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Resolved {
+    pub value: String,
+    pub from_environment: bool,
+}
+
+/// Retention written on a source.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SourceRetention {
+    Disabled,
+    Policy {
+        duration_seconds: u64,
+        cap_at_landed: bool,
+    },
+}
+
+/// The resolved settings of a managed Kafka source.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KafkaConfig {
+    /// None: use `defaults.kafka_broker_list`.
+    pub broker_list: Option<Resolved>,
+    pub consumer_group: Option<String>,
+    pub settings: Vec<(String, Resolved)>,
+    pub ttl: Option<String>,
+    pub retention: Option<SourceRetention>,
 }
 
 /// Derives a Kafka source's name from its topic (the project's source naming macro).
@@ -416,9 +448,15 @@ fn kafka(
         }
         None
     };
-    if item.get("broker_list").is_some() {
-        field(reader, item, "broker_list", context);
-    } else if !context.default_broker_list {
+    let broker_list = if item.get("broker_list").is_some() {
+        field(reader, item, "broker_list", context).map(|value| Resolved {
+            value,
+            from_environment: uses_environment(item.get("broker_list")),
+        })
+    } else {
+        None
+    };
+    if item.get("broker_list").is_none() && !context.default_broker_list {
         reader.report(
             codes::DISCOVER_SOURCE,
             item.position,
@@ -426,9 +464,11 @@ fn kafka(
             "add broker_list: host:9092",
         );
     }
-    if item.get("consumer_group").is_some() {
-        field(reader, item, "consumer_group", context);
-    }
+    let consumer_group = if item.get("consumer_group").is_some() {
+        field(reader, item, "consumer_group", context)
+    } else {
+        None
+    };
     if item.get("format").is_some()
         && let Some(format) = field(reader, item, "format", context)
         && format != "JSONAsString"
@@ -443,9 +483,11 @@ fn kafka(
             "remove format (JSONAsString is the default); models parse kafka_value",
         );
     }
-    if let Some(settings) = item.get("settings") {
-        kafka_settings(reader, settings, context);
-    }
+    let settings = item
+        .get("settings")
+        .map(|settings| kafka_settings(reader, settings, context))
+        .unwrap_or_default();
+    let mut ttl = None;
     if let (Some(_), Some(retention)) = (item.get("ttl"), item.get("retention")) {
         reader.report(
             codes::DISCOVER_SOURCE,
@@ -454,11 +496,12 @@ fn kafka(
             "keep retention (typed) or ttl (raw expression), not both",
         );
     } else if item.get("ttl").is_some() {
-        field(reader, item, "ttl", context);
+        ttl = field(reader, item, "ttl", context);
     }
     if let Some(retention) = item.get("retention") {
         policies::retention(reader, retention, "source retention");
     }
+    let retention = item.get("retention").and_then(retention_setting);
     if let Some(freshness) = item.get("freshness") {
         policies::freshness(reader, freshness, "source freshness");
     }
@@ -472,12 +515,44 @@ fn kafka(
         table_name: None,
         replay_boundary: Some(replay_boundary?),
         columns: Vec::new(),
+        kafka: Some(KafkaConfig {
+            broker_list,
+            consumer_group,
+            settings,
+            ttl,
+            retention,
+        }),
     })
 }
 
-fn kafka_settings(reader: &mut Reader<'_>, settings: &Node, context: &SourceContext<'_>) {
+pub(crate) fn uses_environment(node: Option<&Node>) -> bool {
+    node.and_then(Node::as_str)
+        .is_some_and(|text| text.contains("${ENV:"))
+}
+
+/// A validated retention value as a typed setting (`${...}` retention is not typed here).
+pub(crate) fn retention_setting(node: &Node) -> Option<SourceRetention> {
+    match &node.value {
+        Value::Bool(false) => Some(SourceRetention::Disabled),
+        Value::Table(_) => Some(SourceRetention::Policy {
+            duration_seconds: node
+                .get("duration")
+                .and_then(Node::as_str)
+                .and_then(crate::reader::parse_duration)?,
+            cap_at_landed: node.get("cap_at").and_then(Node::as_str) == Some("landed"),
+        }),
+        _ => None,
+    }
+}
+
+fn kafka_settings(
+    reader: &mut Reader<'_>,
+    settings: &Node,
+    context: &SourceContext<'_>,
+) -> Vec<(String, Resolved)> {
+    let mut resolved = Vec::new();
     let Some(entries) = reader.table(settings, "source settings") else {
-        return;
+        return resolved;
     };
     for (key, value) in entries {
         if TYPED_KAFKA_SETTINGS.contains(&key.name.as_str()) {
@@ -492,15 +567,24 @@ fn kafka_settings(reader: &mut Reader<'_>, settings: &Node, context: &SourceCont
             );
             continue;
         }
-        let ok = match &value.value {
+        let value_text = match &value.value {
             Value::Str(text) if has_tokens(text) => context
                 .scope
                 .resolve_string(text)
-                .is_ok_and(|t| !t.is_empty()),
-            Value::Str(text) => !text.is_empty(),
-            _ => false,
+                .ok()
+                .filter(|t| !t.is_empty()),
+            Value::Str(text) => Some(text.clone()).filter(|t| !t.is_empty()),
+            _ => None,
         };
-        if !ok {
+        if let Some(text) = value_text {
+            resolved.push((
+                key.name.clone(),
+                Resolved {
+                    value: text,
+                    from_environment: uses_environment(Some(value)),
+                },
+            ));
+        } else {
             reader.report(
                 codes::DISCOVER_SOURCE,
                 value.position,
@@ -512,6 +596,7 @@ fn kafka_settings(reader: &mut Reader<'_>, settings: &Node, context: &SourceCont
             );
         }
     }
+    resolved
 }
 
 /// `replay_boundary`: returns (mode, role mapping).
@@ -710,6 +795,7 @@ fn adopted(
         table_name: Some(table_name?),
         replay_boundary: Some(mode),
         columns,
+        kafka: None,
     })
 }
 
@@ -821,6 +907,7 @@ fn postgres(
         table_name: table,
         replay_boundary: None,
         columns: Vec::new(),
+        kafka: None,
     })
 }
 
