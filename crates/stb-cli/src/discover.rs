@@ -12,6 +12,16 @@ use crate::output::print_json;
 
 #[derive(Debug, Args)]
 pub(crate) struct DiscoverArgs {
+    #[command(flatten)]
+    pub(crate) project: ProjectArgs,
+    /// Print machine-readable JSON on stdout (schema in docs/project.md).
+    #[arg(long)]
+    json: bool,
+}
+
+/// Options every project command shares.
+#[derive(Debug, Args)]
+pub(crate) struct ProjectArgs {
     /// Project directory (default: the nearest directory upwards holding streambuild_project.toml).
     #[arg(long, value_name = "DIR")]
     project_dir: Option<PathBuf>,
@@ -21,29 +31,36 @@ pub(crate) struct DiscoverArgs {
     /// Project variables as a JSON object; they override every [vars] table.
     #[arg(long, value_name = "JSON")]
     vars: Option<String>,
-    /// Print machine-readable JSON on stdout (schema in docs/project.md).
-    #[arg(long)]
-    json: bool,
+}
+
+impl ProjectArgs {
+    /// The discovery options, or exit code 2 for a malformed `--vars`.
+    pub(crate) fn options(&self) -> Result<DiscoverOptions, ExitCode> {
+        let vars = match self
+            .vars
+            .as_deref()
+            .map(stb_project::vars_from_json)
+            .transpose()
+        {
+            Ok(vars) => vars.unwrap_or_default(),
+            Err(message) => {
+                let _ = writeln!(std::io::stderr().lock(), "error: {message}");
+                return Err(ExitCode::from(2));
+            }
+        };
+        Ok(DiscoverOptions {
+            project_dir: self.project_dir.clone(),
+            cwd: std::env::current_dir().unwrap_or_default(),
+            target: self.target.clone(),
+            vars,
+        })
+    }
 }
 
 pub(crate) fn run(args: &DiscoverArgs) -> ExitCode {
-    let vars = match args
-        .vars
-        .as_deref()
-        .map(stb_project::vars_from_json)
-        .transpose()
-    {
-        Ok(vars) => vars.unwrap_or_default(),
-        Err(message) => {
-            let _ = writeln!(std::io::stderr().lock(), "error: {message}");
-            return ExitCode::from(2);
-        }
-    };
-    let options = DiscoverOptions {
-        project_dir: args.project_dir.clone(),
-        cwd: std::env::current_dir().unwrap_or_default(),
-        target: args.target.clone(),
-        vars,
+    let options = match args.project.options() {
+        Ok(options) => options,
+        Err(code) => return code,
     };
     match stb_project::discover(&options) {
         Ok(project) if args.json => {
@@ -104,7 +121,7 @@ fn render(project: &Project) -> String {
     text
 }
 
-fn report(diagnostics: Diagnostics, json: bool) -> ExitCode {
+pub(crate) fn report(diagnostics: Diagnostics, json: bool) -> ExitCode {
     let sorted = diagnostics.into_sorted();
     if json {
         print_json(&serde_json::json!({ "errors": sorted }));

@@ -1,5 +1,6 @@
 //! The `stb` command line: argument parsing, dispatch and output.
 
+mod compile;
 mod discover;
 mod local;
 mod output;
@@ -21,6 +22,8 @@ struct Cli {
 enum Command {
     /// Inspect the project: pipelines, their mode, protection, source and models.
     Discover(discover::DiscoverArgs),
+    /// Compile models and sources to ClickHouse DDL and artifacts under target/ (offline).
+    Compile(compile::CompileArgs),
     /// Run a local ClickHouse server and Kafka broker, no Docker needed.
     #[command(subcommand)]
     Local(local::LocalCommand),
@@ -32,6 +35,7 @@ pub fn run() -> ExitCode {
     let cli = Cli::parse();
     match cli.command {
         Command::Discover(args) => discover::run(&args),
+        Command::Compile(args) => compile::run(&args),
         Command::Local(command) => local::run(command),
     }
 }

@@ -69,6 +69,9 @@ pub struct MacroSummary {
     pub name: String,
     pub file: String,
     pub line: u32,
+    /// The whole macro file, recorded in the compile manifest.
+    #[serde(skip)]
+    pub source: String,
 }
 
 /// Runs discovery.
@@ -228,6 +231,7 @@ pub fn discover(options: &DiscoverOptions) -> Result<Project, Diagnostics> {
                     name: m.name.clone(),
                     file: m.file.clone(),
                     line: m.line,
+                    source: std::fs::read_to_string(root.join(&m.file)).unwrap_or_default(),
                 })
                 .collect()
         })

@@ -1,0 +1,62 @@
+//! `stb compile`: offline, deterministic artifacts under target/.
+
+use std::io::Write;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::Args;
+
+use crate::discover::{ProjectArgs, report};
+use crate::output::print_json;
+
+#[derive(Debug, Args)]
+pub(crate) struct CompileArgs {
+    #[command(flatten)]
+    project: ProjectArgs,
+    /// Where artifacts go (default: <project>/target). `run/` inside it is never touched.
+    #[arg(long, value_name = "DIR")]
+    target_dir: Option<PathBuf>,
+    /// Print machine-readable JSON on stdout.
+    #[arg(long)]
+    json: bool,
+}
+
+pub(crate) fn run(args: &CompileArgs) -> ExitCode {
+    let options = match args.project.options() {
+        Ok(options) => options,
+        Err(code) => return code,
+    };
+    let project = match stb_project::discover(&options) {
+        Ok(project) => project,
+        Err(diagnostics) => return report(diagnostics, args.json),
+    };
+    let compiled = match stb_compile::compile(&project) {
+        Ok(compiled) => compiled,
+        Err(diagnostics) => return report(diagnostics, args.json),
+    };
+    let target_dir = args
+        .target_dir
+        .clone()
+        .map_or_else(|| project.root.join("target"), |dir| options.cwd.join(dir));
+    if let Err(diagnostic) = stb_compile::publish::publish(&compiled, &target_dir) {
+        return report(diagnostic.into(), args.json);
+    }
+    if args.json {
+        print_json(&serde_json::json!({
+            "target_dir": target_dir,
+            "pipelines": compiled.pipelines,
+            "models": compiled.models,
+            "artifacts": compiled.files.keys().collect::<Vec<_>>(),
+        }));
+    } else {
+        let mut stdout = std::io::stdout().lock();
+        let _ = writeln!(
+            stdout,
+            "Wrote compile artifacts to {}",
+            target_dir.display()
+        );
+        let _ = writeln!(stdout, "Pipelines: {}", compiled.pipelines);
+        let _ = writeln!(stdout, "Models: {}", compiled.models);
+    }
+    ExitCode::SUCCESS
+}

@@ -1,0 +1,254 @@
+//! The compiler: a discovered project in, every artifact's path and bytes out. Pure: it
+//! reads nothing and writes nothing ([`publish`] does the writing).
+
+mod graph;
+mod manifest;
+mod model;
+pub mod publish;
+mod relations;
+
+use std::collections::BTreeMap;
+
+use stb_ddl::{Audience, KafkaSettings, ManagedSource};
+use stb_diagnostics::{Diagnostic, Diagnostics, Location};
+use stb_project::Project;
+use stb_project::sources::{Source, SourceKind, SourceRetention};
+
+pub mod codes {
+    //! Compile diagnostic codes.
+    pub const HEADER: &str = "STB-COMPILE-001";
+    pub const CONTRACT: &str = "STB-COMPILE-002";
+    pub const RELATION: &str = "STB-COMPILE-003";
+    pub const GRAPH: &str = "STB-COMPILE-004";
+    pub const SOURCE: &str = "STB-COMPILE-005";
+    pub const UNSUPPORTED: &str = "STB-COMPILE-006";
+    pub const PUBLISH: &str = "STB-COMPILE-007";
+}
+
+/// Everything compile produces, before it is written.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Compiled {
+    /// Path under the target directory (POSIX separators) -> file contents.
+    pub files: BTreeMap<String, String>,
+    pub pipelines: usize,
+    pub models: usize,
+}
+
+/// The database artifacts are rendered for: the target's, else ClickHouse's `default`.
+fn database(project: &Project) -> &str {
+    project.database.as_deref().unwrap_or("default")
+}
+
+/// Compiles a discovered project.
+///
+/// # Errors
+/// Every problem found in headers, queries, references and the graph.
+pub fn compile(project: &Project) -> Result<Compiled, Diagnostics> {
+    let mut diagnostics = Diagnostics::new();
+    let database = database(project);
+    let mut analysed = Vec::new();
+    let mut failed = std::collections::BTreeSet::new();
+    for pipeline in &project.pipelines {
+        for model in &pipeline.models {
+            if let Some(problem) = unsupported_macro_call(model) {
+                diagnostics.push(problem);
+                failed.insert(model.name.clone());
+                continue;
+            }
+            match model::analyse(model, pipeline, &project.defaults) {
+                Ok(result) => analysed.push(result),
+                Err(problems) => {
+                    failed.insert(model.name.clone());
+                    problems.into_iter().for_each(|p| diagnostics.push(p));
+                }
+            }
+        }
+    }
+    let mut relations: BTreeMap<String, String> = BTreeMap::new();
+    for source in &project.sources {
+        if let Some(relation) = relations::source_relation(database, source) {
+            relations.insert(source.name.clone(), relation);
+        }
+    }
+    for item in &analysed {
+        relations.insert(
+            item.model.name.clone(),
+            stb_ddl::QualifiedName::new(database, &item.relation).to_string(),
+        );
+    }
+    for problem in graph::validate(project) {
+        diagnostics.push(problem);
+    }
+    let mut files = BTreeMap::new();
+    let mut compiled_models = Vec::new();
+    for item in &analysed {
+        if let Some(source) = project.sources.iter().find(|s| {
+            s.kind == SourceKind::Postgres && item.model.refs.iter().any(|r| r.name == s.name)
+        }) {
+            diagnostics.push(unsupported(&format!("Model '{}' reads Postgres source '{}': refreshable materialized views are not compiled by this edition yet", item.model.name, source.name), &item.model.file));
+            continue;
+        }
+        match model::realise(item, database, &relations, &failed) {
+            Ok(compiled) => compiled_models.push((item, compiled)),
+            Err(problems) => problems.into_iter().for_each(|p| diagnostics.push(p)),
+        }
+    }
+    let mut managed = BTreeMap::new();
+    for source in project
+        .sources
+        .iter()
+        .filter(|s| s.kind == SourceKind::Kafka)
+    {
+        match managed_source(project, source) {
+            Ok(objects) => {
+                managed.insert(source.name.clone(), objects);
+            }
+            Err(problem) => diagnostics.push(problem),
+        }
+    }
+    if !diagnostics.is_empty() {
+        return Err(diagnostics);
+    }
+    for (item, compiled) in &compiled_models {
+        let base = format!("{}/{}", item.pipeline.name, item.model.name);
+        files.insert(
+            format!("compiled/models/{base}.sql"),
+            compiled.query.clone(),
+        );
+        if let Some(table) = &compiled.table {
+            files.insert(
+                format!("compiled/resources/models/{base}.table.sql"),
+                table.render(),
+            );
+        }
+        if let Some(view) = &compiled.materialized_view {
+            files.insert(
+                format!("compiled/resources/models/{base}.mv.sql"),
+                view.render(),
+            );
+        }
+        if let Some(view) = &compiled.view {
+            files.insert(
+                format!("compiled/resources/models/{base}.view.sql"),
+                view.render(),
+            );
+        }
+    }
+    for (name, objects) in &managed {
+        files.insert(
+            format!("compiled/resources/sources/{name}/kafka__{name}.sql"),
+            objects.kafka.render(Audience::Artifact),
+        );
+        files.insert(
+            format!("compiled/resources/sources/{name}/raw__{name}.sql"),
+            objects.raw.render(),
+        );
+        files.insert(
+            format!("compiled/resources/sources/{name}/mv__{name}.sql"),
+            objects.landing.render(),
+        );
+    }
+    // Every file ends with exactly one newline.
+    for content in files.values_mut() {
+        let trimmed = content.trim_end().len();
+        content.truncate(trimmed);
+        content.push('\n');
+    }
+    let order = graph::order(project).unwrap_or_default();
+    let manifest = manifest::manifest(project, &compiled_models, &managed, &relations, &files);
+    let dag = manifest::dag(project, &order);
+    files.insert("manifest.json".to_owned(), manifest);
+    files.insert("streambuild_dag.json".to_owned(), dag);
+    Ok(Compiled {
+        files,
+        pipelines: project.pipelines.len(),
+        models: compiled_models.len(),
+    })
+}
+
+fn unsupported(message: &str, file: &str) -> Diagnostic {
+    Diagnostic::new(
+        codes::UNSUPPORTED,
+        message.to_owned(),
+        "see docs/models.md for what this edition compiles today",
+    )
+    .at(Location::file(file))
+}
+
+/// `@name(` outside strings and comments: SQL macros are not expanded by this edition yet,
+/// and sending one to ClickHouse would fail far from its cause.
+fn unsupported_macro_call(model: &stb_project::pipelines::Model) -> Option<Diagnostic> {
+    let tokens = stb_sql::lexer::lex(&model.text).ok()?;
+    let significant: Vec<_> = tokens.iter().filter(|t| !t.is_trivia()).collect();
+    significant.windows(3).find(|w| w[0].is_punct("@") && w[1].kind == stb_sql::lexer::Kind::Word && w[2].is_punct("(") && w[0].end == w[1].start).map(|w| {
+        Diagnostic::new(codes::UNSUPPORTED, format!("Model '{}' calls SQL macro '@{}': macros in model SQL are not expanded by this edition yet", model.name, w[1].text), "inline the macro's SQL for now")
+            .at(Location::at(&model.file, stb_diagnostics::Position::of_offset(&model.text, w[0].start)))
+    })
+}
+
+/// The effective TTL of a Kafka source's landing table: explicit retention (including
+/// `false`) > explicit ttl > project retention > project `managed_source_ttl`.
+fn source_ttl(project: &Project, source: &Source) -> Option<String> {
+    let kafka = source.kafka.as_ref()?;
+    let policy = match kafka.retention {
+        Some(retention) => Some(retention),
+        None if kafka.ttl.is_some() => return kafka.ttl.clone(),
+        None => project.defaults.kafka_retention,
+    };
+    match policy {
+        Some(SourceRetention::Disabled) => None,
+        Some(SourceRetention::Policy {
+            duration_seconds,
+            cap_at_landed,
+        }) => Some(stb_ddl::kafka_retention_ttl(
+            duration_seconds,
+            cap_at_landed,
+        )),
+        None => project.defaults.managed_source_ttl.clone(),
+    }
+}
+
+fn managed_source(project: &Project, source: &Source) -> Result<ManagedSource, Diagnostic> {
+    let kafka = source.kafka.as_ref().ok_or_else(|| {
+        Diagnostic::new(
+            codes::SOURCE,
+            format!("Kafka source '{}' has no settings", source.name),
+            "report this: discovery should have filled them",
+        )
+    })?;
+    let broker = kafka.broker_list.as_ref().or(project.defaults.kafka_broker_list.as_ref()).ok_or_else(|| {
+        Diagnostic::new(codes::SOURCE, format!("Kafka source '{}' has no broker_list and defaults.kafka_broker_list is not set", source.name), "add broker_list to the source").at(Location::file(&source.file))
+    })?;
+    let group = kafka.consumer_group.clone().unwrap_or_else(|| {
+        format!(
+            "streambuild_{}_{}_{}",
+            project.name, project.target, source.name
+        )
+    });
+    let database = database(project);
+    // Values read from the environment are secrets: artifacts show a placeholder that the
+    // runtime substitutes, never the value.
+    let placeholder = |value: &stb_project::sources::Resolved| {
+        if value.from_environment {
+            "***".to_owned()
+        } else {
+            value.value.clone()
+        }
+    };
+    Ok(stb_ddl::managed_source(
+        database,
+        &source.name,
+        KafkaSettings {
+            broker_list: placeholder(broker),
+            topic: source.topic.clone().unwrap_or_default(),
+            group,
+            format: "JSONAsString".to_owned(),
+            settings: kafka
+                .settings
+                .iter()
+                .map(|(k, v)| (k.clone(), placeholder(v)))
+                .collect(),
+        },
+        source_ttl(project, source),
+    ))
+}

@@ -1,0 +1,416 @@
+//! One model: header, output contract, relation, and the query with references spliced in.
+
+use std::collections::BTreeMap;
+
+use stb_ddl::{Column, MaterializedView, QualifiedName, Table, View};
+use stb_diagnostics::{Diagnostic, Location, Position};
+use stb_model::keys::{Kind, ModelHeader, Retention, WhenMissing};
+use stb_project::pipelines::{Model, Pipeline};
+use stb_sql::{LexicalAnalyzer, OutputColumn, QueryAnalyzer};
+
+use crate::codes;
+use crate::relations::check_relation_name;
+
+/// A model after its header and query were analysed (first pass).
+#[derive(Debug, Clone)]
+pub(crate) struct AnalysedModel<'p> {
+    pub model: &'p Model,
+    pub pipeline: &'p Pipeline,
+    pub header: ModelHeader,
+    pub query: &'p str,
+    pub query_offset: usize,
+    pub columns: Vec<OutputColumn>,
+    pub relation: String,
+}
+
+fn at(model: &Model, offset: usize) -> Location {
+    Location::at(&model.file, Position::of_offset(&model.text, offset))
+}
+
+/// Header, keys, output contract and relation name of one model.
+pub(crate) fn analyse<'p>(
+    model: &'p Model,
+    pipeline: &'p Pipeline,
+    defaults: &stb_project::ProjectDefaults,
+) -> Result<AnalysedModel<'p>, Vec<Diagnostic>> {
+    let file = stb_model::file::split(&model.text).map_err(|e| {
+        vec![
+            Diagnostic::new(
+                codes::HEADER,
+                format!("Model '{}' {}", model.name, e.message),
+                "start the file with MODEL ( ... ); then the SELECT",
+            )
+            .at(at(model, e.offset)),
+        ]
+    })?;
+    let header = stb_model::keys::validate(&file.header, &model.file).map_err(|problems| {
+        problems
+            .into_iter()
+            .map(|p| {
+                Diagnostic::new(
+                    codes::HEADER,
+                    p.message,
+                    "see docs/models.md for the MODEL header keys",
+                )
+                .at(at(model, file.header_offset + p.offset))
+            })
+            .collect::<Vec<_>>()
+    })?;
+    if header.kind == Kind::View
+        && let Some(typed) = model.refs.iter().find(|r| r.ref_type.is_some())
+    {
+        return Err(vec![
+            Diagnostic::new(
+                codes::HEADER,
+                format!(
+                    "View MODEL(...) in '{}' cannot declare ref_type annotations for: {}",
+                    model.file, typed.name
+                ),
+                "views read every reference plainly; remove ref_type",
+            )
+            .at(Location::at(&model.file, typed.position)),
+        ]);
+    }
+    let columns = LexicalAnalyzer.output_contract(file.query).map_err(|e| {
+        vec![
+            Diagnostic::new(
+                codes::CONTRACT,
+                format!("Transform '{}' {}", model.name, e.message),
+                "every outermost projection is expr::Type AS name or CAST(expr AS Type) AS name",
+            )
+            .at(at(model, file.query_offset + e.offset)),
+        ]
+    })?;
+    let prefix = match header.kind {
+        Kind::Table => pipeline
+            .table_prefix
+            .as_deref()
+            .unwrap_or(&defaults.table_prefix),
+        Kind::View => pipeline
+            .view_prefix
+            .as_deref()
+            .unwrap_or(&defaults.view_prefix),
+    };
+    let relation = header
+        .relation_name
+        .clone()
+        .unwrap_or_else(|| format!("{prefix}{}", model.name));
+    check_relation_name(&model.name, &relation).map_err(|(code, message, hint)| {
+        vec![Diagnostic::new(code, message, hint).at(Location::file(&model.file))]
+    })?;
+    Ok(AnalysedModel {
+        model,
+        pipeline,
+        header,
+        query: file.query,
+        query_offset: file.query_offset,
+        columns,
+        relation,
+    })
+}
+
+/// What a model compiles to.
+#[derive(Debug, Clone)]
+pub(crate) struct CompiledModel {
+    pub query: String,
+    pub table: Option<Table>,
+    pub materialized_view: Option<MaterializedView>,
+    pub view: Option<View>,
+    pub retention: Option<(Retention, bool)>,
+}
+
+/// Splices every reference in the query with its relation text; builds the objects.
+/// `failed` names models whose own analysis failed (already reported): a reference to one
+/// is not reported again as unknown.
+pub(crate) fn realise(
+    analysed: &AnalysedModel<'_>,
+    database: &str,
+    relations: &BTreeMap<String, String>,
+    failed: &std::collections::BTreeSet<String>,
+) -> Result<CompiledModel, Vec<Diagnostic>> {
+    let model = analysed.model;
+    let query_end = analysed.query_offset + analysed.query.len();
+    let mut query = String::with_capacity(analysed.query.len() + 64);
+    let mut last = analysed.query_offset;
+    let mut problems = Vec::new();
+    let mut refs: Vec<_> = model
+        .refs
+        .iter()
+        .filter(|r| r.span.0 >= analysed.query_offset && r.span.1 <= query_end)
+        .collect();
+    refs.sort_by_key(|r| r.span.0);
+    for reference in refs {
+        let Some(relation) = relations.get(&reference.name) else {
+            if failed.contains(&reference.name) {
+                return Err(Vec::new());
+            }
+            problems.push(
+                Diagnostic::new(
+                    codes::GRAPH,
+                    format!(
+                        "Model '{}' references unknown logical resource '{}'",
+                        model.name, reference.name
+                    ),
+                    "reference a source from sources/*.yml or a model by its file name",
+                )
+                .at(Location::at(&model.file, reference.position)),
+            );
+            continue;
+        };
+        query.push_str(&model.text[last..reference.span.0]);
+        query.push_str(relation);
+        last = reference.span.1;
+    }
+    query.push_str(&model.text[last..query_end]);
+    if !problems.is_empty() {
+        return Err(problems);
+    }
+    let header = &analysed.header;
+    if header.kind == Kind::View {
+        return Ok(CompiledModel {
+            view: Some(View {
+                name: QualifiedName::new(database, &analysed.relation),
+                query: query.clone(),
+            }),
+            query,
+            table: None,
+            materialized_view: None,
+            retention: None,
+        });
+    }
+    let column_names: Vec<&str> = analysed.columns.iter().map(|c| c.name.as_str()).collect();
+    let order_by = header
+        .order_by
+        .clone()
+        .unwrap_or_else(|| vec!["_replay_timestamp".to_owned()]);
+    let (ttl, retention) = table_ttl(analysed)?;
+    let mut storage = vec![("ORDER BY", order_by.join(", "))];
+    storage.extend(header.partition_by.clone().map(|p| ("PARTITION BY", p)));
+    storage.extend(ttl.clone().map(|t| ("TTL", t)));
+    for (clause, expression) in storage {
+        let missing: Vec<String> = referenced_columns(&expression)
+            .into_iter()
+            .filter(|c| !column_names.contains(&c.as_str()))
+            .collect();
+        if !missing.is_empty() {
+            problems.push(
+                Diagnostic::new(
+                    codes::CONTRACT,
+                    format!("Transform '{}' has an invalid {clause} expression `{expression}`. Referenced output columns not found in the derived schema: {}. Available columns: {}.", model.name, missing.join(", "), column_names.join(", ")),
+                    "storage expressions may only use the model's output columns",
+                )
+                .at(Location::file(&model.file)),
+            );
+        }
+    }
+    if !problems.is_empty() {
+        return Err(problems);
+    }
+    let table_name = QualifiedName::new(database, &analysed.relation);
+    let table = Table {
+        name: table_name.clone(),
+        columns: analysed
+            .columns
+            .iter()
+            .map(|c| Column::new(&c.name, &c.data_type))
+            .collect(),
+        engine: header
+            .engine
+            .clone()
+            .unwrap_or_else(|| "MergeTree()".to_owned()),
+        order_by,
+        partition_by: header.partition_by.clone(),
+        ttl,
+        settings: header.settings.clone(),
+    };
+    let materialized_view = MaterializedView {
+        name: QualifiedName::new(database, &format!("mv__{}", model.name)),
+        target: table_name,
+        query: query.clone(),
+        refresh: None,
+    };
+    Ok(CompiledModel {
+        query,
+        table: Some(table),
+        materialized_view: Some(materialized_view),
+        view: None,
+        retention,
+    })
+}
+
+type TtlChoice = (Option<String>, Option<(Retention, bool)>);
+
+/// The table TTL: an explicit `ttl`, else the model's retention policy rendered over its
+/// output columns. The bool says whether a policy applied (false = skipped).
+fn table_ttl(analysed: &AnalysedModel<'_>) -> Result<TtlChoice, Vec<Diagnostic>> {
+    let header = &analysed.header;
+    if let Some(ttl) = &header.ttl {
+        return Ok((Some(ttl.clone()), None));
+    }
+    let Some(retention) = &header.retention else {
+        return Ok((None, None));
+    };
+    let Retention::Policy {
+        duration_seconds,
+        timestamp_column,
+        cap_at_column,
+        when_missing,
+    } = retention
+    else {
+        return Ok((None, Some((retention.clone(), false))));
+    };
+    let wanted: Vec<&str> = std::iter::once(timestamp_column.as_str())
+        .chain(cap_at_column.as_deref())
+        .collect();
+    let missing: Vec<&str> = wanted
+        .iter()
+        .copied()
+        .filter(|c| !analysed.columns.iter().any(|o| o.name == *c))
+        .collect();
+    let model = analysed.model;
+    if !missing.is_empty() {
+        if *when_missing == WhenMissing::Skip {
+            return Ok((None, Some((retention.clone(), false))));
+        }
+        return Err(vec![
+            Diagnostic::new(
+                codes::CONTRACT,
+                format!(
+                    "Model '{}' retention requires missing output columns: {}",
+                    model.name,
+                    missing.join(", ")
+                ),
+                "output the retention columns, or set when_missing skip",
+            )
+            .at(Location::file(&model.file)),
+        ]);
+    }
+    let bad: Vec<String> = wanted
+        .iter()
+        .filter_map(|c| analysed.columns.iter().find(|o| o.name == *c))
+        .filter(|o| !is_non_null_temporal(&o.data_type))
+        .map(|o| format!("{} ({})", o.name, o.data_type))
+        .collect();
+    if !bad.is_empty() {
+        return Err(vec![
+            Diagnostic::new(
+                codes::CONTRACT,
+                format!(
+                    "Model '{}' retention columns must be non-null Date or DateTime values: {}",
+                    model.name,
+                    bad.join(", ")
+                ),
+                "cast the retention column to Date or DateTime64(3)",
+            )
+            .at(Location::file(&model.file)),
+        ]);
+    }
+    let ttl = stb_ddl::model_retention_ttl(
+        timestamp_column,
+        cap_at_column.as_deref(),
+        *duration_seconds,
+    );
+    Ok((Some(ttl), Some((retention.clone(), true))))
+}
+
+fn is_non_null_temporal(data_type: &str) -> bool {
+    let lower = data_type.trim().to_ascii_lowercase();
+    !lower.starts_with("nullable")
+        && ["date", "date32", "datetime", "datetime64"]
+            .iter()
+            .any(|t| lower == *t || lower.starts_with(&format!("{t}(")))
+}
+
+const EXPRESSION_KEYWORDS: &[&str] = &[
+    "INTERVAL",
+    "SECOND",
+    "MINUTE",
+    "HOUR",
+    "DAY",
+    "WEEK",
+    "MONTH",
+    "QUARTER",
+    "YEAR",
+    "AND",
+    "OR",
+    "NOT",
+    "NULL",
+    "TRUE",
+    "FALSE",
+    "AS",
+    "IS",
+    "IN",
+    "CASE",
+    "WHEN",
+    "THEN",
+    "ELSE",
+    "END",
+    "TO",
+    "DELETE",
+    "RECOMPRESS",
+    "CODEC",
+    "GROUP",
+    "BY",
+    "SET",
+    "WHERE",
+    "DISK",
+    "VOLUME",
+    "ASC",
+    "DESC",
+    "LIKE",
+    "BETWEEN",
+];
+
+/// Column identifiers an expression reads: words that are not functions, keywords or
+/// qualified parts.
+fn referenced_columns(expression: &str) -> Vec<String> {
+    let Ok(tokens) = stb_sql::lexer::lex(expression) else {
+        return Vec::new();
+    };
+    let tokens: Vec<_> = tokens.into_iter().filter(|t| !t.is_trivia()).collect();
+    let mut found = Vec::new();
+    for (i, token) in tokens.iter().enumerate() {
+        let name = match token.kind {
+            stb_sql::lexer::Kind::Word => token.text.to_owned(),
+            stb_sql::lexer::Kind::QuotedIdent if token.text.starts_with('`') => {
+                token.text[1..token.text.len() - 1].to_owned()
+            }
+            _ => continue,
+        };
+        let call = tokens.get(i + 1).is_some_and(|t| t.is_punct("("));
+        let member = i > 0 && tokens[i - 1].is_punct(".");
+        let cast_type = i > 0 && tokens[i - 1].is_punct("::");
+        if call || member || cast_type || EXPRESSION_KEYWORDS.iter().any(|k| token.is_keyword(k)) {
+            continue;
+        }
+        if !found.contains(&name) {
+            found.push(name);
+        }
+    }
+    found
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn storage_expressions_read_columns() {
+        assert_eq!(referenced_columns("toYYYYMM(ts)"), ["ts"]);
+        assert_eq!(referenced_columns("ts + INTERVAL 7 DAY"), ["ts"]);
+        assert_eq!(
+            referenced_columns("least(a, `b`) + INTERVAL 1 HOUR DELETE"),
+            ["a", "b"]
+        );
+        assert_eq!(referenced_columns("(a, b)"), ["a", "b"]);
+        assert_eq!(referenced_columns("'const'"), Vec::<String>::new());
+    }
+
+    #[test]
+    fn temporal_types() {
+        assert!(is_non_null_temporal("DateTime64(3)"));
+        assert!(is_non_null_temporal("Date"));
+        assert!(!is_non_null_temporal("Nullable(DateTime)"));
+        assert!(!is_non_null_temporal("String"));
+    }
+}
