@@ -1,0 +1,6 @@
+//! The compiler against fixture projects: artifacts, determinism, errors, and the engine.
+
+mod artifacts;
+mod engine;
+mod errors;
+mod support;
