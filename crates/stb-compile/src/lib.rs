@@ -88,7 +88,7 @@ pub fn compile(project: &Project) -> Result<Compiled, Diagnostics> {
             diagnostics.push(unsupported(&format!("Model '{}' reads Postgres source '{}': refreshable materialized views are not compiled by this edition yet", item.model.name, source.name), &item.model.file));
             continue;
         }
-        match model::realise(item, database, &relations, &failed) {
+        match model::realise(item, database, &relations, &failed, &project.defaults) {
             Ok(compiled) => compiled_models.push((item, compiled)),
             Err(problems) => problems.into_iter().for_each(|p| diagnostics.push(p)),
         }

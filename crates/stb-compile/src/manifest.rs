@@ -11,7 +11,7 @@ use stb_project::pipelines::ModelKind;
 use stb_project::refs::RefType;
 use stb_project::sources::SourceRetention;
 
-use crate::model::{AnalysedModel, CompiledModel};
+use crate::model::{AnalysedModel, AppliedRetention, CompiledModel};
 
 /// Pretty JSON with every non-ASCII character escaped as `\uXXXX`.
 pub(crate) fn to_json(value: &Value) -> String {
@@ -205,20 +205,24 @@ pub(crate) fn manifest(
     }))
 }
 
-fn model_retention(retention: Option<&(Retention, bool)>) -> Value {
+fn model_retention(retention: Option<&AppliedRetention>) -> Value {
+    let Some(AppliedRetention {
+        retention,
+        origin,
+        applied,
+    }) = retention
+    else {
+        return Value::Null;
+    };
     match retention {
-        None => Value::Null,
-        Some((Retention::Disabled, _)) => json!({"origin": "model", "status": "disabled"}),
-        Some((
-            Retention::Policy {
-                duration_seconds,
-                timestamp_column,
-                cap_at_column,
-                when_missing,
-            },
-            applied,
-        )) => json!({
-            "origin": "model",
+        Retention::Disabled => json!({"origin": origin, "status": "disabled"}),
+        Retention::Policy {
+            duration_seconds,
+            timestamp_column,
+            cap_at_column,
+            when_missing,
+        } => json!({
+            "origin": origin,
             "status": if *applied { "applied" } else { "skipped" },
             "duration_seconds": duration_seconds,
             "timestamp_column": timestamp_column,

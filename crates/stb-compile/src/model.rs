@@ -116,7 +116,16 @@ pub(crate) struct CompiledModel {
     pub table: Option<Table>,
     pub materialized_view: Option<MaterializedView>,
     pub view: Option<View>,
-    pub retention: Option<(Retention, bool)>,
+    pub retention: Option<AppliedRetention>,
+}
+
+/// The retention a table model ended up with, where it came from, and whether it applied
+/// (false: `when_missing = skip` left the table without a TTL).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct AppliedRetention {
+    pub retention: Retention,
+    pub origin: &'static str,
+    pub applied: bool,
 }
 
 /// Splices every reference in the query with its relation text; builds the objects.
@@ -127,6 +136,7 @@ pub(crate) fn realise(
     database: &str,
     relations: &BTreeMap<String, String>,
     failed: &std::collections::BTreeSet<String>,
+    defaults: &stb_project::ProjectDefaults,
 ) -> Result<CompiledModel, Vec<Diagnostic>> {
     let model = analysed.model;
     let query_end = analysed.query_offset + analysed.query.len();
@@ -183,7 +193,7 @@ pub(crate) fn realise(
         .order_by
         .clone()
         .unwrap_or_else(|| vec!["_replay_timestamp".to_owned()]);
-    let (ttl, retention) = table_ttl(analysed)?;
+    let (ttl, retention) = table_ttl(analysed, defaults)?;
     let mut storage = vec![("ORDER BY", order_by.join(", "))];
     storage.extend(header.partition_by.clone().map(|p| ("PARTITION BY", p)));
     storage.extend(ttl.clone().map(|t| ("TTL", t)));
@@ -238,26 +248,74 @@ pub(crate) fn realise(
     })
 }
 
-type TtlChoice = (Option<String>, Option<(Retention, bool)>);
+type TtlChoice = (Option<String>, Option<AppliedRetention>);
 
-/// The table TTL: an explicit `ttl`, else the model's retention policy rendered over its
-/// output columns. The bool says whether a policy applied (false = skipped).
-fn table_ttl(analysed: &AnalysedModel<'_>) -> Result<TtlChoice, Vec<Diagnostic>> {
+fn from_default(retention: &stb_project::policies::ModelRetention) -> Retention {
+    match retention {
+        stb_project::policies::ModelRetention::Disabled => Retention::Disabled,
+        stb_project::policies::ModelRetention::Policy {
+            duration_seconds,
+            timestamp_column,
+            cap_at_column,
+            skip_when_missing,
+        } => Retention::Policy {
+            duration_seconds: *duration_seconds,
+            timestamp_column: timestamp_column.clone(),
+            cap_at_column: cap_at_column.clone(),
+            when_missing: if *skip_when_missing {
+                WhenMissing::Skip
+            } else {
+                WhenMissing::Error
+            },
+        },
+    }
+}
+
+/// The table TTL. Precedence: the model's `ttl`, the model's retention, the pipeline's
+/// `[defaults.models] retention`, the project's, then the legacy project `model_ttl`.
+fn table_ttl(
+    analysed: &AnalysedModel<'_>,
+    defaults: &stb_project::ProjectDefaults,
+) -> Result<TtlChoice, Vec<Diagnostic>> {
     let header = &analysed.header;
     if let Some(ttl) = &header.ttl {
         return Ok((Some(ttl.clone()), None));
     }
-    let Some(retention) = &header.retention else {
-        return Ok((None, None));
+    let chosen = header
+        .retention
+        .clone()
+        .map(|r| (r, "model"))
+        .or_else(|| {
+            analysed
+                .pipeline
+                .model_retention
+                .as_ref()
+                .map(|r| (from_default(r), "pipeline"))
+        })
+        .or_else(|| {
+            defaults
+                .model_retention
+                .as_ref()
+                .map(|r| (from_default(r), "project"))
+        });
+    let Some((retention, origin)) = chosen else {
+        return Ok((defaults.model_ttl.clone(), None));
     };
     let Retention::Policy {
         duration_seconds,
         timestamp_column,
         cap_at_column,
         when_missing,
-    } = retention
+    } = &retention
     else {
-        return Ok((None, Some((retention.clone(), false))));
+        return Ok((
+            None,
+            Some(AppliedRetention {
+                retention,
+                origin,
+                applied: false,
+            }),
+        ));
     };
     let wanted: Vec<&str> = std::iter::once(timestamp_column.as_str())
         .chain(cap_at_column.as_deref())
@@ -270,7 +328,14 @@ fn table_ttl(analysed: &AnalysedModel<'_>) -> Result<TtlChoice, Vec<Diagnostic>>
     let model = analysed.model;
     if !missing.is_empty() {
         if *when_missing == WhenMissing::Skip {
-            return Ok((None, Some((retention.clone(), false))));
+            return Ok((
+                None,
+                Some(AppliedRetention {
+                    retention: retention.clone(),
+                    origin,
+                    applied: false,
+                }),
+            ));
         }
         return Err(vec![
             Diagnostic::new(
@@ -310,7 +375,14 @@ fn table_ttl(analysed: &AnalysedModel<'_>) -> Result<TtlChoice, Vec<Diagnostic>>
         cap_at_column.as_deref(),
         *duration_seconds,
     );
-    Ok((Some(ttl), Some((retention.clone(), true))))
+    Ok((
+        Some(ttl),
+        Some(AppliedRetention {
+            retention: retention.clone(),
+            origin,
+            applied: true,
+        }),
+    ))
 }
 
 fn is_non_null_temporal(data_type: &str) -> bool {

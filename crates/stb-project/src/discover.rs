@@ -57,6 +57,9 @@ pub struct ProjectDefaults {
     pub kafka_broker_list: Option<Resolved>,
     pub kafka_retention: Option<SourceRetention>,
     pub managed_source_ttl: Option<String>,
+    /// `[defaults.models] retention` (typed) and the legacy `[defaults] model_ttl`.
+    pub model_retention: Option<crate::policies::ModelRetention>,
+    pub model_ttl: Option<String>,
     pub table_prefix: String,
     pub view_prefix: String,
     pub pipeline_reference_scope: bool,
@@ -181,6 +184,20 @@ pub fn discover(options: &DiscoverOptions) -> Result<Project, Diagnostics> {
         managed_source_ttl: naming_value(
             config.managed_source_ttl.as_ref(),
             "defaults.managed_source_ttl",
+            &scope,
+            &mut diagnostics,
+        ),
+        model_retention: config.model_retention.as_ref().and_then(|node| {
+            let mut scratch = Diagnostics::new();
+            crate::policies::model_retention(
+                &mut Reader::new(project_config::FILE_NAME, &mut scratch),
+                node,
+                "defaults.models.retention",
+            )
+        }),
+        model_ttl: naming_value(
+            config.model_ttl.as_ref(),
+            "defaults.model_ttl",
             &scope,
             &mut diagnostics,
         ),

@@ -7,7 +7,7 @@ pub mod interpolation;
 pub mod local_config;
 pub mod macros;
 pub mod pipelines;
-mod policies;
+pub mod policies;
 pub mod project_config;
 mod reader;
 pub mod refs;

@@ -71,6 +71,9 @@ pub struct Pipeline {
     pub table_prefix: Option<String>,
     #[serde(skip)]
     pub view_prefix: Option<String>,
+    /// `[defaults.models] retention` of pipeline.toml.
+    #[serde(skip)]
+    pub model_retention: Option<crate::policies::ModelRetention>,
 }
 
 /// Settings that come from the project and apply to every pipeline.
@@ -160,11 +163,13 @@ fn pipeline(
         virtual_only: settings.virtual_only,
         table_prefix: settings.table_prefix,
         view_prefix: settings.view_prefix,
+        model_retention: settings.model_retention,
     })
 }
 
 #[derive(Default)]
 struct PipelineSettings {
+    model_retention: Option<policies::ModelRetention>,
     mode: Mode,
     protection: Option<Protection>,
     virtual_only: Vec<(String, Position)>,
@@ -229,6 +234,7 @@ fn read_config(
     if let Some(execution) = root.get("execution") {
         execution_settings(&mut reader, execution);
     }
+    let mut model_retention = None;
     if let Some(defaults) = root.get("defaults")
         && reader.table(defaults, "[defaults]").is_some()
     {
@@ -237,7 +243,11 @@ fn read_config(
             Some(models) if reader.table(models, "[defaults.models]").is_some() => {
                 reader.allowed_keys(models, "pipeline.toml [defaults.models]", &["retention"]);
                 if let Some(retention) = models.get("retention") {
-                    policies::retention(&mut reader, retention, "defaults.models.retention");
+                    model_retention = policies::model_retention(
+                        &mut reader,
+                        retention,
+                        "defaults.models.retention",
+                    );
                 }
             }
             Some(_) => {}
@@ -264,6 +274,7 @@ fn read_config(
         virtual_only,
         table_prefix: prefix("table_prefix"),
         view_prefix: prefix("view_prefix"),
+        model_retention,
     })
 }
 

@@ -46,6 +46,105 @@ fn fixed_choice(reader: &mut Reader<'_>, node: &Node, key: &str, what: &str, onl
     }
 }
 
+/// A model retention policy as written in TOML.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ModelRetention {
+    Disabled,
+    Policy {
+        duration_seconds: u64,
+        timestamp_column: String,
+        cap_at_column: Option<String>,
+        skip_when_missing: bool,
+    },
+}
+
+/// `false` or `{ duration, timestamp_column, cap_at_column, when_missing = "error"|"skip" }`
+/// for `[defaults.models] retention` (project or pipeline). Returns the typed policy when
+/// it is complete and holds no `${...}`.
+pub(crate) fn model_retention(
+    reader: &mut Reader<'_>,
+    node: &Node,
+    what: &str,
+) -> Option<ModelRetention> {
+    match &node.value {
+        Value::Bool(false) => return Some(ModelRetention::Disabled),
+        Value::Str(text) if has_tokens(text) => return None,
+        Value::Table(_) => {}
+        _ => {
+            reader.report(
+                codes::CONFIG_TYPE,
+                node.position,
+                format!("{what} must be false or a mapping"),
+                "write retention = false, or { duration = \"30d\", timestamp_column = \"event_time\" }",
+            );
+            return None;
+        }
+    }
+    reader.allowed_keys(
+        node,
+        what,
+        &[
+            "duration",
+            "timestamp_column",
+            "cap_at_column",
+            "when_missing",
+        ],
+    );
+    let duration_seconds = match node.get("duration") {
+        Some(duration) => {
+            positive_duration(reader, duration, &format!("{what}.duration"));
+            duration
+                .as_str()
+                .and_then(crate::reader::parse_duration)
+                .filter(|s| *s > 0)
+        }
+        None => {
+            reader.missing(
+                node.position,
+                &format!("{what}.duration"),
+                "add duration = \"30d\" (for example)",
+            );
+            None
+        }
+    };
+    let mut column = |key: &str, required: bool| -> Option<String> {
+        let Some(value) = node.get(key) else {
+            if required {
+                reader.missing(
+                    node.position,
+                    &format!("{what}.{key}"),
+                    "name an output column of type Date or DateTime",
+                );
+            }
+            return None;
+        };
+        let text = reader.string(value, &format!("{what}.{key}"))?;
+        if crate::reader::is_identifier(&text) {
+            return Some(text);
+        }
+        reader.report(
+            codes::CONFIG_VALUE,
+            value.position,
+            format!("{what}.{key} must be an unqualified column name, not '{text}'"),
+            "use the output column's alias",
+        );
+        None
+    };
+    let timestamp_column = column("timestamp_column", true);
+    let cap_at_column = column("cap_at_column", false);
+    let skip_when_missing = node
+        .get("when_missing")
+        .and_then(|w| reader.choice(w, &format!("{what}.when_missing"), &["error", "skip"]))
+        .as_deref()
+        == Some("skip");
+    Some(ModelRetention::Policy {
+        duration_seconds: duration_seconds?,
+        timestamp_column: timestamp_column?,
+        cap_at_column,
+        skip_when_missing,
+    })
+}
+
 /// A duration strictly greater than zero (or a `${...}` to resolve later).
 pub(crate) fn positive_duration(reader: &mut Reader<'_>, node: &Node, what: &str) {
     if let Value::Str(text) = &node.value

@@ -130,6 +130,9 @@ pub struct ProjectConfig {
     pub kafka_retention: Option<Node>,
     /// `[defaults] managed_source_ttl`
     pub managed_source_ttl: Option<Node>,
+    /// `[defaults.models] retention` and `[defaults] model_ttl`.
+    pub model_retention: Option<Node>,
+    pub model_ttl: Option<Node>,
     pub connection: Option<Node>,
 }
 
@@ -231,6 +234,11 @@ pub(crate) fn read(reader: &mut Reader<'_>, root: &Node) -> Option<ProjectConfig
             .and_then(|n| n.get("retention"))
             .cloned(),
         managed_source_ttl: defaults.and_then(|d| d.get("managed_source_ttl")).cloned(),
+        model_retention: defaults
+            .and_then(|d| d.get("models"))
+            .and_then(|n| n.get("retention"))
+            .cloned(),
+        model_ttl: defaults.and_then(|d| d.get("model_ttl")).cloned(),
         connection,
     })
 }
@@ -543,7 +551,7 @@ fn read_defaults(reader: &mut Reader<'_>, node: &Node) -> DefaultsRead {
     {
         reader.allowed_keys(models, "defaults.models", &["retention"]);
         if let Some(retention) = models.get("retention") {
-            policies::retention(reader, retention, "defaults.models.retention");
+            policies::model_retention(reader, retention, "defaults.models.retention");
             if node.get("model_ttl").is_some() {
                 reader.report(
                     codes::CONFIG_VALUE,

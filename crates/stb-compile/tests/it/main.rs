@@ -3,4 +3,5 @@
 mod artifacts;
 mod engine;
 mod errors;
+mod retention;
 mod support;
