@@ -3,5 +3,6 @@
 mod artifacts;
 mod engine;
 mod errors;
+mod examples;
 mod retention;
 mod support;
