@@ -29,10 +29,17 @@ fn main() -> std::io::Result<()> {
     if args.out.exists() {
         std::fs::remove_dir_all(&args.out)?;
     }
-    write(&args.out, "streambuild_project.toml", "name = \"bench\"\ndefault_target = \"dev\"\n\n[defaults]\nkafka_broker_list = \"localhost:9092\"\n\n[targets.dev]\ndatabase = \"bench\"\n")?;
+    write(
+        &args.out,
+        "streambuild_project.toml",
+        "name = \"bench\"\ndefault_target = \"dev\"\n\n[defaults]\nkafka_broker_list = \"localhost:9092\"\n\n[targets.dev]\ndatabase = \"bench\"\n",
+    )?;
     let mut sources = String::from("sources:\n");
     for p in 0..pipelines {
-        let _ = write!(sources, "  - name: events_{p}\n    kind: kafka\n    topic: bench.events.{p}\n    replay_boundary:\n      mode: offsets\n");
+        let _ = write!(
+            sources,
+            "  - name: events_{p}\n    kind: kafka\n    topic: bench.events.{p}\n    replay_boundary:\n      mode: offsets\n"
+        );
     }
     write(&args.out, "sources/events.yml", &sources)?;
     for p in 0..pipelines {
@@ -46,7 +53,11 @@ fn main() -> std::io::Result<()> {
             } else {
                 chain_model(p, m)
             };
-            write(&args.out, &format!("pipelines/pl__events_{p}/{}/{name}.sql", m / 50), &sql)?;
+            write(
+                &args.out,
+                &format!("pipelines/pl__events_{p}/{}/{name}.sql", m / 50),
+                &sql,
+            )?;
         }
     }
     Ok(())
@@ -90,5 +101,7 @@ fn chain_model(p: usize, m: usize) -> String {
 }
 
 fn terminal_view(p: usize, last: usize) -> String {
-    format!("MODEL (kind view);\n\nSELECT customer::String AS customer, count()::UInt64 AS events, sum(amount)::Float64 AS amount\nFROM __ref(\"p{p}_m{last}\")\nGROUP BY customer\n")
+    format!(
+        "MODEL (kind view);\n\nSELECT customer::String AS customer, count()::UInt64 AS events, sum(amount)::Float64 AS amount\nFROM __ref(\"p{p}_m{last}\")\nGROUP BY customer\n"
+    )
 }

@@ -16,6 +16,9 @@ pub(crate) struct CompileArgs {
     /// Where artifacts go (default: <project>/target). `run/` inside it is never touched.
     #[arg(long, value_name = "DIR")]
     target_dir: Option<PathBuf>,
+    /// Compile and report problems without writing any artifact (fast CI validation).
+    #[arg(long)]
+    check: bool,
     /// Print machine-readable JSON on stdout.
     #[arg(long)]
     json: bool,
@@ -34,6 +37,21 @@ pub(crate) fn run(args: &CompileArgs) -> ExitCode {
         Ok(compiled) => compiled,
         Err(diagnostics) => return report(diagnostics, args.json),
     };
+    if args.check {
+        if args.json {
+            print_json(
+                &serde_json::json!({"checked": true, "pipelines": compiled.pipelines, "models": compiled.models}),
+            );
+        } else {
+            let _ = writeln!(
+                std::io::stdout().lock(),
+                "Compiled {} models in {} pipelines; nothing written (--check)",
+                compiled.models,
+                compiled.pipelines
+            );
+        }
+        return ExitCode::SUCCESS;
+    }
     let target_dir = args
         .target_dir
         .clone()

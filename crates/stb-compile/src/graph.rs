@@ -1,6 +1,6 @@
 //! Graph rules over model references, and the deterministic topological order.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 
 use stb_diagnostics::{Diagnostic, Location};
 use stb_project::Project;
@@ -10,7 +10,11 @@ use stb_project::project_config::Mode;
 use crate::codes;
 
 /// Views terminal, no direct/virtual edges, the pipeline reference scope, no cycles.
-pub(crate) fn validate(project: &Project) -> Vec<Diagnostic> {
+/// `order` is the result of [`order`], computed once by the caller.
+pub(crate) fn validate(
+    project: &Project,
+    order: &Result<Vec<String>, Vec<String>>,
+) -> Vec<Diagnostic> {
     let mut problems = Vec::new();
     let owner: BTreeMap<&str, (&str, Mode, ModelKind)> = project
         .pipelines
@@ -99,7 +103,7 @@ pub(crate) fn validate(project: &Project) -> Vec<Diagnostic> {
             .at(Location::file(file)),
         );
     }
-    if let Err(cycle) = order(project) {
+    if let Err(cycle) = order {
         problems.push(Diagnostic::new(
             codes::GRAPH,
             format!("Dependency cycle detected involving: {}", cycle.join(", ")),
@@ -140,18 +144,25 @@ pub(crate) fn order(project: &Project) -> Result<Vec<String>, Vec<String>> {
     }
     // Kahn's algorithm, always taking the smallest ready id: "model:*" sorts before
     // "source:*", as in the reference. Linear in nodes + edges (plus the ordered set).
-    let mut dependents: BTreeMap<&String, Vec<&String>> = BTreeMap::new();
+    let mut dependents: HashMap<&String, Vec<&String>> = HashMap::new();
     for (node, deps) in &incoming {
         for dep in deps {
             dependents.entry(dep).or_default().push(node);
         }
     }
-    let mut remaining: BTreeMap<&String, usize> = nodes.iter().map(|n| (n, incoming.get(n).map_or(0, BTreeSet::len))).collect();
-    let mut ready: BTreeSet<&String> = remaining.iter().filter(|(_, count)| **count == 0).map(|(n, _)| *n).collect();
+    let mut remaining: HashMap<&String, usize> = nodes
+        .iter()
+        .map(|n| (n, incoming.get(n).map_or(0, BTreeSet::len)))
+        .collect();
+    let mut ready: BTreeSet<&String> = remaining
+        .iter()
+        .filter(|(_, count)| **count == 0)
+        .map(|(n, _)| *n)
+        .collect();
     let mut done: Vec<String> = Vec::with_capacity(nodes.len());
-    let mut placed: BTreeSet<String> = BTreeSet::new();
+    let mut placed: HashSet<&String> = HashSet::new();
     while let Some(node) = ready.pop_first() {
-        placed.insert(node.clone());
+        placed.insert(node);
         done.push(node.clone());
         for dependent in dependents.get(node).into_iter().flatten() {
             if let Some(count) = remaining.get_mut(*dependent) {
@@ -165,6 +176,10 @@ pub(crate) fn order(project: &Project) -> Result<Vec<String>, Vec<String>> {
     if done.len() == nodes.len() {
         Ok(done)
     } else {
-        Err(nodes.into_iter().filter(|n| !placed.contains(n)).collect())
+        Err(nodes
+            .iter()
+            .filter(|n| !placed.contains(n))
+            .cloned()
+            .collect())
     }
 }

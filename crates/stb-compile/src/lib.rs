@@ -46,21 +46,25 @@ fn database(project: &Project) -> &str {
 pub fn compile(project: &Project) -> Result<Compiled, Diagnostics> {
     let mut diagnostics = Diagnostics::new();
     let database = database(project);
+    let all_models: Vec<_> = project
+        .pipelines
+        .iter()
+        .flat_map(|p| p.models.iter().map(move |m| (p, m)))
+        .collect();
+    let results = stb_project::parallel::map_ordered(&all_models, |(pipeline, model)| {
+        if let Some(problem) = unsupported_macro_call(model) {
+            return Err(vec![problem]);
+        }
+        model::analyse(model, pipeline, &project.defaults)
+    });
     let mut analysed = Vec::new();
     let mut failed = std::collections::BTreeSet::new();
-    for pipeline in &project.pipelines {
-        for model in &pipeline.models {
-            if let Some(problem) = unsupported_macro_call(model) {
-                diagnostics.push(problem);
+    for ((_, model), result) in all_models.iter().zip(results) {
+        match result {
+            Ok(item) => analysed.push(item),
+            Err(problems) => {
                 failed.insert(model.name.clone());
-                continue;
-            }
-            match model::analyse(model, pipeline, &project.defaults) {
-                Ok(result) => analysed.push(result),
-                Err(problems) => {
-                    failed.insert(model.name.clone());
-                    problems.into_iter().for_each(|p| diagnostics.push(p));
-                }
+                problems.into_iter().for_each(|p| diagnostics.push(p));
             }
         }
     }
@@ -76,19 +80,28 @@ pub fn compile(project: &Project) -> Result<Compiled, Diagnostics> {
             stb_ddl::QualifiedName::new(database, &item.relation).to_string(),
         );
     }
-    for problem in graph::validate(project) {
+    let order = graph::order(project);
+    for problem in graph::validate(project, &order) {
         diagnostics.push(problem);
     }
     let mut files = BTreeMap::new();
-    let mut compiled_models = Vec::new();
-    for item in &analysed {
+    let realised = stb_project::parallel::map_ordered(&analysed, |item| {
         if let Some(source) = project.sources.iter().find(|s| {
             s.kind == SourceKind::Postgres && item.model.refs.iter().any(|r| r.name == s.name)
         }) {
-            diagnostics.push(unsupported(&format!("Model '{}' reads Postgres source '{}': refreshable materialized views are not compiled by this edition yet", item.model.name, source.name), &item.model.file));
-            continue;
+            return Err(vec![unsupported(
+                &format!(
+                    "Model '{}' reads Postgres source '{}': refreshable materialized views are not compiled by this edition yet",
+                    item.model.name, source.name
+                ),
+                &item.model.file,
+            )]);
         }
-        match model::realise(item, database, &relations, &failed, &project.defaults) {
+        model::realise(item, database, &relations, &failed, &project.defaults)
+    });
+    let mut compiled_models = Vec::new();
+    for (item, result) in analysed.iter().zip(realised) {
+        match result {
             Ok(compiled) => compiled_models.push((item, compiled)),
             Err(problems) => problems.into_iter().for_each(|p| diagnostics.push(p)),
         }
@@ -154,7 +167,7 @@ pub fn compile(project: &Project) -> Result<Compiled, Diagnostics> {
         content.truncate(trimmed);
         content.push('\n');
     }
-    let order = graph::order(project).unwrap_or_default();
+    let order = order.unwrap_or_default();
     let manifest = manifest::manifest(project, &compiled_models, &managed, &relations, &files);
     let dag = manifest::dag(project, &order);
     files.insert("manifest.json".to_owned(), manifest);

@@ -1,9 +1,13 @@
 //! `manifest.json` and `streambuild_dag.json`: sorted keys, two-space indent, ASCII only,
 //! one trailing newline, so equal projects give equal bytes.
+//!
+//! The documents are typed structs with borrowed fields, serialised straight to text: a
+//! `serde_json::Value` tree of a 10,000-model manifest would cost several times its size.
+//! Struct fields are declared in alphabetical order because that is the key order.
 
 use std::collections::BTreeMap;
 
-use serde_json::{Value, json};
+use serde::Serialize;
 use stb_ddl::ManagedSource;
 use stb_model::keys::{Retention, WhenMissing};
 use stb_project::Project;
@@ -13,10 +17,13 @@ use stb_project::sources::SourceRetention;
 
 use crate::model::{AnalysedModel, AppliedRetention, CompiledModel};
 
-/// Pretty JSON with every non-ASCII character escaped as `\uXXXX`.
-pub(crate) fn to_json(value: &Value) -> String {
+/// Pretty JSON with every non-ASCII character escaped as `\uXXXX`, and a trailing newline.
+pub(crate) fn to_json<T: Serialize>(value: &T) -> String {
     let text = serde_json::to_string_pretty(value).unwrap_or_default();
-    let mut out = String::with_capacity(text.len());
+    if text.is_ascii() {
+        return text + "\n";
+    }
+    let mut out = String::with_capacity(text.len() + 64);
     for ch in text.chars() {
         if ch.is_ascii() {
             out.push(ch);
@@ -31,8 +38,126 @@ pub(crate) fn to_json(value: &Value) -> String {
     out
 }
 
-fn resource(kind: &str, name: &str, path: &str) -> Value {
-    json!({"kind": kind, "name": name, "path": path})
+#[derive(Serialize)]
+struct Resource<'a> {
+    kind: &'a str,
+    name: &'a str,
+    path: String,
+}
+
+#[derive(Serialize)]
+struct AllowedReference<'a> {
+    downstream_pipeline: &'a str,
+    upstream_pipeline: &'a str,
+}
+
+#[derive(Serialize)]
+struct Dependencies<'a> {
+    allowed_cross_pipeline_references: Vec<AllowedReference<'a>>,
+    model_reference_scope: &'a str,
+}
+
+#[derive(Serialize)]
+struct MacroEntry<'a> {
+    file: &'a str,
+    source: &'a str,
+}
+
+#[derive(Serialize)]
+struct Metadata {
+    manifest_version: u32,
+    tool: &'static str,
+}
+
+#[derive(Serialize)]
+struct PipelineEntry<'a> {
+    file: &'a str,
+    models: Vec<&'a str>,
+    name: &'a str,
+    relations: BTreeMap<&'a str, &'a str>,
+    resolved_database: &'a str,
+    source_name: Option<&'a str>,
+}
+
+#[derive(Serialize)]
+#[serde(untagged)]
+enum RetentionEntry<'a> {
+    Disabled {
+        origin: &'a str,
+        status: &'static str,
+    },
+    Source {
+        cap_at: Option<&'static str>,
+        duration_seconds: u64,
+        fallback: &'static str,
+        origin: &'a str,
+        status: &'static str,
+        timestamp: &'static str,
+    },
+    Model {
+        cap_at_column: Option<&'a str>,
+        duration_seconds: u64,
+        origin: &'a str,
+        status: &'static str,
+        timestamp_column: &'a str,
+        when_missing: &'static str,
+    },
+}
+
+#[derive(Serialize)]
+struct SourceEntry<'a> {
+    logical_key: String,
+    name: &'a str,
+    relation_name: Option<&'a str>,
+    replay_lineage_mode: Option<&'a str>,
+    resources: Vec<Resource<'a>>,
+    retention: Option<RetentionEntry<'a>>,
+    ttl: Option<&'a str>,
+}
+
+#[derive(Serialize)]
+struct ColumnEntry<'a> {
+    default: Option<&'a str>,
+    name: &'a str,
+    #[serde(rename = "type")]
+    data_type: &'a str,
+}
+
+#[derive(Serialize)]
+struct Spec<'a> {
+    columns: Vec<ColumnEntry<'a>>,
+    engine: &'a str,
+    order_by: &'a [String],
+    partition_by: Option<&'a str>,
+    settings: Option<BTreeMap<&'a str, &'a str>>,
+    ttl: Option<&'a str>,
+}
+
+#[derive(Serialize)]
+struct ModelEntry<'a> {
+    logical_key: String,
+    name: &'a str,
+    pipeline: &'a str,
+    query_path: String,
+    refs: Vec<&'a str>,
+    relation_name: &'a str,
+    resources: Vec<Resource<'a>>,
+    /// Table models only: absent for views.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    retention: Option<Option<RetentionEntry<'a>>>,
+    source: Option<&'a str>,
+    spec: Option<Spec<'a>>,
+}
+
+#[derive(Serialize)]
+struct Manifest<'a> {
+    artifacts: Vec<&'a str>,
+    dependencies: Dependencies<'a>,
+    macros: BTreeMap<&'a str, MacroEntry<'a>>,
+    metadata: Metadata,
+    models: BTreeMap<&'a str, ModelEntry<'a>>,
+    pipelines: BTreeMap<&'a str, PipelineEntry<'a>>,
+    sources: BTreeMap<&'a str, SourceEntry<'a>>,
 }
 
 pub(crate) fn manifest(
@@ -42,212 +167,295 @@ pub(crate) fn manifest(
     relations: &BTreeMap<String, String>,
     files: &BTreeMap<String, String>,
 ) -> String {
-    let database = project
-        .database
-        .clone()
-        .unwrap_or_else(|| "default".to_owned());
-    let mut artifacts = vec![
-        "manifest.json".to_owned(),
-        "streambuild_dag.json".to_owned(),
-    ];
-    artifacts.extend(files.keys().cloned());
-    let allowed: Vec<Value> = project
-        .defaults
-        .allowed_cross_pipeline_references
+    let database = project.database.as_deref().unwrap_or("default");
+    let mut artifacts = vec!["manifest.json", "streambuild_dag.json"];
+    artifacts.extend(files.keys().map(String::as_str));
+    let pipelines = project
+        .pipelines
         .iter()
-        .map(|(up, down)| json!({"upstream_pipeline": up, "downstream_pipeline": down}))
-        .collect();
-    let macros: serde_json::Map<String, Value> = project
-        .macros
-        .iter()
-        .map(|m| (m.name.clone(), json!({"file": m.file, "source": m.source})))
-        .collect();
-    let mut pipelines = serde_json::Map::new();
-    for pipeline in &project.pipelines {
-        let mut pipeline_relations = serde_json::Map::new();
-        if let Some(source) = &pipeline.source
-            && let Some(relation) = relations.get(source)
-        {
-            pipeline_relations.insert(source.clone(), json!(relation));
-        }
-        for model in &pipeline.models {
-            if let Some(relation) = relations.get(&model.name) {
-                pipeline_relations.insert(model.name.clone(), json!(relation));
+        .map(|pipeline| {
+            let mut pipeline_relations = BTreeMap::new();
+            for name in pipeline
+                .source
+                .iter()
+                .chain(pipeline.models.iter().map(|m| &m.name))
+            {
+                if let Some(relation) = relations.get(name) {
+                    pipeline_relations.insert(name.as_str(), relation.as_str());
+                }
             }
-        }
-        pipelines.insert(
-            pipeline.name.clone(),
-            json!({
-                "file": pipeline.directory,
-                "models": pipeline.models.iter().map(|m| m.name.as_str()).collect::<Vec<_>>(),
-                "name": pipeline.name,
-                "relations": pipeline_relations,
-                "resolved_database": database,
-                "source_name": pipeline.source,
-            }),
-        );
-    }
-    let mut sources = serde_json::Map::new();
-    for source in &project.sources {
-        let resources: Vec<Value> = managed
-            .get(&source.name)
-            .map(|objects| {
-                let base = format!("compiled/resources/sources/{}", source.name);
-                vec![
-                    resource(
-                        "managed_source",
-                        &objects.kafka.name.name,
-                        &format!("{base}/kafka__{}.sql", source.name),
-                    ),
-                    resource(
-                        "table",
-                        &objects.raw.name.name,
-                        &format!("{base}/raw__{}.sql", source.name),
-                    ),
-                    resource(
-                        "materialized_view",
-                        &objects.landing.name.name,
-                        &format!("{base}/mv__{}.sql", source.name),
-                    ),
-                ]
-            })
-            .unwrap_or_default();
-        let retention = source.kafka.as_ref().and_then(|k| k.retention).map(|r| match r {
-            SourceRetention::Disabled => json!({"origin": "source", "status": "disabled"}),
-            SourceRetention::Policy { duration_seconds, cap_at_landed } => json!({
-                "origin": "source", "status": "applied", "duration_seconds": duration_seconds,
-                "timestamp": "broker", "fallback": "landed", "cap_at": if cap_at_landed { json!("landed") } else { Value::Null },
-            }),
-        });
-        sources.insert(
-            source.name.clone(),
-            json!({
-                "logical_key": format!("source:{}", source.name),
-                "name": source.name,
-                "relation_name": relations.get(&source.name),
-                "replay_lineage_mode": source.replay_boundary,
-                "resources": resources,
-                "retention": retention,
-                "ttl": managed.get(&source.name).and_then(|o| o.raw.ttl.clone()),
-            }),
-        );
-    }
-    let mut model_entries = serde_json::Map::new();
-    for (item, compiled) in models {
-        let base = format!(
-            "compiled/resources/models/{}/{}",
-            item.pipeline.name, item.model.name
-        );
-        let mut resources = Vec::new();
-        if let Some(table) = &compiled.table {
-            resources.push(resource(
-                "table",
-                &table.name.name,
-                &format!("{base}.table.sql"),
-            ));
-        }
-        if let Some(view) = &compiled.materialized_view {
-            resources.push(resource(
-                "materialized_view",
-                &view.name.name,
-                &format!("{base}.mv.sql"),
-            ));
-        }
-        if let Some(view) = &compiled.view {
-            resources.push(resource(
-                "view",
-                &view.name.name,
-                &format!("{base}.view.sql"),
-            ));
-        }
-        let spec = compiled.table.as_ref().map(|table| {
-            json!({
-                "columns": table.columns.iter().map(|c| json!({"default": null, "name": c.name, "type": c.data_type})).collect::<Vec<_>>(),
-                "engine": table.engine,
-                "order_by": table.order_by,
-                "partition_by": table.partition_by,
-                "settings": if table.settings.is_empty() { Value::Null } else { json!(table.settings.iter().cloned().collect::<BTreeMap<_, _>>()) },
-                "ttl": table.ttl,
-            })
-        });
-        let mut entry = json!({
-            "logical_key": format!("model:{}", item.model.name),
-            "name": item.model.name,
-            "pipeline": item.pipeline.name,
-            "query_path": format!("compiled/models/{}/{}.sql", item.pipeline.name, item.model.name),
-            "refs": item.model.refs.iter().map(|r| r.name.as_str()).collect::<Vec<_>>(),
-            "relation_name": item.relation,
-            "resources": resources,
-            "source": if item.model.kind == ModelKind::Table { json!(item.model.driving_input) } else { Value::Null },
-            "spec": spec,
-        });
-        if item.model.kind == ModelKind::Table
-            && let Value::Object(map) = &mut entry
-        {
-            map.insert(
-                "retention".to_owned(),
-                model_retention(compiled.retention.as_ref()),
-            );
-        }
-        model_entries.insert(item.model.name.clone(), entry);
-    }
-    to_json(&json!({
-        "artifacts": artifacts,
-        "dependencies": {
-            "allowed_cross_pipeline_references": allowed,
-            "model_reference_scope": if project.defaults.pipeline_reference_scope { "pipeline" } else { "project" },
+            (
+                pipeline.name.as_str(),
+                PipelineEntry {
+                    file: &pipeline.directory,
+                    models: pipeline.models.iter().map(|m| m.name.as_str()).collect(),
+                    name: &pipeline.name,
+                    relations: pipeline_relations,
+                    resolved_database: database,
+                    source_name: pipeline.source.as_deref(),
+                },
+            )
+        })
+        .collect();
+    let sources = project
+        .sources
+        .iter()
+        .map(|source| {
+            let objects = managed.get(&source.name);
+            let resources = objects
+                .map(|o| {
+                    let base = format!("compiled/resources/sources/{}", source.name);
+                    vec![
+                        Resource {
+                            kind: "managed_source",
+                            name: &o.kafka.name.name,
+                            path: format!("{base}/kafka__{}.sql", source.name),
+                        },
+                        Resource {
+                            kind: "table",
+                            name: &o.raw.name.name,
+                            path: format!("{base}/raw__{}.sql", source.name),
+                        },
+                        Resource {
+                            kind: "materialized_view",
+                            name: &o.landing.name.name,
+                            path: format!("{base}/mv__{}.sql", source.name),
+                        },
+                    ]
+                })
+                .unwrap_or_default();
+            let retention = source
+                .kafka
+                .as_ref()
+                .and_then(|k| k.retention)
+                .map(|r| match r {
+                    SourceRetention::Disabled => RetentionEntry::Disabled {
+                        origin: "source",
+                        status: "disabled",
+                    },
+                    SourceRetention::Policy {
+                        duration_seconds,
+                        cap_at_landed,
+                    } => RetentionEntry::Source {
+                        cap_at: cap_at_landed.then_some("landed"),
+                        duration_seconds,
+                        fallback: "landed",
+                        origin: "source",
+                        status: "applied",
+                        timestamp: "broker",
+                    },
+                });
+            (
+                source.name.as_str(),
+                SourceEntry {
+                    logical_key: format!("source:{}", source.name),
+                    name: &source.name,
+                    relation_name: relations.get(&source.name).map(String::as_str),
+                    replay_lineage_mode: source.replay_boundary.as_deref(),
+                    resources,
+                    retention,
+                    ttl: objects.and_then(|o| o.raw.ttl.as_deref()),
+                },
+            )
+        })
+        .collect();
+    let model_entries = models
+        .iter()
+        .map(|(item, compiled)| (item.model.name.as_str(), model_entry(item, compiled)))
+        .collect();
+    to_json(&Manifest {
+        artifacts,
+        dependencies: Dependencies {
+            allowed_cross_pipeline_references: project
+                .defaults
+                .allowed_cross_pipeline_references
+                .iter()
+                .map(|(up, down)| AllowedReference {
+                    downstream_pipeline: down,
+                    upstream_pipeline: up,
+                })
+                .collect(),
+            model_reference_scope: if project.defaults.pipeline_reference_scope {
+                "pipeline"
+            } else {
+                "project"
+            },
         },
-        "macros": macros,
-        "metadata": {"manifest_version": 1, "tool": "streambuild"},
-        "models": model_entries,
-        "pipelines": pipelines,
-        "sources": sources,
-    }))
+        macros: project
+            .macros
+            .iter()
+            .map(|m| {
+                (
+                    m.name.as_str(),
+                    MacroEntry {
+                        file: &m.file,
+                        source: &m.source,
+                    },
+                )
+            })
+            .collect(),
+        metadata: Metadata {
+            manifest_version: 1,
+            tool: "streambuild",
+        },
+        models: model_entries,
+        pipelines,
+        sources,
+    })
 }
 
-fn model_retention(retention: Option<&AppliedRetention>) -> Value {
-    let Some(AppliedRetention {
-        retention,
-        origin,
-        applied,
-    }) = retention
-    else {
-        return Value::Null;
-    };
-    match retention {
-        Retention::Disabled => json!({"origin": origin, "status": "disabled"}),
+fn model_entry<'a>(item: &'a AnalysedModel<'_>, compiled: &'a CompiledModel) -> ModelEntry<'a> {
+    let base = format!(
+        "compiled/resources/models/{}/{}",
+        item.pipeline.name, item.model.name
+    );
+    let mut resources = Vec::new();
+    if let Some(table) = &compiled.table {
+        resources.push(Resource {
+            kind: "table",
+            name: &table.name.name,
+            path: format!("{base}.table.sql"),
+        });
+    }
+    if let Some(view) = &compiled.materialized_view {
+        resources.push(Resource {
+            kind: "materialized_view",
+            name: &view.name.name,
+            path: format!("{base}.mv.sql"),
+        });
+    }
+    if let Some(view) = &compiled.view {
+        resources.push(Resource {
+            kind: "view",
+            name: &view.name.name,
+            path: format!("{base}.view.sql"),
+        });
+    }
+    let spec = compiled.table.as_ref().map(|table| Spec {
+        columns: table
+            .columns
+            .iter()
+            .map(|c| ColumnEntry {
+                default: None,
+                name: &c.name,
+                data_type: &c.data_type,
+            })
+            .collect(),
+        engine: &table.engine,
+        order_by: &table.order_by,
+        partition_by: table.partition_by.as_deref(),
+        settings: (!table.settings.is_empty()).then(|| {
+            table
+                .settings
+                .iter()
+                .map(|(k, v)| (k.as_str(), v.as_str()))
+                .collect()
+        }),
+        ttl: table.ttl.as_deref(),
+    });
+    let is_table = item.model.kind == ModelKind::Table;
+    ModelEntry {
+        logical_key: format!("model:{}", item.model.name),
+        name: &item.model.name,
+        pipeline: &item.pipeline.name,
+        query_path: format!(
+            "compiled/models/{}/{}.sql",
+            item.pipeline.name, item.model.name
+        ),
+        refs: item.model.refs.iter().map(|r| r.name.as_str()).collect(),
+        relation_name: &item.relation,
+        resources,
+        retention: is_table.then(|| compiled.retention.as_ref().map(model_retention)),
+        source: if is_table {
+            item.model.driving_input.as_deref()
+        } else {
+            None
+        },
+        spec,
+    }
+}
+
+fn model_retention(applied: &AppliedRetention) -> RetentionEntry<'_> {
+    match &applied.retention {
+        Retention::Disabled => RetentionEntry::Disabled {
+            origin: applied.origin,
+            status: "disabled",
+        },
         Retention::Policy {
             duration_seconds,
             timestamp_column,
             cap_at_column,
             when_missing,
-        } => json!({
-            "origin": origin,
-            "status": if *applied { "applied" } else { "skipped" },
-            "duration_seconds": duration_seconds,
-            "timestamp_column": timestamp_column,
-            "cap_at_column": cap_at_column,
-            "when_missing": if *when_missing == WhenMissing::Skip { "skip" } else { "error" },
-        }),
+        } => RetentionEntry::Model {
+            cap_at_column: cap_at_column.as_deref(),
+            duration_seconds: *duration_seconds,
+            origin: applied.origin,
+            status: if applied.applied {
+                "applied"
+            } else {
+                "skipped"
+            },
+            timestamp_column,
+            when_missing: if *when_missing == WhenMissing::Skip {
+                "skip"
+            } else {
+                "error"
+            },
+        },
     }
+}
+
+#[derive(Serialize)]
+struct Node<'a> {
+    id: String,
+    name: &'a str,
+    #[serde(rename = "type")]
+    kind: &'static str,
+}
+
+#[derive(Serialize, PartialEq, Eq, PartialOrd, Ord)]
+struct Edge {
+    edge_type: &'static str,
+    from_id: String,
+    to_id: String,
+}
+
+#[derive(Serialize)]
+struct DagMetadata {
+    dag_version: u32,
+    tool: &'static str,
+}
+
+#[derive(Serialize)]
+struct Dag<'a> {
+    edges: Vec<Edge>,
+    macros: Vec<&'a str>,
+    metadata: DagMetadata,
+    nodes: Vec<Node<'a>>,
+    topological_order: &'a [String],
 }
 
 /// Nodes (sources by name, then models in pipeline and file order) and lineage edges.
 pub(crate) fn dag(project: &Project, order: &[String]) -> String {
-    let mut nodes: Vec<Value> = Vec::new();
     let mut sources: Vec<&str> = project.sources.iter().map(|s| s.name.as_str()).collect();
     sources.sort_unstable();
-    for source in sources {
-        nodes.push(json!({"id": format!("source:{source}"), "name": source, "type": "source"}));
-    }
-    let mut edges: Vec<(String, String, &str)> = Vec::new();
-    let source_names: Vec<&str> = project.sources.iter().map(|s| s.name.as_str()).collect();
+    let mut nodes: Vec<Node<'_>> = sources
+        .iter()
+        .map(|s| Node {
+            id: format!("source:{s}"),
+            name: s,
+            kind: "source",
+        })
+        .collect();
+    let mut edges: Vec<Edge> = Vec::new();
     for model in project.pipelines.iter().flat_map(|p| &p.models) {
-        nodes.push(
-            json!({"id": format!("model:{}", model.name), "name": model.name, "type": "model"}),
-        );
+        nodes.push(Node {
+            id: format!("model:{}", model.name),
+            name: &model.name,
+            kind: "model",
+        });
         for reference in &model.refs {
-            let from = if source_names.contains(&reference.name.as_str()) {
+            let from_id = if sources.binary_search(&reference.name.as_str()).is_ok() {
                 format!("source:{}", reference.name)
             } else {
                 format!("model:{}", reference.name)
@@ -257,25 +465,28 @@ pub(crate) fn dag(project: &Project, order: &[String]) -> String {
                 (_, Some(RefType::Mutable)) => "mutable_reference",
                 (ModelKind::Table, None) => "driving_input",
             };
-            edges.push((from, format!("model:{}", model.name), edge_type));
+            edges.push(Edge {
+                edge_type,
+                from_id,
+                to_id: format!("model:{}", model.name),
+            });
         }
     }
-    edges.sort();
+    // Sorted by (from_id, to_id, edge_type).
+    edges.sort_by(|a, b| {
+        (&a.from_id, &a.to_id, a.edge_type).cmp(&(&b.from_id, &b.to_id, b.edge_type))
+    });
     edges.dedup();
-    let edges: Vec<Value> = edges
-        .into_iter()
-        .map(|(from, to, kind)| json!({"edge_type": kind, "from_id": from, "to_id": to}))
-        .collect();
-    let macros: Vec<&str> = {
-        let mut names: Vec<&str> = project.macros.iter().map(|m| m.name.as_str()).collect();
-        names.sort_unstable();
-        names
-    };
-    to_json(&json!({
-        "edges": edges,
-        "macros": macros,
-        "metadata": {"dag_version": 1, "tool": "streambuild"},
-        "nodes": nodes,
-        "topological_order": order,
-    }))
+    let mut macros: Vec<&str> = project.macros.iter().map(|m| m.name.as_str()).collect();
+    macros.sort_unstable();
+    to_json(&Dag {
+        edges,
+        macros,
+        metadata: DagMetadata {
+            dag_version: 1,
+            tool: "streambuild",
+        },
+        nodes,
+        topological_order: order,
+    })
 }

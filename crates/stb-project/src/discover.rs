@@ -668,6 +668,10 @@ fn infer_pipeline_sources(
                 .map(|m| (m.name.clone(), (m.kind, m.driving_input.clone())))
         })
         .collect();
+    // model -> the source its chain reaches (None: the chain failed, already reported).
+    // Each chain is walked once, so long pipelines stay linear.
+    let mut reached_by: std::collections::HashMap<String, Option<String>> =
+        std::collections::HashMap::new();
     for pipeline in pipelines.iter_mut() {
         let mut reached: Vec<String> = Vec::new();
         for model in pipeline
@@ -678,11 +682,16 @@ fn infer_pipeline_sources(
             let Some(start) = &model.driving_input else {
                 continue;
             };
-            let mut seen = vec![model.name.clone()];
+            let mut path = vec![model.name.clone()];
+            let mut seen: std::collections::HashSet<String> =
+                std::collections::HashSet::from([model.name.clone()]);
             let mut current = start.clone();
             let outcome = loop {
                 if source_names.contains(current.as_str()) {
                     break Ok(current);
+                }
+                if let Some(known) = reached_by.get(&current) {
+                    break known.clone().ok_or_else(String::new);
                 }
                 if invalid_sources
                     .iter()
@@ -692,7 +701,8 @@ fn infer_pipeline_sources(
                 }
                 match models.get(&current) {
                     Some((ModelKind::Table, Some(next))) if !seen.contains(&current) => {
-                        seen.push(current.clone());
+                        seen.insert(current.clone());
+                        path.push(current.clone());
                         current = next.clone();
                     }
                     Some((ModelKind::Table, Some(_))) => {
@@ -710,6 +720,9 @@ fn infer_pipeline_sources(
                     }
                 }
             };
+            for name in path {
+                reached_by.insert(name, outcome.as_ref().ok().cloned());
+            }
             match outcome {
                 Ok(source) => {
                     if !reached.contains(&source) {

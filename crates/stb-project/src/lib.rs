@@ -6,6 +6,7 @@ mod discover;
 pub mod interpolation;
 pub mod local_config;
 pub mod macros;
+pub mod parallel;
 pub mod pipelines;
 pub mod policies;
 pub mod project_config;

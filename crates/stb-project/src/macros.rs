@@ -118,7 +118,10 @@ impl MacroRuntime {
             .iter()
             .map(|(path, relative)| json!({"path": path, "relative": relative}))
             .collect();
-        let reply = runtime.request(&json!({"op": "load", "files": files}))?;
+        // Starting Python and executing the files is not a macro call: it gets a generous
+        // bound of its own, so a short call timeout does not fail a slow machine's start.
+        let load_timeout = runtime.timeout.max(Duration::from_secs(60));
+        let reply = runtime.request(&json!({"op": "load", "files": files}), load_timeout)?;
         runtime.macros = serde_json::from_value(reply.get("macros").cloned().unwrap_or_default())
             .map_err(|e| MacroError::Worker(format!("bad worker reply: {e}")))?;
         Ok(runtime)
@@ -146,7 +149,7 @@ impl MacroRuntime {
     }
 
     fn call_with(&mut self, request: &Json) -> Result<CallResult, MacroError> {
-        let reply = self.request(request)?;
+        let reply = self.request(request, self.timeout)?;
         Ok(CallResult {
             type_name: reply
                 .get("type")
@@ -157,18 +160,18 @@ impl MacroRuntime {
         })
     }
 
-    fn request(&mut self, request: &Json) -> Result<Json, MacroError> {
+    fn request(&mut self, request: &Json, timeout: Duration) -> Result<Json, MacroError> {
         let died = |detail: String| {
             MacroError::Worker(format!("the Python macro worker stopped: {detail}"))
         };
         writeln!(self.stdin, "{request}")
             .and_then(|()| self.stdin.flush())
             .map_err(|e| died(e.to_string()))?;
-        let line = match self.lines.recv_timeout(self.timeout) {
+        let line = match self.lines.recv_timeout(timeout) {
             Ok(line) => line,
             Err(RecvTimeoutError::Timeout) => {
                 let _ = self.child.kill();
-                return Err(MacroError::Timeout(self.timeout));
+                return Err(MacroError::Timeout(timeout));
             }
             Err(RecvTimeoutError::Disconnected) => return Err(died("no reply".to_owned())),
         };

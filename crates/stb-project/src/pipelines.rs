@@ -99,10 +99,18 @@ pub(crate) fn discover(
         })
         .unwrap_or_default();
     directories.sort();
-    directories
-        .iter()
-        .filter_map(|dir| pipeline(project_dir, dir, defaults, diagnostics))
-        .collect()
+    // Pipelines are independent: read and scan them in parallel, report in order.
+    let results = crate::parallel::map_ordered(&directories, |dir| {
+        let mut local = Diagnostics::new();
+        let pipeline = pipeline(project_dir, dir, defaults, &mut local);
+        (pipeline, local)
+    });
+    let mut pipelines = Vec::with_capacity(results.len());
+    for (pipeline, local) in results {
+        diagnostics.extend(local);
+        pipelines.extend(pipeline);
+    }
+    pipelines
 }
 
 fn relative(project_dir: &Path, path: &Path) -> String {

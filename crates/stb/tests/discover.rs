@@ -155,7 +155,10 @@ fn a_macro_that_never_returns_is_stopped_and_reported() {
 fn compile_writes_artifacts_and_reports_errors() {
     let mut files = VALID.to_vec();
     files.retain(|(p, _)| *p != "pipelines/pl__orders/orders_clean.sql");
-    files.push(("pipelines/pl__orders/orders_clean.sql", "MODEL (order_by [\"id\"]);\nSELECT id::UInt64 AS id FROM __source(\"orders\")\n"));
+    files.push((
+        "pipelines/pl__orders/orders_clean.sql",
+        "MODEL (order_by [\"id\"]);\nSELECT id::UInt64 AS id FROM __source(\"orders\")\n",
+    ));
     let dir = project(&files);
     std::fs::create_dir_all(dir.path().join("target/run")).expect("mkdir");
     stb()
@@ -163,19 +166,40 @@ fn compile_writes_artifacts_and_reports_errors() {
         .arg("compile")
         .assert()
         .success()
-        .stdout("Wrote compile artifacts to ".to_owned() + &dir.path().join("target").display().to_string() + "\nPipelines: 1\nModels: 1\n");
-    assert!(dir.path().join("target/compiled/resources/models/pl__orders/orders_clean.table.sql").is_file());
+        .stdout(
+            "Wrote compile artifacts to ".to_owned()
+                + &dir.path().join("target").display().to_string()
+                + "\nPipelines: 1\nModels: 1\n",
+        );
+    assert!(
+        dir.path()
+            .join("target/compiled/resources/models/pl__orders/orders_clean.table.sql")
+            .is_file()
+    );
     assert!(dir.path().join("target/run").is_dir());
-    let output = stb().current_dir(dir.path()).args(["compile", "--json", "--target-dir", "out"]).assert().success().get_output().stdout.clone();
+    let output = stb()
+        .current_dir(dir.path())
+        .args(["compile", "--json", "--target-dir", "out"])
+        .assert()
+        .success()
+        .get_output()
+        .stdout
+        .clone();
     let json: Value = serde_json::from_slice(&output).expect("JSON");
     assert_eq!(json["models"], 1);
     assert!(dir.path().join("out/manifest.json").is_file());
 
-    std::fs::write(dir.path().join("pipelines/pl__orders/orders_clean.sql"), "MODEL (order_by [\"id\"]);\nSELECT id FROM __source(\"orders\")\n").expect("write");
+    std::fs::write(
+        dir.path().join("pipelines/pl__orders/orders_clean.sql"),
+        "MODEL (order_by [\"id\"]);\nSELECT id FROM __source(\"orders\")\n",
+    )
+    .expect("write");
     stb()
         .current_dir(dir.path())
         .arg("compile")
         .assert()
         .code(1)
-        .stderr(predicate::str::contains("error[STB-COMPILE-002] pipelines/pl__orders/orders_clean.sql:2:8"));
+        .stderr(predicate::str::contains(
+            "error[STB-COMPILE-002] pipelines/pl__orders/orders_clean.sql:2:8",
+        ));
 }

@@ -17,5 +17,8 @@ fn every_example_compiles_deterministically() {
         assert!(first.models > 0);
         seen += 1;
     }
-    assert!(seen >= 2, "examples/ holds the Kafka and adopted-table projects");
+    assert!(
+        seen >= 2,
+        "examples/ holds the Kafka and adopted-table projects"
+    );
 }
