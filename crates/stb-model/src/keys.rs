@@ -1,6 +1,6 @@
 //! The keys a MODEL header may hold, validated into a typed [`ModelHeader`].
 
-use stb_project::{is_identifier, parse_duration as duration};
+use crate::text::{is_identifier, parse_duration as duration};
 
 use crate::header::{HeaderValue, Spanned};
 

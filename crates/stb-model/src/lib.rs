@@ -4,3 +4,4 @@
 pub mod file;
 pub mod header;
 pub mod keys;
+pub mod text;

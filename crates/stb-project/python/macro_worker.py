@@ -147,6 +147,108 @@ def call(name, args, kwargs, naming_context=None):
     return {"ok": True, "type": type(value).__name__, "value": shown}
 
 
+NESTED_PREFIX = "__stb_macro__"
+
+
+class LiteralError(Exception):
+    """An argument that is not a Python literal or a nested macro call."""
+
+
+def wants_context(function):
+    parameters = list(inspect.signature(function).parameters.values())
+    if not parameters or parameters[0].name != "ctx":
+        return False
+    annotation = parameters[0].annotation
+    name = annotation if isinstance(annotation, str) else getattr(annotation, "__name__", "")
+    if name.split(".")[-1] != "MacroContext":
+        raise TypeError("must annotate ctx as MacroContext")
+    return True
+
+
+def invoke(name, args, kwargs, context):
+    function, relative, line = MACROS[name]
+    if "ctx" in kwargs:
+        raise TypeError(f"Macro '@{name}' reserves keyword 'ctx'")
+    if wants_context(function):
+        args = [context, *args]
+    return function(*args, **kwargs)
+
+
+def evaluate(node, context):
+    if isinstance(node, ast.Constant) and (node.value is None or isinstance(node.value, (str, int, float, bool))):
+        return node.value
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)) and isinstance(node.operand, ast.Constant) and isinstance(node.operand.value, (int, float)) and not isinstance(node.operand.value, bool):
+        return -node.operand.value if isinstance(node.op, ast.USub) else node.operand.value
+    if isinstance(node, ast.List):
+        return [evaluate(item, context) for item in node.elts]
+    if isinstance(node, ast.Tuple):
+        return tuple(evaluate(item, context) for item in node.elts)
+    if isinstance(node, ast.Dict):
+        if any(key is None for key in node.keys):
+            raise LiteralError("must use only Python literals and nested macro calls (no ** in dicts)")
+        return {evaluate(key, context): evaluate(value, context) for key, value in zip(node.keys, node.values)}
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id.startswith(NESTED_PREFIX):
+        inner = node.func.id[len(NESTED_PREFIX):]
+        if inner not in MACROS:
+            raise LiteralError(f"Unknown macro '@{inner}'")
+        args, kwargs = arguments(node, context)
+        return invoke(inner, args, kwargs, context)
+    raise LiteralError("must use only Python literals and nested macro calls")
+
+
+def arguments(call, context):
+    if any(isinstance(arg, ast.Starred) for arg in call.args) or any(keyword.arg is None for keyword in call.keywords):
+        raise LiteralError("must use only Python literals and nested macro calls (no *args or **kwargs)")
+    args = [evaluate(arg, context) for arg in call.args]
+    kwargs = {}
+    for keyword in call.keywords:
+        if keyword.arg in kwargs:
+            raise LiteralError(f"repeats keyword '{keyword.arg}'")
+        kwargs[keyword.arg] = evaluate(keyword.value, context)
+    return args, kwargs
+
+
+def freeze(value):
+    if isinstance(value, dict):
+        return types.MappingProxyType({key: freeze(item) for key, item in value.items()})
+    if isinstance(value, list):
+        return tuple(freeze(item) for item in value)
+    return value
+
+
+def expand(name, args_text, raw_context):
+    """Runs `@name(<args_text>)` as written in SQL; nested calls arrive renamed with NESTED_PREFIX."""
+    function, relative, line = MACROS[name]
+    context = MacroContext(
+        adapter_name="clickhouse",
+        dialect="clickhouse",
+        target_name=raw_context["target_name"],
+        database=raw_context["database"],
+        schema=None,
+        virtual_environments=raw_context["virtual_environments"],
+        variables=freeze(raw_context["variables"]),
+    )
+    try:
+        tree = ast.parse(f"__call__({args_text})", mode="eval")
+    except SyntaxError as error:
+        return {"ok": False, "error": {"message": f"arguments could not be parsed: {error.msg}", "kind": "arguments"}}
+    try:
+        args, kwargs = arguments(tree.body, context)
+        value = invoke(name, args, kwargs, context)
+    except LiteralError as error:
+        return {"ok": False, "error": {"message": str(error), "kind": "arguments"}}
+    except TypeError as error:
+        frames = traceback.extract_tb(error.__traceback__)
+        if all(frame.filename not in FILES for frame in frames):
+            return {"ok": False, "error": {"message": f"could not be called: {error}", "file": relative, "line": line, "kind": "call"}}
+        return {"ok": False, "error": located_error(error, relative, line)}
+    except Exception as error:  # noqa: BLE001 - reported to the user with its location
+        return {"ok": False, "error": located_error(error, relative, line)}
+    if not isinstance(value, str):
+        return {"ok": False, "error": {"message": f"must return a SQL string when used directly in SQL, not {type(value).__name__}", "file": relative, "line": line, "kind": "result"}}
+    return {"ok": True, "type": "str", "value": value}
+
+
 def main():
     install_shim()
     for line in sys.stdin:
@@ -156,6 +258,8 @@ def main():
         op = request.get("op")
         if op == "load":
             send(load(request["files"]))
+        elif op == "expand":
+            send(expand(request["macro"], request["args"], request["context"]))
         elif op == "call":
             send(call(request["macro"], request.get("args", []), request.get("kwargs", {}), request.get("naming_context")))
         else:

@@ -481,58 +481,17 @@ fn models(
     models
 }
 
-/// `kind view` in the MODEL header makes a view model; anything else is a table model.
-/// The header ends at the `)` that closes `MODEL (`, found with quotes respected, so a `);`
-/// inside a quoted value does not end it.
+/// `kind view` in the MODEL header makes a view model; anything else (including a file
+/// whose header does not parse, which compile reports) is a table model.
 #[must_use]
 pub fn model_kind(text: &str) -> ModelKind {
-    let trimmed = text.trim_start();
-    let Some(rest) = trimmed.strip_prefix("MODEL") else {
-        return ModelKind::Table;
-    };
-    let Some(open) = rest
-        .find(|c: char| !c.is_whitespace())
-        .filter(|&i| rest[i..].starts_with('('))
-    else {
-        return ModelKind::Table;
-    };
-    let header = &rest[open + 1..];
-    let bytes = header.as_bytes();
-    let (mut i, mut depth, mut tokens) = (0, 0_u32, Vec::new());
-    let mut word_start = None;
-    while i < bytes.len() {
-        let b = bytes[i];
-        if b.is_ascii_alphanumeric() || b == b'_' {
-            word_start.get_or_insert(i);
-            i += 1;
-            continue;
+    match stb_model::file::split(text) {
+        Ok(file)
+            if file.header.value.get("kind").and_then(|v| v.value.as_str()) == Some("view") =>
+        {
+            ModelKind::View
         }
-        if let Some(start) = word_start.take() {
-            tokens.push(&header[start..i]);
-        }
-        match b {
-            b'\'' | b'"' | b'`' => {
-                let Ok(end) = refs::skip_quoted(header, i) else {
-                    break;
-                };
-                tokens.push("<quoted>");
-                i = end;
-                continue;
-            }
-            b'(' => depth += 1,
-            b')' if depth == 0 => break,
-            b')' => depth -= 1,
-            _ => {}
-        }
-        i += 1;
-    }
-    let is_view = tokens
-        .windows(2)
-        .any(|pair| pair[0] == "kind" && pair[1] == "view");
-    if is_view {
-        ModelKind::View
-    } else {
-        ModelKind::Table
+        _ => ModelKind::Table,
     }
 }
 
@@ -626,7 +585,7 @@ mod tests {
             ModelKind::Table
         );
         assert_eq!(
-            model_kind("MODEL (columns (a \"x\"), kind view);"),
+            model_kind("MODEL (columns (a \"x\"), kind view);\nSELECT 1"),
             ModelKind::View
         );
     }
