@@ -51,10 +51,8 @@ pub fn compile(project: &Project) -> Result<Compiled, Diagnostics> {
         .iter()
         .flat_map(|p| p.models.iter().map(move |m| (p, m)))
         .collect();
+    // SQL macros were expanded by discovery: model text is plain SQL here.
     let results = stb_project::parallel::map_ordered(&all_models, |(pipeline, model)| {
-        if let Some(problem) = unsupported_macro_call(model) {
-            return Err(vec![problem]);
-        }
         model::analyse(model, pipeline, &project.defaults)
     });
     let mut analysed = Vec::new();
@@ -186,17 +184,6 @@ fn unsupported(message: &str, file: &str) -> Diagnostic {
         "see docs/models.md for what this edition compiles today",
     )
     .at(Location::file(file))
-}
-
-/// `@name(` outside strings and comments: SQL macros are not expanded by this edition yet,
-/// and sending one to ClickHouse would fail far from its cause.
-fn unsupported_macro_call(model: &stb_project::pipelines::Model) -> Option<Diagnostic> {
-    let tokens = stb_sql::lexer::lex(&model.text).ok()?;
-    let significant: Vec<_> = tokens.iter().filter(|t| !t.is_trivia()).collect();
-    significant.windows(3).find(|w| w[0].is_punct("@") && w[1].kind == stb_sql::lexer::Kind::Word && w[2].is_punct("(") && w[0].end == w[1].start).map(|w| {
-        Diagnostic::new(codes::UNSUPPORTED, format!("Model '{}' calls SQL macro '@{}': macros in model SQL are not expanded by this edition yet", model.name, w[1].text), "inline the macro's SQL for now")
-            .at(Location::at(&model.file, stb_diagnostics::Position::of_offset(&model.text, w[0].start)))
-    })
 }
 
 /// The effective TTL of a Kafka source's landing table: explicit retention (including

@@ -13,6 +13,7 @@ use crate::interpolation::Scope;
 use crate::local_config::{self, LocalConfig};
 use crate::macros::{MacroError, MacroRuntime, macro_files};
 use crate::pipelines::{self, ModelKind, Pipeline, PipelineDefaults};
+
 use crate::project_config::{self, Mode, ProjectConfig};
 use crate::reader::Reader;
 use crate::sources::{self, NameDeriver, Resolved, Source, SourceContext, SourceRetention};
@@ -224,6 +225,18 @@ pub fn discover(options: &DiscoverOptions) -> Result<Project, Diagnostics> {
             mode,
             prefix: &prefix,
         },
+        &mut diagnostics,
+    );
+    let macro_context = MacroContextBase {
+        target: target.clone().unwrap_or_default(),
+        database: database.clone().unwrap_or_else(|| "default".to_owned()),
+        variables: resolved_variables(&vars, &scope),
+    };
+    expand_sql_macros(
+        &mut pipelines,
+        runtime.as_mut(),
+        macros_failed,
+        &macro_context,
         &mut diagnostics,
     );
     infer_pipeline_sources(&mut pipelines, &sources, &invalid_sources, &mut diagnostics);
@@ -649,6 +662,164 @@ fn read_sources(
     }
     sources::check_across_files(&sources, diagnostics);
     (sources, context.invalid_names)
+}
+
+/// What every SQL macro call sees, apart from its pipeline's mode.
+struct MacroContextBase {
+    target: String,
+    database: String,
+    variables: serde_json::Value,
+}
+
+/// The project variables that resolve, as JSON for the macro context. A variable that reads
+/// a missing environment variable is left out rather than failing every macro call.
+fn resolved_variables(vars: &BTreeMap<String, Node>, scope: &Scope<'_>) -> serde_json::Value {
+    let mut map = serde_json::Map::new();
+    for (name, node) in vars {
+        let resolved = match &node.value {
+            Value::Str(text) => scope.resolve_text(text),
+            other => Ok(other.clone()),
+        };
+        if let Ok(value) = resolved {
+            map.insert(name.clone(), value_json(&value));
+        }
+    }
+    serde_json::Value::Object(map)
+}
+
+fn value_json(value: &Value) -> serde_json::Value {
+    match value {
+        Value::Null => serde_json::Value::Null,
+        Value::Bool(b) => json!(b),
+        Value::Int(i) => json!(i),
+        Value::Float(f) => json!(f),
+        Value::Str(s) | Value::Datetime(s) => json!(s),
+        Value::Array(items) => {
+            serde_json::Value::Array(items.iter().map(|n| value_json(&n.value)).collect())
+        }
+        Value::Table(entries) => serde_json::Value::Object(
+            entries
+                .iter()
+                .map(|(k, n)| (k.name.clone(), value_json(&n.value)))
+                .collect(),
+        ),
+    }
+}
+
+/// Expands `@name(...)` in every model's query, then reads the model's references again
+/// from the expanded text (a macro may produce them).
+fn expand_sql_macros(
+    pipelines: &mut [Pipeline],
+    mut runtime: Option<&mut MacroRuntime>,
+    macros_failed: bool,
+    base: &MacroContextBase,
+    diagnostics: &mut Diagnostics,
+) {
+    for pipeline in pipelines.iter_mut() {
+        let context = json!({
+            "target_name": base.target,
+            "database": base.database,
+            "virtual_environments": pipeline.mode == Mode::Virtual,
+            "variables": base.variables,
+        });
+        for model in &mut pipeline.models {
+            let Ok(body_start) = stb_model::file::split(&model.text).map(|file| file.query_offset)
+            else {
+                continue; // compile reports the header
+            };
+            let calls = match crate::sql_macros::find_calls(&model.text, body_start) {
+                Ok(calls) => calls,
+                Err(error) => {
+                    diagnostics.push(
+                        Diagnostic::new(
+                            codes::DISCOVER_MACRO_FAILED,
+                            format!("Model '{}': {}", model.name, error.message),
+                            "close the macro call's parenthesis",
+                        )
+                        .at(Location::at(
+                            &model.file,
+                            Position::of_offset(&model.text, error.offset),
+                        )),
+                    );
+                    continue;
+                }
+            };
+            if calls.is_empty() || macros_failed {
+                continue;
+            }
+            let Some(runtime) = runtime.as_deref_mut() else {
+                diagnostics.push(
+                    Diagnostic::new(
+                        codes::DISCOVER_MACRO_MISSING,
+                        format!(
+                            "Unknown macro '@{}' in '{}'. Available macros: none",
+                            calls[0].name, model.file
+                        ),
+                        "define it as a function in a file under macros/",
+                    )
+                    .at(Location::at(
+                        &model.file,
+                        Position::of_offset(&model.text, calls[0].start),
+                    )),
+                );
+                continue;
+            };
+            match crate::sql_macros::expand(&model.text, body_start, runtime, &context) {
+                Ok(expanded) => {
+                    match crate::refs::extract(&expanded) {
+                        Ok(refs) => {
+                            model.driving_input = if model.kind == ModelKind::Table {
+                                pipelines::driving_input(
+                                    &model.name,
+                                    &model.file,
+                                    &refs,
+                                    diagnostics,
+                                )
+                            } else {
+                                None
+                            };
+                            model.refs = refs;
+                        }
+                        Err(error) => diagnostics.push(
+                            Diagnostic::new(
+                                codes::DISCOVER_REFS,
+                                format!(
+                                    "Model '{}' (after macro expansion): {}",
+                                    model.name, error.message
+                                ),
+                                "the macro produced a malformed __ref/__source call",
+                            )
+                            .at(Location::file(&model.file)),
+                        ),
+                    }
+                    model.text = expanded;
+                }
+                Err(error) => {
+                    let code = if error.message.starts_with("Unknown macro") {
+                        codes::DISCOVER_MACRO_MISSING
+                    } else {
+                        codes::DISCOVER_MACRO_FAILED
+                    };
+                    let mut diagnostic = Diagnostic::new(
+                        code,
+                        format!("{} in '{}'", error.message, model.file),
+                        "macros take Python literals and return SQL text",
+                    )
+                    .at(Location::at(
+                        &model.file,
+                        Position::of_offset(&model.text, error.offset),
+                    ));
+                    if let Some((file, line)) = error.macro_location {
+                        diagnostic = diagnostic.with_related(
+                            "in the macro",
+                            Location::at(file, Position::new(line, 1)),
+                        );
+                    }
+                    diagnostics.push(diagnostic);
+                }
+            }
+        }
+    }
 }
 
 /// Follows each table model's driving input to a source; all of a pipeline's table models

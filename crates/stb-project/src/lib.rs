@@ -13,6 +13,7 @@ pub mod project_config;
 mod reader;
 pub mod refs;
 pub mod sources;
+pub mod sql_macros;
 pub mod tree;
 
 use std::path::Path;

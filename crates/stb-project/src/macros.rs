@@ -45,6 +45,9 @@ pub struct PythonError {
     pub line: Option<u32>,
     #[serde(default)]
     pub collision: bool,
+    /// `arguments`, `call` or `result` for SQL macro expansion failures.
+    #[serde(default)]
+    pub kind: Option<String>,
 }
 
 #[derive(Debug)]
@@ -146,6 +149,22 @@ impl MacroRuntime {
     /// The macro raised or timed out, or the worker died.
     pub fn call(&mut self, name: &str, args: &[Json]) -> Result<CallResult, MacroError> {
         self.call_with(&json!({"op": "call", "macro": name, "args": args}))
+    }
+
+    /// Runs `@name(<args>)` from SQL with the invocation's context; the result is SQL text.
+    ///
+    /// # Errors
+    /// Invalid arguments, a raising or slow macro, a non-string result, or a dead worker.
+    pub fn expand(&mut self, name: &str, args: &str, context: &Json) -> Result<String, MacroError> {
+        let reply = self.request(
+            &json!({"op": "expand", "macro": name, "args": args, "context": context}),
+            self.timeout,
+        )?;
+        Ok(reply
+            .get("value")
+            .and_then(Json::as_str)
+            .unwrap_or_default()
+            .to_owned())
     }
 
     fn call_with(&mut self, request: &Json) -> Result<CallResult, MacroError> {

@@ -495,7 +495,7 @@ pub fn model_kind(text: &str) -> ModelKind {
     }
 }
 
-fn driving_input(
+pub(crate) fn driving_input(
     model: &str,
     file: &str,
     refs: &[RelationRef],

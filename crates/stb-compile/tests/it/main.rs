@@ -4,5 +4,6 @@ mod artifacts;
 mod engine;
 mod errors;
 mod examples;
+mod macros;
 mod retention;
 mod support;

@@ -63,3 +63,18 @@ pub(crate) fn compile_dir(dir: &Path) -> Result<Compiled, Vec<Diagnostic>> {
     .map_err(stb_diagnostics::Diagnostics::into_sorted)?;
     stb_compile::compile(&project).map_err(stb_diagnostics::Diagnostics::into_sorted)
 }
+
+/// Compiles `SHOP` with `overrides`, expecting exactly one diagnostic: (code, location, message).
+pub(crate) fn single_error(overrides: &[(&str, &str)]) -> (String, String, String) {
+    let diagnostics = compile_files(SHOP, overrides).expect_err("should fail");
+    assert_eq!(diagnostics.len(), 1, "{diagnostics:#?}");
+    let d = &diagnostics[0];
+    (
+        d.code.to_owned(),
+        d.location
+            .as_ref()
+            .map(ToString::to_string)
+            .unwrap_or_default(),
+        d.message.clone(),
+    )
+}
