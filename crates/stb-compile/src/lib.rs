@@ -95,7 +95,8 @@ pub fn compile(project: &Project) -> Result<Compiled, Diagnostics> {
                 &item.model.file,
             )]);
         }
-        model::realise(item, database, &relations, &failed, &project.defaults)
+        let mode = lineage_mode(project, item.pipeline);
+        model::realise(item, database, &relations, &failed, &project.defaults, mode)
     });
     let mut compiled_models = Vec::new();
     for (item, result) in analysed.iter().zip(realised) {
@@ -184,6 +185,22 @@ fn unsupported(message: &str, file: &str) -> Diagnostic {
         "see docs/models.md for what this edition compiles today",
     )
     .at(Location::file(file))
+}
+
+/// A pipeline's replay lineage mode: its source's replay boundary (Postgres pulls count as
+/// `offsets`); none for view-only pipelines.
+pub(crate) fn lineage_mode<'p>(
+    project: &'p Project,
+    pipeline: &stb_project::pipelines::Pipeline,
+) -> Option<&'p str> {
+    let source = project
+        .sources
+        .iter()
+        .find(|s| Some(&s.name) == pipeline.source.as_ref())?;
+    match source.kind {
+        SourceKind::Postgres => Some("offsets"),
+        _ => source.replay_boundary.as_deref(),
+    }
 }
 
 /// The effective TTL of a Kafka source's landing table: explicit retention (including

@@ -75,6 +75,7 @@ struct PipelineEntry<'a> {
     models: Vec<&'a str>,
     name: &'a str,
     relations: BTreeMap<&'a str, &'a str>,
+    replay_lineage_mode: Option<&'a str>,
     resolved_database: &'a str,
     source_name: Option<&'a str>,
 }
@@ -141,12 +142,23 @@ struct ModelEntry<'a> {
     query_path: String,
     refs: Vec<&'a str>,
     relation_name: &'a str,
+    /// Table models only: absent for views.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    replay: Option<ReplayEntry>,
     resources: Vec<Resource<'a>>,
     /// Table models only: absent for views.
     #[serde(skip_serializing_if = "Option::is_none")]
     retention: Option<Option<RetentionEntry<'a>>>,
     source: Option<&'a str>,
     spec: Option<Spec<'a>>,
+}
+
+#[derive(Serialize)]
+struct ReplayEntry {
+    aggregate: bool,
+    anchor_eligible: bool,
+    lineage_preserved: bool,
+    mutable_references: bool,
 }
 
 #[derive(Serialize)]
@@ -191,6 +203,7 @@ pub(crate) fn manifest(
                     models: pipeline.models.iter().map(|m| m.name.as_str()).collect(),
                     name: &pipeline.name,
                     relations: pipeline_relations,
+                    replay_lineage_mode: crate::lineage_mode(project, pipeline),
                     resolved_database: database,
                     source_name: pipeline.source.as_deref(),
                 },
@@ -364,6 +377,12 @@ fn model_entry<'a>(item: &'a AnalysedModel<'_>, compiled: &'a CompiledModel) -> 
         ),
         refs: item.model.refs.iter().map(|r| r.name.as_str()).collect(),
         relation_name: &item.relation,
+        replay: compiled.replay.map(|r| ReplayEntry {
+            aggregate: r.aggregate,
+            anchor_eligible: r.anchor_eligible,
+            lineage_preserved: r.lineage_preserved,
+            mutable_references: r.mutable_references,
+        }),
         resources,
         retention: is_table.then(|| compiled.retention.as_ref().map(model_retention)),
         source: if is_table {

@@ -117,6 +117,30 @@ pub(crate) struct CompiledModel {
     pub materialized_view: Option<MaterializedView>,
     pub view: Option<View>,
     pub retention: Option<AppliedRetention>,
+    /// Table models: whether replay can restart this table from its lineage columns.
+    pub replay: Option<ReplayFacts>,
+}
+
+/// What decides whether a table model can anchor a replay.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct ReplayFacts {
+    /// The output keeps the lineage columns of the pipeline's replay mode.
+    pub lineage_preserved: bool,
+    /// The query groups or aggregates, or the engine merges rows.
+    pub aggregate: bool,
+    pub mutable_references: bool,
+    pub anchor_eligible: bool,
+}
+
+/// The `_replay_*` columns a replay mode needs in a model's output.
+pub(crate) fn lineage_columns(mode: &str) -> &'static [&'static str] {
+    match mode {
+        "offsets" => &["_replay_partition", "_replay_offset"],
+        "timestamp" => &["_replay_timestamp"],
+        "landed_at" => &["_replay_landed_at"],
+        "cursor" => &["_replay_cursor"],
+        _ => &[],
+    }
 }
 
 /// The retention a table model ended up with, where it came from, and whether it applied
@@ -137,6 +161,7 @@ pub(crate) fn realise(
     relations: &BTreeMap<String, String>,
     failed: &std::collections::BTreeSet<String>,
     defaults: &stb_project::ProjectDefaults,
+    lineage_mode: Option<&str>,
 ) -> Result<CompiledModel, Vec<Diagnostic>> {
     let model = analysed.model;
     let query_end = analysed.query_offset + analysed.query.len();
@@ -186,6 +211,7 @@ pub(crate) fn realise(
             table: None,
             materialized_view: None,
             retention: None,
+            replay: None,
         });
     }
     let column_names: Vec<&str> = analysed.columns.iter().map(|c| c.name.as_str()).collect();
@@ -216,6 +242,29 @@ pub(crate) fn realise(
     if !problems.is_empty() {
         return Err(problems);
     }
+    let lineage_preserved = lineage_mode.is_some_and(|mode| {
+        lineage_columns(mode)
+            .iter()
+            .all(|c| column_names.contains(c))
+    });
+    let aggregate = stb_sql::aggregates::has_aggregate_semantics(analysed.query)
+        || header
+            .engine
+            .as_deref()
+            .is_some_and(stb_sql::aggregates::is_aggregating_engine);
+    let mutable_references = model
+        .refs
+        .iter()
+        .any(|r| r.ref_type == Some(stb_project::refs::RefType::Mutable));
+    let replay = ReplayFacts {
+        lineage_preserved,
+        aggregate,
+        mutable_references,
+        anchor_eligible: lineage_preserved
+            && !aggregate
+            && !mutable_references
+            && !header.replay_anchor_never,
+    };
     let table_name = QualifiedName::new(database, &analysed.relation);
     let table = Table {
         name: table_name.clone(),
@@ -245,6 +294,7 @@ pub(crate) fn realise(
         materialized_view: Some(materialized_view),
         view: None,
         retention,
+        replay: Some(replay),
     })
 }
 
