@@ -5,5 +5,6 @@ mod engine;
 mod errors;
 mod examples;
 mod macros;
+mod no_panic;
 mod retention;
 mod support;
