@@ -21,7 +21,6 @@ pub mod codes {
     pub const RELATION: &str = "STB-COMPILE-003";
     pub const GRAPH: &str = "STB-COMPILE-004";
     pub const SOURCE: &str = "STB-COMPILE-005";
-    pub const UNSUPPORTED: &str = "STB-COMPILE-006";
     pub const PUBLISH: &str = "STB-COMPILE-007";
 }
 
@@ -84,19 +83,17 @@ pub fn compile(project: &Project) -> Result<Compiled, Diagnostics> {
     }
     let mut files = BTreeMap::new();
     let realised = stb_project::parallel::map_ordered(&analysed, |item| {
-        if let Some(source) = project.sources.iter().find(|s| {
-            s.kind == SourceKind::Postgres && item.model.refs.iter().any(|r| r.name == s.name)
-        }) {
-            return Err(vec![unsupported(
-                &format!(
-                    "Model '{}' reads Postgres source '{}': refreshable materialized views are not compiled by this edition yet",
-                    item.model.name, source.name
-                ),
-                &item.model.file,
-            )]);
-        }
         let mode = lineage_mode(project, item.pipeline);
-        model::realise(item, database, &relations, &failed, &project.defaults, mode)
+        let refresh = pulled_by(project, item.pipeline);
+        model::realise(
+            item,
+            database,
+            &relations,
+            &failed,
+            &project.defaults,
+            mode,
+            refresh,
+        )
     });
     let mut compiled_models = Vec::new();
     for (item, result) in analysed.iter().zip(realised) {
@@ -178,13 +175,20 @@ pub fn compile(project: &Project) -> Result<Compiled, Diagnostics> {
     })
 }
 
-fn unsupported(message: &str, file: &str) -> Diagnostic {
-    Diagnostic::new(
-        codes::UNSUPPORTED,
-        message.to_owned(),
-        "see docs/models.md for what this edition compiles today",
-    )
-    .at(Location::file(file))
+/// For a pipeline fed by a Postgres pull: how its tables refresh.
+fn pulled_by(
+    project: &Project,
+    pipeline: &stb_project::pipelines::Pipeline,
+) -> Option<stb_ddl::Refresh> {
+    let source = project
+        .sources
+        .iter()
+        .find(|s| Some(&s.name) == pipeline.source.as_ref())?;
+    let pg = source.postgres.as_ref()?;
+    Some(stb_ddl::Refresh {
+        every: pg.refresh.clone(),
+        append: pg.append,
+    })
 }
 
 /// A pipeline's replay lineage mode: its source's replay boundary (Postgres pulls count as

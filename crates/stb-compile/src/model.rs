@@ -162,6 +162,7 @@ pub(crate) fn realise(
     failed: &std::collections::BTreeSet<String>,
     defaults: &stb_project::ProjectDefaults,
     lineage_mode: Option<&str>,
+    refresh: Option<stb_ddl::Refresh>,
 ) -> Result<CompiledModel, Vec<Diagnostic>> {
     let model = analysed.model;
     let query_end = analysed.query_offset + analysed.query.len();
@@ -286,7 +287,8 @@ pub(crate) fn realise(
         name: QualifiedName::new(database, &format!("mv__{}", model.name)),
         target: table_name,
         query: query.clone(),
-        refresh: None,
+        // Models fed by a Postgres pull refresh on its schedule instead of on insert.
+        refresh,
     };
     Ok(CompiledModel {
         query,

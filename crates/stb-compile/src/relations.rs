@@ -85,7 +85,23 @@ pub(crate) fn source_relation(database: &str, source: &Source) -> Option<String>
                 Some(format!("(SELECT *, {} FROM {table})", aliases.join(", ")))
             }
         }
-        SourceKind::Postgres => None,
+        SourceKind::Postgres => {
+            let pg = source.postgres.as_ref()?;
+            // The password is a placeholder the runtime fills from the environment when the
+            // DDL runs: compile never needs it and artifacts never hold it.
+            let password = pg
+                .password_env
+                .as_ref()
+                .map_or_else(String::new, |env| format!("__streambuild_secret__{env}__"));
+            Some(format!(
+                "postgresql({}, {}, {}, {}, {})",
+                stb_ddl::string_literal(&format!("{}:{}", pg.host, pg.port)),
+                stb_ddl::string_literal(&pg.database),
+                stb_ddl::string_literal(&pg.table),
+                stb_ddl::string_literal(&pg.user),
+                stb_ddl::string_literal(&password)
+            ))
+        }
     }
 }
 

@@ -213,9 +213,17 @@ impl MaterializedView {
                 if refresh.append { " APPEND" } else { "" }
             );
         }
-        let _ = write!(text, "TO {} AS\n{}", self.target, self.query);
         if self.refresh.is_some() {
-            text.push_str("\nSETTINGS allow_experimental_refreshable_materialized_view = 1");
+            // The SETTINGS clause follows the query, so a trailing `;` of the query must go.
+            let query = self.query.trim_end();
+            let query = query.strip_suffix(';').unwrap_or(query).trim_end();
+            let _ = write!(
+                text,
+                "TO {} AS\n{query}\nSETTINGS allow_experimental_refreshable_materialized_view = 1",
+                self.target
+            );
+        } else {
+            let _ = write!(text, "TO {} AS\n{}", self.target, self.query);
         }
         text
     }
@@ -464,7 +472,7 @@ mod tests {
                 every: "5 MINUTE".to_owned(),
                 append: true,
             }),
-            ..view
+            ..view.clone()
         };
         insta::assert_snapshot!("refreshable_materialized_view", refreshable.render());
         let terminal = View {

@@ -107,6 +107,25 @@ pub struct Source {
     /// Managed Kafka sources: what the landing objects are built from.
     #[serde(skip)]
     pub kafka: Option<KafkaConfig>,
+    /// Postgres sources: where and how often to pull.
+    #[serde(skip)]
+    pub postgres: Option<PostgresConfig>,
+}
+
+/// A Postgres table pulled on a schedule by a refreshable materialized view.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PostgresConfig {
+    pub host: String,
+    pub port: u16,
+    pub database: String,
+    pub table: String,
+    pub user: String,
+    /// The *name* of the environment variable holding the password; its value is read
+    /// only when DDL runs, never by compile.
+    pub password_env: Option<String>,
+    /// e.g. `5 MINUTE`
+    pub refresh: String,
+    pub append: bool,
 }
 
 /// A value resolved for use, and whether it came from the environment (a secret: artifacts
@@ -515,6 +534,7 @@ fn kafka(
         table_name: None,
         replay_boundary: Some(replay_boundary?),
         columns: Vec::new(),
+        postgres: None,
         kafka: Some(KafkaConfig {
             broker_list,
             consumer_group,
@@ -796,6 +816,7 @@ fn adopted(
         replay_boundary: Some(mode),
         columns,
         kafka: None,
+        postgres: None,
     })
 }
 
@@ -835,6 +856,7 @@ fn postgres(
         }
     };
     let mut complete = true;
+    let mut values = std::collections::BTreeMap::new();
     for key in ["host", "database", "table", "user", "refresh"] {
         if item.get(key).is_none() {
             reader.report(
@@ -844,7 +866,9 @@ fn postgres(
                 format!("add {key}: ..."),
             );
             complete = false;
-        } else if field(reader, item, key, context).is_none() {
+        } else if let Some(value) = field(reader, item, key, context) {
+            values.insert(key, value);
+        } else {
             complete = false;
         }
     }
@@ -893,11 +917,36 @@ fn postgres(
             complete = false;
         }
     }
-    if item.get("password_env").is_some() {
-        field(reader, item, "password_env", context);
-    }
+    let password_env = if item.get("password_env").is_some() {
+        field(reader, item, "password_env", context)
+    } else {
+        None
+    };
+    let port = match item.get("port").map(|n| &n.value) {
+        Some(Value::Int(p)) => u16::try_from(*p).unwrap_or(5432),
+        Some(Value::Str(text)) => text.parse().unwrap_or(5432),
+        _ => 5432,
+    };
+    let append = match item.get("append").map(|n| &n.value) {
+        Some(Value::Bool(b)) => *b,
+        Some(Value::Str(text)) => {
+            ["true", "yes", "1"].contains(&text.to_ascii_lowercase().as_str())
+        }
+        _ => true,
+    };
     let table = item.get("table").and_then(Node::as_str).map(str::to_owned);
     let name = name?;
+    let mut take = |key: &str| values.remove(key).unwrap_or_default();
+    let postgres = PostgresConfig {
+        host: take("host"),
+        port,
+        database: take("database"),
+        table: take("table"),
+        user: take("user"),
+        password_env,
+        refresh: normalise_refresh(&take("refresh")),
+        append,
+    };
     complete.then(|| Source {
         name,
         kind: SourceKind::Postgres,
@@ -908,7 +957,16 @@ fn postgres(
         replay_boundary: None,
         columns: Vec::new(),
         kafka: None,
+        postgres: Some(postgres),
     })
+}
+
+/// `5 minutes` -> `5 MINUTE`: ClickHouse's REFRESH EVERY spelling.
+fn normalise_refresh(text: &str) -> String {
+    let mut parts = text.split_whitespace();
+    let number = parts.next().unwrap_or_default();
+    let unit = parts.next().unwrap_or_default().to_ascii_uppercase();
+    format!("{number} {}", unit.strip_suffix('S').unwrap_or(&unit))
 }
 
 /// `^\d+\s+(SECOND|MINUTE|HOUR|DAY)S?$`, case-insensitive.

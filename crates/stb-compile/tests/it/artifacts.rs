@@ -121,3 +121,28 @@ fn secrets_from_the_environment_never_reach_artifacts() {
             .contains("kafka_sasl_username = '***'")
     );
 }
+
+#[test]
+fn postgres_pulls_become_refreshable_views_without_their_password() {
+    let sources = "sources:\n  - name: accounts\n    kind: postgres\n    host: pg.internal\n    port: 5433\n    database: app\n    table: accounts\n    user: reader\n    password_env: STB_TEST_PG_PASSWORD_NEVER_SET\n    refresh: 5 minutes\n    append: false\n";
+    let model = "MODEL (order_by [\"id\"]);\nSELECT id::UInt64 AS id, name::String AS name FROM __source(\"accounts\")\n";
+    let files = [
+        (
+            "streambuild_project.toml",
+            "name = \"crm\"\ndefault_target = \"dev\"\n[targets.dev]\ndatabase = \"crm\"\n",
+        ),
+        ("sources/accounts.yml", sources),
+        ("pipelines/pl__accounts/account_names.sql", model),
+    ];
+    let compiled = compile_files(&files, &[]).unwrap_or_else(|d| panic!("{d:#?}"));
+    insta::assert_snapshot!(
+        "postgres_refreshable_view",
+        compiled.files["compiled/resources/models/pl__accounts/account_names.mv.sql"]
+    );
+    let manifest: serde_json::Value =
+        serde_json::from_str(&compiled.files["manifest.json"]).expect("JSON");
+    assert_eq!(
+        manifest["pipelines"]["pl__accounts"]["replay_lineage_mode"],
+        "offsets"
+    );
+}
