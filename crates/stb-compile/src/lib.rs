@@ -6,6 +6,7 @@ mod manifest;
 mod model;
 pub mod publish;
 mod relations;
+mod sql_tests;
 
 use std::collections::BTreeMap;
 
@@ -115,8 +116,12 @@ pub fn compile(project: &Project) -> Result<Compiled, Diagnostics> {
             Err(problem) => diagnostics.push(problem),
         }
     }
+    let tests = compile_tests(project, &analysed, &mut diagnostics);
     if !diagnostics.is_empty() {
         return Err(diagnostics);
+    }
+    for test in &tests {
+        files.insert(test.path.clone(), test.statement.clone());
     }
     for (item, compiled) in &compiled_models {
         let base = format!("{}/{}", item.pipeline.name, item.model.name);
@@ -164,7 +169,14 @@ pub fn compile(project: &Project) -> Result<Compiled, Diagnostics> {
         content.push('\n');
     }
     let order = order.unwrap_or_default();
-    let manifest = manifest::manifest(project, &compiled_models, &managed, &relations, &files);
+    let manifest = manifest::manifest(
+        project,
+        &compiled_models,
+        &managed,
+        &relations,
+        &files,
+        &tests,
+    );
     let dag = manifest::dag(project, &order);
     files.insert("manifest.json".to_owned(), manifest);
     files.insert("streambuild_dag.json".to_owned(), dag);
@@ -173,6 +185,56 @@ pub fn compile(project: &Project) -> Result<Compiled, Diagnostics> {
         pipelines: project.pipelines.len(),
         models: compiled_models.len(),
     })
+}
+
+/// SQL tests: each compiled into one comparison statement under `compiled/tests/`.
+fn compile_tests(
+    project: &Project,
+    analysed: &[model::AnalysedModel<'_>],
+    diagnostics: &mut Diagnostics,
+) -> Vec<sql_tests::CompiledTest> {
+    let models: BTreeMap<&str, &model::AnalysedModel<'_>> = analysed
+        .iter()
+        .map(|a| (a.model.name.as_str(), a))
+        .collect();
+    let sources: std::collections::BTreeSet<&str> =
+        project.sources.iter().map(|s| s.name.as_str()).collect();
+    let mut tests: Vec<sql_tests::CompiledTest> = Vec::new();
+    for (file, text) in &project.test_files {
+        match sql_tests::compile_file(file, text, &models, &sources) {
+            Ok(compiled) => {
+                for mut test in compiled {
+                    if let Some(first) = tests.iter().find(|t| t.name == test.name) {
+                        diagnostics.push(
+                            Diagnostic::new(
+                                sql_tests::CODE,
+                                format!(
+                                    "Duplicate SQL test name '{}' in '{}' and '{}'",
+                                    test.name, first.file, test.file
+                                ),
+                                "test names are unique across tests/; rename one",
+                            )
+                            .at(Location::file(&test.file)),
+                        );
+                        continue;
+                    }
+                    // One target: its name is the folder; several: a chain folder.
+                    let folder = if let [one] = test.targets.as_slice() {
+                        one.clone()
+                    } else {
+                        let mut sorted = test.targets.clone();
+                        sorted.sort();
+                        sorted.dedup();
+                        format!("_chain_/{}", sorted.join("__"))
+                    };
+                    test.path = format!("compiled/tests/{folder}/{}.sql", test.name);
+                    tests.push(test);
+                }
+            }
+            Err(problem) => diagnostics.push(problem),
+        }
+    }
+    tests
 }
 
 /// For a pipeline fed by a Postgres pull: how its tables refresh.

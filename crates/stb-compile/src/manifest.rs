@@ -170,6 +170,15 @@ struct Manifest<'a> {
     models: BTreeMap<&'a str, ModelEntry<'a>>,
     pipelines: BTreeMap<&'a str, PipelineEntry<'a>>,
     sources: BTreeMap<&'a str, SourceEntry<'a>>,
+    tests: BTreeMap<&'a str, TestEntry<'a>>,
+}
+
+#[derive(Serialize)]
+struct TestEntry<'a> {
+    file: &'a str,
+    name: &'a str,
+    path: &'a str,
+    targets: &'a [String],
 }
 
 pub(crate) fn manifest(
@@ -178,6 +187,7 @@ pub(crate) fn manifest(
     managed: &BTreeMap<String, ManagedSource>,
     relations: &BTreeMap<String, String>,
     files: &BTreeMap<String, String>,
+    tests: &[crate::sql_tests::CompiledTest],
 ) -> String {
     let database = project.database.as_deref().unwrap_or("default");
     let mut artifacts = vec!["manifest.json", "streambuild_dag.json"];
@@ -314,6 +324,20 @@ pub(crate) fn manifest(
         models: model_entries,
         pipelines,
         sources,
+        tests: tests
+            .iter()
+            .map(|t| {
+                (
+                    t.name.as_str(),
+                    TestEntry {
+                        file: &t.file,
+                        name: &t.name,
+                        path: &t.path,
+                        targets: &t.targets,
+                    },
+                )
+            })
+            .collect(),
     })
 }
 

@@ -109,6 +109,46 @@ pub(crate) fn analyse<'p>(
     })
 }
 
+/// The model's query with each reference call replaced by `replace(reference)`; a call
+/// for which it returns `None` is kept as written (the caller reports it).
+pub(crate) fn splice(
+    analysed: &AnalysedModel<'_>,
+    mut replace: impl FnMut(&stb_project::refs::RelationRef) -> Option<String>,
+) -> String {
+    let model = analysed.model;
+    let query_end = analysed.query_offset + analysed.query.len();
+    let mut refs: Vec<_> = model
+        .refs
+        .iter()
+        .filter(|r| r.span.0 >= analysed.query_offset && r.span.1 <= query_end)
+        .collect();
+    refs.sort_by_key(|r| r.span.0);
+    let mut query = String::with_capacity(analysed.query.len() + 64);
+    let mut last = analysed.query_offset;
+    for reference in refs {
+        if let Some(text) = replace(reference) {
+            query.push_str(&model.text[last..reference.span.0]);
+            query.push_str(&text);
+            last = reference.span.1;
+        }
+    }
+    query.push_str(&model.text[last..query_end]);
+    query
+}
+
+/// True when a reference points at a model whose own analysis failed.
+fn failed_reference(
+    analysed: &AnalysedModel<'_>,
+    relations: &BTreeMap<String, String>,
+    failed: &std::collections::BTreeSet<String>,
+) -> bool {
+    analysed
+        .model
+        .refs
+        .iter()
+        .any(|r| !relations.contains_key(&r.name) && failed.contains(&r.name))
+}
+
 /// What a model compiles to.
 #[derive(Debug, Clone)]
 pub(crate) struct CompiledModel {
@@ -165,21 +205,12 @@ pub(crate) fn realise(
     refresh: Option<stb_ddl::Refresh>,
 ) -> Result<CompiledModel, Vec<Diagnostic>> {
     let model = analysed.model;
-    let query_end = analysed.query_offset + analysed.query.len();
-    let mut query = String::with_capacity(analysed.query.len() + 64);
-    let mut last = analysed.query_offset;
     let mut problems = Vec::new();
-    let mut refs: Vec<_> = model
-        .refs
-        .iter()
-        .filter(|r| r.span.0 >= analysed.query_offset && r.span.1 <= query_end)
-        .collect();
-    refs.sort_by_key(|r| r.span.0);
-    for reference in refs {
-        let Some(relation) = relations.get(&reference.name) else {
-            if failed.contains(&reference.name) {
-                return Err(Vec::new());
-            }
+    let query = splice(analysed, |reference| {
+        if let Some(relation) = relations.get(&reference.name) {
+            return Some(relation.clone());
+        }
+        if !failed.contains(&reference.name) {
             problems.push(
                 Diagnostic::new(
                     codes::GRAPH,
@@ -191,13 +222,12 @@ pub(crate) fn realise(
                 )
                 .at(Location::at(&model.file, reference.position)),
             );
-            continue;
-        };
-        query.push_str(&model.text[last..reference.span.0]);
-        query.push_str(relation);
-        last = reference.span.1;
+        }
+        None
+    });
+    if failed_reference(analysed, relations, failed) {
+        return Err(Vec::new()); // an upstream model failed; it was reported
     }
-    query.push_str(&model.text[last..query_end]);
     if !problems.is_empty() {
         return Err(problems);
     }

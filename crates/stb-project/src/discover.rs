@@ -50,6 +50,9 @@ pub struct Project {
     /// Project-wide settings the compiler needs, resolved for the target.
     #[serde(skip)]
     pub defaults: ProjectDefaults,
+    /// `tests/**/*.sql`, sorted by path: (project-relative path, text).
+    #[serde(skip)]
+    pub test_files: Vec<(String, String)>,
 }
 
 /// Project-level settings resolved for the selected target.
@@ -269,6 +272,10 @@ pub fn discover(options: &DiscoverOptions) -> Result<Project, Diagnostics> {
     let (Some(target), true) = (target, diagnostics.is_empty()) else {
         return Err(diagnostics);
     };
+    let test_files = sql_files_under(&root, &root.join("tests"), &mut diagnostics);
+    if !diagnostics.is_empty() {
+        return Err(diagnostics);
+    }
     let max_pipelines = config
         .targets
         .get(&target)
@@ -285,7 +292,43 @@ pub fn discover(options: &DiscoverOptions) -> Result<Project, Diagnostics> {
         sources,
         macros,
         defaults,
+        test_files,
     })
+}
+
+/// Every `*.sql` under `dir`, recursively, sorted by path components.
+fn sql_files_under(
+    root: &Path,
+    dir: &Path,
+    diagnostics: &mut Diagnostics,
+) -> Vec<(String, String)> {
+    let mut paths = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(current) = stack.pop() {
+        let Ok(entries) = std::fs::read_dir(&current) else {
+            continue;
+        };
+        for entry in entries.filter_map(Result::ok) {
+            let path = entry.path();
+            if path.is_dir() {
+                stack.push(path);
+            } else if path.extension().is_some_and(|e| e == "sql") {
+                paths.push(path);
+            }
+        }
+    }
+    paths.sort();
+    paths
+        .into_iter()
+        .filter_map(|path| {
+            let relative = path
+                .strip_prefix(root)
+                .unwrap_or(&path)
+                .to_string_lossy()
+                .replace('\\', "/");
+            crate::read_text(&path, &relative, diagnostics).map(|text| (relative, text))
+        })
+        .collect()
 }
 
 fn find_root(options: &DiscoverOptions) -> Result<PathBuf, Diagnostic> {

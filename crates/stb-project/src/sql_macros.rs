@@ -67,16 +67,7 @@ pub fn find_calls(text: &str, from: usize) -> Result<Vec<MacroCall>, ExpansionEr
             continue;
         }
         let open = i + 2;
-        let mut depth = 0_u32;
-        let close = (open..tokens.len()).find(|&j| {
-            if tokens[j].is_punct("(") {
-                depth += 1;
-            } else if tokens[j].is_punct(")") {
-                depth -= 1;
-                return depth == 0;
-            }
-            false
-        });
+        let close = stb_sql::lexer::matching_close(&tokens, open);
         let Some(close) = close else {
             return Err(ExpansionError {
                 message: "Macro call contains an unclosed parenthesis".to_owned(),

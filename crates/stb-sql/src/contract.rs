@@ -48,6 +48,81 @@ pub trait QueryAnalyzer {
 #[derive(Debug, Clone, Copy, Default)]
 pub struct LexicalAnalyzer;
 
+/// The output column names of a query (its first outermost SELECT): each projection's
+/// alias, or the column itself when it is a bare (possibly qualified) column. Used for
+/// test expectations, which need not be typed.
+///
+/// # Errors
+/// When a projection has no name to infer, or the text is not a SELECT.
+pub fn output_names(sql: &str) -> Result<Vec<(String, usize)>, ContractError> {
+    let all = lex(sql)?;
+    let tokens: Vec<Token<'_>> = all.into_iter().filter(|t| !t.is_trivia()).collect();
+    let statement = single_statement(&tokens)?;
+    let depths = depths(statement)?;
+    let select_at = first_select(statement, &depths).ok_or_else(|| {
+        err(
+            "must be a SELECT query",
+            statement.first().map_or(0, |t| t.start),
+        )
+    })?;
+    let (start, end) = projection_range(statement, &depths, select_at);
+    let mut names = Vec::new();
+    for projection in split_top_level(&statement[start..end], &depths[start..end]) {
+        let (Some(first), Some(last)) = (projection.first(), projection.last()) else {
+            continue;
+        };
+        let n = projection.len();
+        // `expr AS name`, or a bare (possibly qualified) column: `t.c` is named `c`.
+        let aliased = n >= 3 && projection[n - 2].is_keyword("AS");
+        let bare_column = projection.iter().enumerate().all(|(i, t)| {
+            if i % 2 == 0 {
+                matches!(t.kind, Kind::Word | Kind::QuotedIdent)
+            } else {
+                t.is_punct(".")
+            }
+        });
+        let name = if aliased || bare_column {
+            alias_name(last)
+        } else {
+            None
+        };
+        let name = name.ok_or_else(|| {
+            err(
+                format!(
+                    "cannot infer a column name for `{}`; add AS <name>",
+                    collapse(&sql[first.start..last.end])
+                ),
+                first.start,
+            )
+        })?;
+        names.push((name, first.start));
+    }
+    Ok(names)
+}
+
+/// The first `SELECT` outside parentheses: the outermost query (after any CTEs).
+fn first_select(statement: &[Token<'_>], depths: &[u32]) -> Option<usize> {
+    statement
+        .iter()
+        .zip(depths)
+        .position(|(t, d)| *d == 0 && t.is_keyword("SELECT"))
+}
+
+/// The token range of the outermost projection list that follows `select_at`.
+fn projection_range(statement: &[Token<'_>], depths: &[u32], select_at: usize) -> (usize, usize) {
+    let mut start = select_at + 1;
+    while statement
+        .get(start)
+        .is_some_and(|t| t.is_keyword("DISTINCT") || t.is_keyword("ALL"))
+    {
+        start += 1;
+    }
+    let end = (start..statement.len())
+        .find(|&i| depths[i] == 0 && CLAUSES.iter().any(|k| statement[i].is_keyword(k)))
+        .unwrap_or(statement.len());
+    (start, end)
+}
+
 /// Keywords that end the outermost projection list at depth 0.
 const CLAUSES: &[&str] = &[
     "FROM",
@@ -99,13 +174,8 @@ impl QueryAnalyzer for LexicalAnalyzer {
             ));
         }
         let depths = depths(statement)?;
-        let Some(select_at) = statement
-            .iter()
-            .zip(&depths)
-            .position(|(t, d)| *d == 0 && t.is_keyword("SELECT"))
-        else {
-            return Err(err("must end in one outermost SELECT", first.start));
-        };
+        let select_at = first_select(statement, &depths)
+            .ok_or_else(|| err("must end in one outermost SELECT", first.start))?;
         if let Some(set_op) = statement
             .iter()
             .zip(&depths)
@@ -117,16 +187,7 @@ impl QueryAnalyzer for LexicalAnalyzer {
                 set_op.0.start,
             ));
         }
-        let mut start = select_at + 1;
-        while statement
-            .get(start)
-            .is_some_and(|t| t.is_keyword("DISTINCT") || t.is_keyword("ALL"))
-        {
-            start += 1;
-        }
-        let end = (start..statement.len())
-            .find(|&i| depths[i] == 0 && CLAUSES.iter().any(|k| statement[i].is_keyword(k)))
-            .unwrap_or(statement.len());
+        let (start, end) = projection_range(statement, &depths, select_at);
         let mut columns: Vec<OutputColumn> = Vec::new();
         let mut names = BTreeSet::new();
         for (index, projection) in split_top_level(&statement[start..end], &depths[start..end])
@@ -387,6 +448,13 @@ mod tests {
         assert!(problem("SELECT a::String AS a FROM t PREWHERE a = 'x'").contains("PREWHERE"));
         assert!(problem("SELECT 'open").contains("could not be parsed"));
         assert!(problem("SELECT (a::String AS a FROM t").contains("could not be parsed"));
+    }
+
+    #[test]
+    fn output_names_of_untyped_queries() {
+        let names: Vec<String> = output_names("SELECT 'o1' AS order_id, t.amount, `x y`, 2 AS n FROM t UNION ALL SELECT 'o2', 1, 2, 3").expect("names").into_iter().map(|(n, _)| n).collect();
+        assert_eq!(names, ["order_id", "amount", "x y", "n"]);
+        assert!(output_names("SELECT 1 + 2 FROM t").is_err());
     }
 
     #[test]

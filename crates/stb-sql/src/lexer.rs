@@ -39,6 +39,23 @@ impl Token<'_> {
     }
 }
 
+/// The index of the `)` that closes the `(` at `open` in significant `tokens`.
+#[must_use]
+pub fn matching_close(tokens: &[Token<'_>], open: usize) -> Option<usize> {
+    let mut depth = 0_u32;
+    for (index, token) in tokens.iter().enumerate().skip(open) {
+        if token.is_punct("(") {
+            depth += 1;
+        } else if token.is_punct(")") {
+            depth = depth.checked_sub(1)?;
+            if depth == 0 {
+                return Some(index);
+            }
+        }
+    }
+    None
+}
+
 /// An unterminated string, quoted name or comment.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LexError {

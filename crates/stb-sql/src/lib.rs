@@ -5,4 +5,4 @@ pub mod aggregates;
 pub mod contract;
 pub mod lexer;
 
-pub use contract::{ContractError, LexicalAnalyzer, OutputColumn, QueryAnalyzer};
+pub use contract::{ContractError, LexicalAnalyzer, OutputColumn, QueryAnalyzer, output_names};

@@ -7,4 +7,5 @@ mod examples;
 mod macros;
 mod no_panic;
 mod retention;
+mod sql_tests;
 mod support;

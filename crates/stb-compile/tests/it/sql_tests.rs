@@ -1,0 +1,127 @@
+//! SQL tests compile to one comparison statement, and that statement, run on ClickHouse,
+//! returns exactly the differences: bags, so duplicates count and NULL equals NULL.
+
+use stb_test_support::execute;
+
+use crate::support::{SHOP, compile_files};
+
+const ORDERS_MOCK: &str = "__source__orders AS (
+    SELECT '{\"order_id\":\"o1\",\"customer_id\":7}' AS kafka_value, 0 AS _replay_partition, 1 AS _replay_offset,
+           toDateTime64('2026-01-01 00:00:00', 3) AS _replay_timestamp, now64(3) AS _replay_landed_at
+    UNION ALL
+    SELECT '{\"order_id\":\"o2\",\"customer_id\":8}', 0, 2, NULL, toDateTime64('2026-01-02 00:00:00', 3)
+  )";
+
+fn statement(test: &str, extra: &[(&str, &str)]) -> String {
+    let mut overrides = vec![("tests/orders.sql", test)];
+    overrides.extend_from_slice(extra);
+    let compiled = compile_files(SHOP, &overrides).unwrap_or_else(|d| panic!("{d:#?}"));
+    let (_, sql) = compiled
+        .files
+        .iter()
+        .find(|(path, _)| path.starts_with("compiled/tests/"))
+        .expect("a compiled test");
+    sql.clone()
+}
+
+/// (diff type, row values, multiplicity) for every difference.
+fn differences(sql: &str) -> Vec<String> {
+    let body = execute(&format!(
+        "SELECT _diff_type, _row_values, _multiplicity FROM ({}) ORDER BY _diff_type, toString(_row_values) FORMAT TSV",
+        sql.trim_end()
+            .trim_end_matches(';')
+            .replace("\nSETTINGS join_use_nulls = 0", "")
+    ));
+    body.lines().map(str::to_owned).collect()
+}
+
+#[test]
+fn a_matching_expectation_passes() {
+    let test = format!(
+        "TEST (name parses_orders);\nWITH\n  {ORDERS_MOCK},\n  __expected__orders_clean AS (SELECT 'o1' AS order_id, 7 AS customer_id UNION ALL SELECT 'o2', 8)\nSELECT 1\n"
+    );
+    assert_eq!(differences(&statement(&test, &[])), Vec::<String>::new());
+}
+
+#[test]
+fn multiplicity_and_values_are_compared_as_bags() {
+    let test = format!(
+        "TEST (name wrong_rows);\nWITH\n  {ORDERS_MOCK},\n  __expected__orders_clean AS (SELECT 'o1' AS order_id UNION ALL SELECT 'o1' UNION ALL SELECT 'o3')\nSELECT 1\n"
+    );
+    assert_eq!(
+        differences(&statement(&test, &[])),
+        [
+            "missing\t['o1']\t1",
+            "missing\t['o3']\t1",
+            "unexpected\t['o2']\t1"
+        ],
+        "a duplicated expected row is one row too many; o3 is missing; o2 was not expected"
+    );
+}
+
+#[test]
+fn nulls_match_nulls_but_not_values() {
+    let model = (
+        "pipelines/pl__orders/maybe_customers.sql",
+        "MODEL (order_by [\"order_id\"]);\nSELECT order_id::String AS order_id, nullIf(customer_id, 8)::Nullable(UInt64) AS customer_id FROM __ref(\"orders_clean\")\n",
+    );
+    let passing = format!(
+        "TEST (name nulls);\nWITH\n  {ORDERS_MOCK},\n  __expected__maybe_customers AS (SELECT 'o1' AS order_id, 7 AS customer_id UNION ALL SELECT 'o2', NULL)\nSELECT 1\n"
+    );
+    assert_eq!(
+        differences(&statement(&passing, &[model])),
+        Vec::<String>::new()
+    );
+    let failing = format!(
+        "TEST (name nulls);\nWITH\n  {ORDERS_MOCK},\n  __expected__maybe_customers AS (SELECT 'o1' AS order_id, 7 AS customer_id UNION ALL SELECT 'o2', 8)\nSELECT 1\n"
+    );
+    assert_eq!(
+        differences(&statement(&failing, &[model])),
+        ["missing\t['o2','8']\t1", "unexpected\t['o2',NULL]\t1"]
+    );
+}
+
+#[test]
+fn a_chain_is_rebuilt_from_mocks() {
+    let test = format!(
+        "TEST (name joined);\nWITH\n  {ORDERS_MOCK},\n  __ref__customer_names AS (SELECT 7 AS customer_id, 'Ada' AS name),\n  __expected__order_customers AS (SELECT 'o1' AS order_id, 'Ada' AS customer_name UNION ALL SELECT 'o2', '')\nSELECT 1\n"
+    );
+    let sql = statement(&test, &[]);
+    assert!(sql.contains("__model__orders_clean AS ("), "{sql}");
+    assert!(
+        !sql.contains("__model__customer_names"),
+        "a mock cuts the chain"
+    );
+    assert_eq!(differences(&sql), Vec::<String>::new());
+}
+
+fn error(test: &str) -> String {
+    compile_files(SHOP, &[("tests/orders.sql", test)])
+        .expect_err("invalid test")
+        .into_iter()
+        .map(|d| format!("{} {}", d.code, d.message))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+#[test]
+fn invalid_tests_are_reported() {
+    assert!(error("TEST (name t);\nWITH __expected__nope AS (SELECT 1 AS x), __ref__a AS (SELECT 1)\nSELECT 1").contains("targets unknown model 'nope'"));
+    assert!(error("TEST (name t);\nWITH __ref__x AS (SELECT 1), __expected__orders_clean AS (SELECT 'o1' AS order_id)\nSELECT 1").contains("dependency 'orders' cannot be resolved. Add `__source__orders`"));
+    assert!(error("TEST (name t);\nWITH __ref__x AS (SELECT 1), __expected__orders_clean AS (SELECT 'o1' AS order_id)\nSELECT 2").contains("ceremonial top-level `SELECT 1`"));
+    assert!(error(&format!("TEST (name t);\nWITH {ORDERS_MOCK}, __expected__orders_clean AS (SELECT 'o1' AS nope)\nSELECT 1")).contains("expects columns not produced by 'orders_clean': nope"));
+    assert!(
+        error("TEST (name t, colour blue);\nWITH a AS (SELECT 1)\nSELECT 1")
+            .contains("only supports `name` and `mode`")
+    );
+    assert!(error("SELECT 1").contains("must start with a TEST (...); header"));
+}
+
+#[test]
+fn the_macros_example_test_passes_on_clickhouse() {
+    let dir =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/macros_quality");
+    let compiled = crate::support::compile_dir(&dir).unwrap_or_else(|d| panic!("{d:#?}"));
+    let sql = &compiled.files["compiled/tests/payments_clean/payments_are_parsed_in_cents.sql"];
+    assert_eq!(differences(sql), Vec::<String>::new());
+}
