@@ -327,7 +327,50 @@ fn mock_of<'c>(ctes: &'c [Cte<'_>], name: &str) -> Option<&'c str> {
         .map(|c| c.name.as_str())
 }
 
-#[allow(clippy::too_many_arguments)]
+/// CTE roles this edition does not compile yet, and names reserved by the comparison.
+fn refuse_unsupported_ctes(file: &str, text: &str, ctes: &[Cte<'_>]) -> Result<(), Diagnostic> {
+    for cte in ctes {
+        let name = cte.name.as_str();
+        let reason = if name.starts_with("__assert__") {
+            "`__assert__` CTEs are not compiled by this edition yet; state expected rows with __expected__<model>"
+        } else if name.starts_with("__macro_actual__") || name.starts_with("__macro_expected__") {
+            "macro CTEs belong to TEST (mode macro), which this edition does not compile yet"
+        } else if [
+            "__actual",
+            "__expected__typed",
+            "__actual__projected",
+            "__missing__",
+            "__unexpected__",
+        ]
+        .contains(&name)
+            || [
+                "__udf_actual__",
+                "__udf_expected__",
+                "__table_fn_actual__",
+                "__table_fn_expected__",
+                "__macro__",
+                "__seed__",
+                "__dbt_ref__",
+                "__streambuild_",
+            ]
+            .iter()
+            .any(|p| name.starts_with(p))
+        {
+            "this CTE name is reserved or unsupported in SQL tests"
+        } else {
+            continue;
+        };
+        return Err(fail(
+            file,
+            text,
+            cte.body_offset,
+            format!("SQL test '{file}' CTE '{name}': {reason}"),
+            "rename the CTE or remove it",
+        ));
+    }
+    Ok(())
+}
+
 fn assemble(
     file: &str,
     text: &str,
@@ -337,6 +380,7 @@ fn assemble(
     sources: &BTreeSet<&str>,
     body_offset: usize,
 ) -> Result<CompiledTest, Diagnostic> {
+    refuse_unsupported_ctes(file, text, ctes)?;
     let expected: Vec<&Cte<'_>> = ctes
         .iter()
         .filter(|c| c.name.starts_with("__expected__"))

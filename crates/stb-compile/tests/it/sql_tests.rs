@@ -115,6 +115,8 @@ fn invalid_tests_are_reported() {
             .contains("only supports `name` and `mode`")
     );
     assert!(error("SELECT 1").contains("must start with a TEST (...); header"));
+    assert!(error(&format!("TEST (name t);\nWITH {ORDERS_MOCK}, __expected__orders_clean AS (SELECT 'o1' AS order_id), __assert__none AS (SELECT 1)\nSELECT 1")).contains("`__assert__` CTEs are not compiled by this edition yet"));
+    assert!(error("TEST (name t, mode macro);\nWITH __macro_actual__ AS (SELECT 1), __macro_expected__ AS (SELECT 1)\nSELECT 1").contains("does not compile yet"));
 }
 
 #[test]
