@@ -53,6 +53,12 @@ pub struct Project {
     /// `tests/**/*.sql`, sorted by path: (project-relative path, text).
     #[serde(skip)]
     pub test_files: Vec<(String, String)>,
+    /// `audits/**/*.sql` outside `audits/generic/`, sorted by path.
+    #[serde(skip)]
+    pub audit_files: Vec<(String, String)>,
+    /// `audits/generic/**/*.sql`: generic audit definitions.
+    #[serde(skip)]
+    pub generic_audit_files: Vec<(String, String)>,
 }
 
 /// Project-level settings resolved for the selected target.
@@ -64,6 +70,8 @@ pub struct ProjectDefaults {
     /// `[defaults.models] retention` (typed) and the legacy `[defaults] model_ttl`.
     pub model_retention: Option<crate::policies::ModelRetention>,
     pub model_ttl: Option<String>,
+    /// `[defaults.audits]`
+    pub audit_defaults: crate::policies::AuditDefaults,
     pub table_prefix: String,
     pub view_prefix: String,
     pub pipeline_reference_scope: bool,
@@ -205,6 +213,18 @@ pub fn discover(options: &DiscoverOptions) -> Result<Project, Diagnostics> {
             &scope,
             &mut diagnostics,
         ),
+        audit_defaults: config
+            .audit_defaults
+            .as_ref()
+            .map(|node| {
+                let mut scratch = Diagnostics::new();
+                crate::policies::audit_defaults(
+                    &mut Reader::new(project_config::FILE_NAME, &mut scratch),
+                    node,
+                    "defaults.audits",
+                )
+            })
+            .unwrap_or_default(),
         table_prefix,
         view_prefix,
         pipeline_reference_scope: config.dependencies.pipeline_scope,
@@ -273,6 +293,10 @@ pub fn discover(options: &DiscoverOptions) -> Result<Project, Diagnostics> {
         return Err(diagnostics);
     };
     let test_files = sql_files_under(&root, &root.join("tests"), &mut diagnostics);
+    let (generic_audit_files, audit_files): (Vec<_>, Vec<_>) =
+        sql_files_under(&root, &root.join("audits"), &mut diagnostics)
+            .into_iter()
+            .partition(|(path, _)| path.starts_with("audits/generic/"));
     if !diagnostics.is_empty() {
         return Err(diagnostics);
     }
@@ -293,6 +317,8 @@ pub fn discover(options: &DiscoverOptions) -> Result<Project, Diagnostics> {
         macros,
         defaults,
         test_files,
+        audit_files,
+        generic_audit_files,
     })
 }
 

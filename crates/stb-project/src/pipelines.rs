@@ -74,6 +74,9 @@ pub struct Pipeline {
     /// `[defaults.models] retention` of pipeline.toml.
     #[serde(skip)]
     pub model_retention: Option<crate::policies::ModelRetention>,
+    /// `[audit_defaults]` of pipeline.toml.
+    #[serde(skip)]
+    pub audit_defaults: crate::policies::AuditDefaults,
 }
 
 /// Settings that come from the project and apply to every pipeline.
@@ -172,12 +175,14 @@ fn pipeline(
         table_prefix: settings.table_prefix,
         view_prefix: settings.view_prefix,
         model_retention: settings.model_retention,
+        audit_defaults: settings.audit_defaults,
     })
 }
 
 #[derive(Default)]
 struct PipelineSettings {
     model_retention: Option<policies::ModelRetention>,
+    audit_defaults: policies::AuditDefaults,
     mode: Mode,
     protection: Option<Protection>,
     virtual_only: Vec<(String, Position)>,
@@ -236,9 +241,10 @@ fn read_config(
             }
         }
     }
-    if let Some(audits) = root.get("audit_defaults") {
-        policies::audit_defaults(&mut reader, audits, "audit_defaults");
-    }
+    let audit_defaults = root
+        .get("audit_defaults")
+        .map(|audits| policies::audit_defaults(&mut reader, audits, "audit_defaults"))
+        .unwrap_or_default();
     if let Some(execution) = root.get("execution") {
         execution_settings(&mut reader, execution);
     }
@@ -283,6 +289,7 @@ fn read_config(
         table_prefix: prefix("table_prefix"),
         view_prefix: prefix("view_prefix"),
         model_retention,
+        audit_defaults,
     })
 }
 

@@ -15,7 +15,9 @@ pub(crate) fn retention(reader: &mut Reader<'_>, node: &Node, what: &str) {
         Value::Table(_) => {
             reader.allowed_keys(node, what, &["duration", "timestamp", "fallback", "cap_at"]);
             match node.get("duration") {
-                Some(duration) => positive_duration(reader, duration, &format!("{what}.duration")),
+                Some(duration) => {
+                    positive_duration(reader, duration, &format!("{what}.duration"));
+                }
                 None => reader.missing(
                     node.position,
                     &format!("{what}.duration"),
@@ -146,20 +148,24 @@ pub(crate) fn model_retention(
 }
 
 /// A duration strictly greater than zero (or a `${...}` to resolve later).
-pub(crate) fn positive_duration(reader: &mut Reader<'_>, node: &Node, what: &str) {
+/// The duration in seconds when it is literal and positive.
+pub(crate) fn positive_duration(reader: &mut Reader<'_>, node: &Node, what: &str) -> Option<u64> {
     if let Value::Str(text) = &node.value
         && has_tokens(text)
     {
-        return;
+        return None;
     }
-    if reader.duration(node, what) == Some(0) {
+    let seconds = reader.duration(node, what)?;
+    if seconds == 0 {
         reader.report(
             codes::CONFIG_VALUE,
             node.position,
             format!("{what} must be greater than zero"),
             "use a duration such as '30s'",
         );
+        return None;
     }
+    Some(seconds)
 }
 
 /// `{warn_after, error_after}`: at least one, both durations > 0, warn ≤ error.
@@ -194,21 +200,33 @@ pub(crate) fn freshness(reader: &mut Reader<'_>, node: &Node, what: &str) {
     }
 }
 
+/// Audit defaults of a project or pipeline: unset keys inherit.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct AuditDefaults {
+    /// `error` or `warning`
+    pub severity: Option<String>,
+    pub every_seconds: Option<u64>,
+    pub warmup_seconds: Option<u64>,
+}
+
 /// `{severity, every, warmup}` as in `[defaults.audits]` and `[audit_defaults]`.
-pub(crate) fn audit_defaults(reader: &mut Reader<'_>, node: &Node, what: &str) {
+pub(crate) fn audit_defaults(reader: &mut Reader<'_>, node: &Node, what: &str) -> AuditDefaults {
+    let mut defaults = AuditDefaults::default();
     if reader.table(node, what).is_none() {
-        return;
+        return defaults;
     }
     reader.allowed_keys(node, what, &["severity", "every", "warmup"]);
     if let Some(severity) = node.get("severity") {
-        reader.choice(severity, &format!("{what}.severity"), &["error", "warning"]);
+        defaults.severity =
+            reader.choice(severity, &format!("{what}.severity"), &["error", "warning"]);
     }
     if let Some(every) = node.get("every") {
-        positive_duration(reader, every, &format!("{what}.every"));
+        defaults.every_seconds = positive_duration(reader, every, &format!("{what}.every"));
     }
     if let Some(warmup) = node.get("warmup") {
-        reader.duration(warmup, &format!("{what}.warmup"));
+        defaults.warmup_seconds = reader.duration(warmup, &format!("{what}.warmup"));
     }
+    defaults
 }
 
 /// `{breaking, non_breaking}`, each `"full"` or `"bounded-<duration>"`.

@@ -133,6 +133,8 @@ pub struct ProjectConfig {
     /// `[defaults.models] retention` and `[defaults] model_ttl`.
     pub model_retention: Option<Node>,
     pub model_ttl: Option<Node>,
+    /// `[defaults.audits]`
+    pub audit_defaults: Option<Node>,
     pub connection: Option<Node>,
 }
 
@@ -239,6 +241,7 @@ pub(crate) fn read(reader: &mut Reader<'_>, root: &Node) -> Option<ProjectConfig
             .and_then(|n| n.get("retention"))
             .cloned(),
         model_ttl: defaults.and_then(|d| d.get("model_ttl")).cloned(),
+        audit_defaults: defaults.and_then(|d| d.get("audits")).cloned(),
         connection,
     })
 }
@@ -538,7 +541,7 @@ fn read_defaults(reader: &mut Reader<'_>, node: &Node) -> DefaultsRead {
         policies::freshness(reader, freshness, "defaults.freshness");
     }
     if let Some(audits) = node.get("audits") {
-        policies::audit_defaults(reader, audits, "defaults.audits");
+        let _ = policies::audit_defaults(reader, audits, "defaults.audits");
     }
     if let Some(readiness) = node.get("deployment_readiness") {
         deployment_readiness(reader, readiness);
