@@ -1,6 +1,7 @@
 //! The compiler: a discovered project in, every artifact's path and bytes out. Pure: it
 //! reads nothing and writes nothing ([`publish`] does the writing).
 
+mod blocks;
 mod graph;
 mod manifest;
 mod model;

@@ -59,96 +59,56 @@ fn fail(
     Diagnostic::new(CODE, message, hint).at(Location::at(file, Position::of_offset(text, offset)))
 }
 
-/// Splits a file into `TEST (...);` blocks. A block starts at a line whose first word is
-/// `TEST` followed by `(`.
+/// Splits a file into `TEST (...);` blocks and reads their headers.
 fn blocks<'a>(file: &str, text: &'a str) -> Result<Vec<Block<'a>>, Diagnostic> {
-    let mut starts = Vec::new();
-    let mut offset = 0;
-    for line in text.split_inclusive('\n') {
-        let trimmed = line.trim_start();
-        if let Some(rest) = trimmed.strip_prefix("TEST")
-            && rest.trim_start().starts_with('(')
-        {
-            starts.push(offset + (line.len() - trimmed.len()));
-        }
-        offset += line.len();
-    }
-    let Some(&first) = starts.first() else {
-        return Err(fail(
+    let split = crate::blocks::split(text, "TEST").map_err(|e| {
+        fail(
             file,
             text,
-            0,
-            format!("SQL test '{file}' must start with a TEST (...); header"),
-            "begin the file with TEST (name my_test);",
-        ));
-    };
-    if !text[..first].trim().is_empty() {
-        return Err(fail(
-            file,
-            text,
-            0,
-            format!("SQL test '{file}' has content before its first TEST (...); header"),
-            "move it below the header or delete it",
-        ));
-    }
+            e.offset,
+            format!("SQL test '{file}' {}", e.message),
+            "write TEST (name my_test); then WITH ... SELECT 1",
+        )
+    })?;
     let mut out = Vec::new();
-    for (index, &start) in starts.iter().enumerate() {
-        let end = starts.get(index + 1).copied().unwrap_or(text.len());
-        let chunk = &text[start..end];
-        let open = chunk.find('(').unwrap_or(0);
-        // The header is parsed with the MODEL header grammar; reuse its split by renaming.
-        let as_model = format!("MODEL{}", &chunk[4..]);
-        let split = stb_model::file::split(&as_model).map_err(|e| {
-            fail(
-                file,
-                text,
-                start + e.offset.saturating_sub(1),
-                format!(
-                    "SQL test '{file}': {}",
-                    e.message.replace("MODEL(...)", "TEST(...)")
-                ),
-                "write TEST (name my_test); then WITH ... SELECT 1",
-            )
-        })?;
+    for block in split {
         let mut name = None;
-        if let stb_model::header::HeaderValue::Map(entries) = &split.header.value {
-            for (key, value) in entries {
-                match (key.value.as_str(), &value.value) {
-                    ("name", stb_model::header::HeaderValue::Str(text_value))
-                        if !text_value.trim().is_empty() =>
-                    {
-                        name = Some(text_value.clone())
-                    }
-                    ("mode", stb_model::header::HeaderValue::Str(mode)) if mode == "model" => {}
-                    ("mode", _) => {
-                        return Err(fail(
-                            file,
-                            text,
-                            start + open,
-                            format!(
-                                "SQL test '{file}' uses a mode this edition does not compile yet (only mode model)"
-                            ),
-                            "macro-mode tests arrive with stb test",
-                        ));
-                    }
-                    _ => {
-                        return Err(fail(
-                            file,
-                            text,
-                            start + open,
-                            format!("TEST() in '{file}' only supports `name` and `mode`"),
-                            "write TEST (name my_test);",
-                        ));
-                    }
+        for (key, value) in &block.entries {
+            let key_at = block.header_offset + key.offset;
+            match (key.value.as_str(), &value.value) {
+                ("name", stb_model::header::HeaderValue::Str(text_value))
+                    if !text_value.trim().is_empty() =>
+                {
+                    name = Some(text_value.clone());
+                }
+                ("mode", stb_model::header::HeaderValue::Str(mode)) if mode == "model" => {}
+                ("mode", _) => {
+                    return Err(fail(
+                        file,
+                        text,
+                        key_at,
+                        format!(
+                            "SQL test '{file}' uses a mode this edition does not compile yet (only mode model)"
+                        ),
+                        "macro-mode tests arrive with stb test",
+                    ));
+                }
+                _ => {
+                    return Err(fail(
+                        file,
+                        text,
+                        key_at,
+                        format!("TEST() in '{file}' only supports `name` and `mode`"),
+                        "write TEST (name my_test);",
+                    ));
                 }
             }
         }
-        let body_offset = start + split.query_offset - 1;
         out.push(Block {
             name,
-            body: &text[body_offset..body_offset + split.query.len()],
-            body_offset,
-            header_offset: start,
+            body: block.body,
+            body_offset: block.body_offset,
+            header_offset: block.keyword_offset,
         });
     }
     if out.len() > 1 {
