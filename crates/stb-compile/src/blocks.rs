@@ -45,8 +45,13 @@ pub(crate) fn split<'a>(text: &'a str, keyword: &str) -> Result<Vec<Block<'a>>, 
         }
     }
     let Some(&first) = starts.first() else {
+        let article = if keyword.starts_with(['A', 'E', 'I', 'O', 'U']) {
+            "an"
+        } else {
+            "a"
+        };
         return Err(BlockError {
-            message: format!("must start with a {keyword} (...); header"),
+            message: format!("must start with {article} {keyword} (...); header"),
             offset: 0,
         });
     };

@@ -1,6 +1,7 @@
 //! The compiler: a discovered project in, every artifact's path and bytes out. Pure: it
 //! reads nothing and writes nothing ([`publish`] does the writing).
 
+mod audits;
 mod blocks;
 mod graph;
 mod manifest;
@@ -118,11 +119,15 @@ pub fn compile(project: &Project) -> Result<Compiled, Diagnostics> {
         }
     }
     let tests = compile_tests(project, &analysed, &mut diagnostics);
+    let audits = audits::compile(project, &analysed, &mut diagnostics);
     if !diagnostics.is_empty() {
         return Err(diagnostics);
     }
     for test in &tests {
         files.insert(test.path.clone(), test.statement.clone());
+    }
+    for audit in &audits {
+        files.insert(audit.path.clone(), audit.query.clone());
     }
     for (item, compiled) in &compiled_models {
         let base = format!("{}/{}", item.pipeline.name, item.model.name);
@@ -177,6 +182,7 @@ pub fn compile(project: &Project) -> Result<Compiled, Diagnostics> {
         &relations,
         &files,
         &tests,
+        &audits,
     );
     let dag = manifest::dag(project, &order);
     files.insert("manifest.json".to_owned(), manifest);

@@ -164,6 +164,7 @@ struct ReplayEntry {
 #[derive(Serialize)]
 struct Manifest<'a> {
     artifacts: Vec<&'a str>,
+    audits: BTreeMap<&'a str, AuditEntry<'a>>,
     dependencies: Dependencies<'a>,
     macros: BTreeMap<&'a str, MacroEntry<'a>>,
     metadata: Metadata,
@@ -171,6 +172,28 @@ struct Manifest<'a> {
     pipelines: BTreeMap<&'a str, PipelineEntry<'a>>,
     sources: BTreeMap<&'a str, SourceEntry<'a>>,
     tests: BTreeMap<&'a str, TestEntry<'a>>,
+}
+
+#[derive(Serialize)]
+struct AuditEntry<'a> {
+    attachment: &'a crate::audits::Attachment,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    column: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    description: Option<&'a str>,
+    /// Seconds between scheduled runs; absent when the audit runs only on demand.
+    every_seconds: Option<u64>,
+    file: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    generic: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    model: Option<&'a str>,
+    models: &'a [String],
+    name: &'a str,
+    path: &'a str,
+    scheduled: bool,
+    severity: &'a str,
+    warmup_seconds: u64,
 }
 
 #[derive(Serialize)]
@@ -188,6 +211,7 @@ pub(crate) fn manifest(
     relations: &BTreeMap<String, String>,
     files: &BTreeMap<String, String>,
     tests: &[crate::sql_tests::CompiledTest],
+    audits: &[crate::audits::CompiledAudit],
 ) -> String {
     let database = project.database.as_deref().unwrap_or("default");
     let mut artifacts = vec!["manifest.json", "streambuild_dag.json"];
@@ -324,6 +348,29 @@ pub(crate) fn manifest(
         models: model_entries,
         pipelines,
         sources,
+        audits: audits
+            .iter()
+            .map(|a| {
+                (
+                    a.name.as_str(),
+                    AuditEntry {
+                        attachment: &a.attachment,
+                        column: a.column.as_deref(),
+                        description: a.description.as_deref(),
+                        every_seconds: a.every_seconds,
+                        file: &a.file,
+                        generic: a.generic.as_deref(),
+                        model: a.model.as_deref(),
+                        models: &a.models,
+                        name: &a.name,
+                        path: &a.path,
+                        scheduled: a.every_seconds.is_some(),
+                        severity: &a.severity,
+                        warmup_seconds: a.warmup_seconds,
+                    },
+                )
+            })
+            .collect(),
         tests: tests
             .iter()
             .map(|t| {

@@ -263,6 +263,22 @@ pub fn discover(options: &DiscoverOptions) -> Result<Project, Diagnostics> {
         &mut diagnostics,
     );
     infer_pipeline_sources(&mut pipelines, &sources, &invalid_sources, &mut diagnostics);
+    let (generic_audit_files, mut audit_files): (Vec<_>, Vec<_>) =
+        sql_files_under(&root, &root.join("audits"), &mut diagnostics)
+            .into_iter()
+            .partition(|(path, _)| path.starts_with("audits/generic/"));
+    let mut generic_audit_files = generic_audit_files;
+    if !macros_failed {
+        let context = json!({
+            "target_name": macro_context.target,
+            "database": macro_context.database,
+            "virtual_environments": mode == Mode::Virtual,
+            "variables": macro_context.variables,
+        });
+        for files in [&mut audit_files, &mut generic_audit_files] {
+            expand_file_macros(files, runtime.as_mut(), &context, &mut diagnostics);
+        }
+    }
     // A macro file that failed to load has been reported; "not defined" would only repeat it.
     if let (Some(name), false) = (&naming_macro, macros_failed) {
         let at = config
@@ -293,10 +309,6 @@ pub fn discover(options: &DiscoverOptions) -> Result<Project, Diagnostics> {
         return Err(diagnostics);
     };
     let test_files = sql_files_under(&root, &root.join("tests"), &mut diagnostics);
-    let (generic_audit_files, audit_files): (Vec<_>, Vec<_>) =
-        sql_files_under(&root, &root.join("audits"), &mut diagnostics)
-            .into_iter()
-            .partition(|(path, _)| path.starts_with("audits/generic/"));
     if !diagnostics.is_empty() {
         return Err(diagnostics);
     }
@@ -817,20 +829,7 @@ fn expand_sql_macros(
                 continue;
             }
             let Some(runtime) = runtime.as_deref_mut() else {
-                diagnostics.push(
-                    Diagnostic::new(
-                        codes::DISCOVER_MACRO_MISSING,
-                        format!(
-                            "Unknown macro '@{}' in '{}'. Available macros: none",
-                            calls[0].name, model.file
-                        ),
-                        "define it as a function in a file under macros/",
-                    )
-                    .at(Location::at(
-                        &model.file,
-                        Position::of_offset(&model.text, calls[0].start),
-                    )),
-                );
+                diagnostics.push(no_macros_defined(&model.file, &model.text, &calls[0]));
                 continue;
             };
             match crate::sql_macros::expand(&model.text, body_start, runtime, &context) {
@@ -863,30 +862,88 @@ fn expand_sql_macros(
                     }
                     model.text = expanded;
                 }
-                Err(error) => {
-                    let code = if error.message.starts_with("Unknown macro") {
-                        codes::DISCOVER_MACRO_MISSING
-                    } else {
-                        codes::DISCOVER_MACRO_FAILED
-                    };
-                    let mut diagnostic = Diagnostic::new(
-                        code,
-                        format!("{} in '{}'", error.message, model.file),
-                        "macros take Python literals and return SQL text",
+                Err(error) => diagnostics.push(expansion_failure(&model.file, &model.text, error)),
+            }
+        }
+    }
+}
+
+/// A call in a project that has no `macros/` folder.
+fn no_macros_defined(file: &str, text: &str, call: &crate::sql_macros::MacroCall) -> Diagnostic {
+    Diagnostic::new(
+        codes::DISCOVER_MACRO_MISSING,
+        format!(
+            "Unknown macro '@{}' in '{file}'. Available macros: none",
+            call.name
+        ),
+        "define it as a function in a file under macros/",
+    )
+    .at(Location::at(file, Position::of_offset(text, call.start)))
+}
+
+/// A macro that could not be expanded in `file`, pointing at the call and the macro.
+fn expansion_failure(
+    file: &str,
+    text: &str,
+    error: crate::sql_macros::ExpansionError,
+) -> Diagnostic {
+    let code = if error.message.starts_with("Unknown macro") {
+        codes::DISCOVER_MACRO_MISSING
+    } else {
+        codes::DISCOVER_MACRO_FAILED
+    };
+    let mut diagnostic = Diagnostic::new(
+        code,
+        format!("{} in '{file}'", error.message),
+        "macros take Python literals and return SQL text",
+    )
+    .at(Location::at(file, Position::of_offset(text, error.offset)));
+    if let Some((macro_file, line)) = error.macro_location {
+        diagnostic = diagnostic.with_related(
+            "in the macro",
+            Location::at(macro_file, Position::new(line, 1)),
+        );
+    }
+    diagnostic
+}
+
+/// Expands `@name(...)` in whole files (audits); `AUDIT (...)` headers hold no calls, and
+/// generic placeholders (`@column`, no parenthesis) are not calls. The project's default
+/// pipeline mode sets `virtual_environments`.
+fn expand_file_macros(
+    files: &mut [(String, String)],
+    mut runtime: Option<&mut MacroRuntime>,
+    context: &serde_json::Value,
+    diagnostics: &mut Diagnostics,
+) {
+    for (file, text) in files.iter_mut() {
+        let calls = match crate::sql_macros::find_calls(text, 0) {
+            Ok(calls) => calls,
+            Err(error) => {
+                diagnostics.push(
+                    Diagnostic::new(
+                        codes::DISCOVER_MACRO_FAILED,
+                        format!("{} in '{file}'", error.message),
+                        "close the macro call's parenthesis",
                     )
                     .at(Location::at(
-                        &model.file,
-                        Position::of_offset(&model.text, error.offset),
-                    ));
-                    if let Some((file, line)) = error.macro_location {
-                        diagnostic = diagnostic.with_related(
-                            "in the macro",
-                            Location::at(file, Position::new(line, 1)),
-                        );
-                    }
-                    diagnostics.push(diagnostic);
-                }
+                        file.as_str(),
+                        Position::of_offset(text, error.offset),
+                    )),
+                );
+                continue;
             }
+        };
+        let Some(first) = calls.first() else {
+            continue;
+        };
+        let Some(runtime) = runtime.as_deref_mut() else {
+            diagnostics.push(no_macros_defined(file, text, first));
+            continue;
+        };
+        match crate::sql_macros::expand(text, 0, runtime, context) {
+            Ok(expanded) => *text = expanded,
+            Err(error) => diagnostics.push(expansion_failure(file, text, error)),
         }
     }
 }

@@ -1,3 +1,6 @@
--- A standalone audit: it passes when this query returns no rows. `stb audit` runs it
--- against the live tables once that command ships; compile does not read audits yet.
-SELECT payment_id, amount_cents FROM __ref("payments_clean") WHERE amount_cents < 0
+AUDIT (name no_negative_amounts, description "Refunds arrive as their own events, never as negative payments");
+-- A standalone audit: it passes when this query returns no rows. `stb audit` will run it
+-- against the live tables; compile checks it and writes it to compiled/audits/.
+SELECT payment_id, amount_cents, currency
+FROM __ref("payments_clean")
+WHERE amount_cents < 0 OR currency != @reporting_currency()

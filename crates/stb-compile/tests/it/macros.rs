@@ -130,3 +130,60 @@ fn errors_name_the_call_and_the_macro() {
     let (_, _, message) = error("@database_of(ctx=1)::String");
     assert!(message.contains("reserves keyword 'ctx'"), "{message}");
 }
+
+#[test]
+fn audits_and_generic_definitions_expand_macros_but_keep_placeholders() {
+    let project = project_with_team();
+    let compiled = compile_files(
+        SHOP,
+        &[
+            ("streambuild_project.toml", project.as_str()),
+            ("macros/m.py", MACROS),
+            (
+                "audits/regions.sql",
+                "AUDIT (name regions);\nSELECT * FROM __ref(\"orders_clean\") WHERE order_id = @region_name('eu') OR @database_of() = ''\n",
+            ),
+            (
+                "audits/generic/matches.sql",
+                "AUDIT ();\nSELECT * FROM __ref(\"@model\") WHERE @column IN (@columns(['a', 'b']))\n",
+            ),
+            (
+                CLEAN,
+                "MODEL (order_by [\"order_id\"], columns (order_id (audits [matches])));\nSELECT JSONExtractString(kafka_value, 'order_id')::String AS order_id FROM __source(\"orders\")",
+            ),
+        ],
+    )
+    .unwrap_or_else(|d| panic!("{d:#?}"));
+    assert_eq!(
+        compiled.files["compiled/audits/regions__regions.sql"],
+        "SELECT * FROM __ref(\"orders_clean\") WHERE order_id = 'Europe' OR 'shop_dev/dev/growth/False' = ''\n"
+    );
+    assert_eq!(
+        compiled.files["compiled/audits/pipelines/pl__orders/staging/orders_clean__orders_clean.order_id.matches.1.sql"],
+        "SELECT * FROM __ref(\"orders_clean\") WHERE order_id IN ('a', 'b')\n"
+    );
+}
+
+#[test]
+fn an_audit_macro_without_a_macros_folder_is_reported_where_it_is_called() {
+    let diagnostics = compile_files(
+        SHOP,
+        &[(
+            "audits/a.sql",
+            "AUDIT (name a);\nSELECT * FROM __ref(\"orders_clean\") WHERE @nothing()\n",
+        )],
+    )
+    .expect_err("unknown macro");
+    assert_eq!(diagnostics.len(), 1, "{diagnostics:#?}");
+    assert!(
+        diagnostics[0]
+            .message
+            .contains("Unknown macro '@nothing' in 'audits/a.sql'"),
+        "{}",
+        diagnostics[0].message
+    );
+    assert_eq!(
+        diagnostics[0].location.as_ref().map(ToString::to_string),
+        Some("audits/a.sql:2:43".to_owned())
+    );
+}

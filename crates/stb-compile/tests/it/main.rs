@@ -1,6 +1,7 @@
 //! The compiler against fixture projects: artifacts, determinism, errors, and the engine.
 
 mod artifacts;
+mod audits;
 mod engine;
 mod errors;
 mod examples;

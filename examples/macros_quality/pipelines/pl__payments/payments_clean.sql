@@ -1,6 +1,9 @@
 MODEL (
   order_by ["payment_id", "_replay_partition", "_replay_offset"],
-  columns (payment_id (description "Payment identifier from the provider")),
+  columns (
+    payment_id (description "Payment identifier from the provider", audits [not_null]),
+    currency (audits [accepted_values (values ["EUR", "USD"], severity warning)]),
+  ),
 );
 
 SELECT
