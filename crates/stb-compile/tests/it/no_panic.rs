@@ -85,6 +85,38 @@ fn sql_fragment() -> impl Strategy<Value = String> {
     .prop_map(|parts| parts.join(" "))
 }
 
+fn audit_fragment() -> impl Strategy<Value = String> {
+    prop::collection::vec(
+        prop::sample::select(vec![
+            "name",
+            "a",
+            "a/b",
+            "severity",
+            "warning",
+            "every",
+            "\"5m\"",
+            "\"0s\"",
+            "warmup",
+            "scheduled",
+            "false",
+            "true",
+            "(",
+            ")",
+            ",",
+            "[",
+            "]",
+            "values",
+            "column",
+            "model",
+            "\"q\"",
+            "v",
+            "1.5",
+        ]),
+        0..12,
+    )
+    .prop_map(|parts| parts.join(" "))
+}
+
 proptest! {
     #![proptest_config(ProptestConfig { cases: 48, ..ProptestConfig::default() })]
 
@@ -99,5 +131,26 @@ proptest! {
     #[test]
     fn arbitrary_text_is_reported_not_panicked(text in ".{0,200}") {
         let _ = compile_files(SHOP, &[(CLEAN, &text)]);
+    }
+
+    #[test]
+    fn audit_noise_is_reported_not_panicked(
+        header in audit_fragment(),
+        args in audit_fragment(),
+        sql in sql_fragment(),
+    ) {
+        let audit = format!("AUDIT ({header});\n{sql}");
+        let generic = format!("AUDIT ();\n{sql} @model @column @'v' @v");
+        let model = format!(
+            "MODEL (order_by [\"order_id\"], columns (order_id (audits [g ({args}), g])));\nSELECT JSONExtractString(kafka_value, 'order_id')::String AS order_id FROM __source(\"orders\")"
+        );
+        let files = [
+            ("audits/x.sql", audit.as_str()),
+            ("audits/generic/g.sql", generic.as_str()),
+            (CLEAN, model.as_str()),
+        ];
+        if let Err(diagnostics) = compile_files(SHOP, &files) {
+            prop_assert!(diagnostics.iter().all(|d| !d.code.is_empty() && !d.hint.is_empty()));
+        }
     }
 }
