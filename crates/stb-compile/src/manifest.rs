@@ -198,6 +198,7 @@ struct AuditEntry<'a> {
 
 #[derive(Serialize)]
 struct TestEntry<'a> {
+    assertions: &'a [String],
     file: &'a str,
     name: &'a str,
     path: &'a str,
@@ -377,6 +378,7 @@ pub(crate) fn manifest(
                 (
                     t.name.as_str(),
                     TestEntry {
+                        assertions: &t.assertions,
                         file: &t.file,
                         name: &t.name,
                         path: &t.path,

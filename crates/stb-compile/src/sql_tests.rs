@@ -29,7 +29,10 @@ pub(crate) struct CompiledTest {
     pub file: String,
     /// `compiled/tests/<folder>/<name>.sql`
     pub path: String,
+    /// Expected models, in the order written.
     pub targets: Vec<String>,
+    /// `__assert__<label>` labels, in the order written.
+    pub assertions: Vec<String>,
     pub statement: String,
 }
 
@@ -287,39 +290,39 @@ fn mock_of<'c>(ctes: &'c [Cte<'_>], name: &str) -> Option<&'c str> {
         .map(|c| c.name.as_str())
 }
 
-/// CTE roles this edition does not compile yet, and names reserved by the comparison.
+/// CTE roles this edition does not compile yet (macro mode), and names reserved by the
+/// comparison.
 fn refuse_unsupported_ctes(file: &str, text: &str, ctes: &[Cte<'_>]) -> Result<(), Diagnostic> {
     for cte in ctes {
         let name = cte.name.as_str();
-        let reason = if name.starts_with("__assert__") {
-            "`__assert__` CTEs are not compiled by this edition yet; state expected rows with __expected__<model>"
-        } else if name.starts_with("__macro_actual__") || name.starts_with("__macro_expected__") {
-            "macro CTEs belong to TEST (mode macro), which this edition does not compile yet"
-        } else if [
-            "__actual",
-            "__expected__typed",
-            "__actual__projected",
-            "__missing__",
-            "__unexpected__",
-        ]
-        .contains(&name)
-            || [
-                "__udf_actual__",
-                "__udf_expected__",
-                "__table_fn_actual__",
-                "__table_fn_expected__",
-                "__macro__",
-                "__seed__",
-                "__dbt_ref__",
-                "__streambuild_",
+        let reason =
+            if name.starts_with("__macro_actual__") || name.starts_with("__macro_expected__") {
+                "macro CTEs belong to TEST (mode macro), which this edition does not compile yet"
+            } else if [
+                "__actual",
+                "__expected__typed",
+                "__actual__projected",
+                "__missing__",
+                "__unexpected__",
             ]
-            .iter()
-            .any(|p| name.starts_with(p))
-        {
-            "this CTE name is reserved or unsupported in SQL tests"
-        } else {
-            continue;
-        };
+            .contains(&name)
+                || [
+                    "__udf_actual__",
+                    "__udf_expected__",
+                    "__table_fn_actual__",
+                    "__table_fn_expected__",
+                    "__macro__",
+                    "__seed__",
+                    "__dbt_ref__",
+                    "__streambuild_",
+                ]
+                .iter()
+                .any(|p| name.starts_with(p))
+            {
+                "this CTE name is reserved or unsupported in SQL tests"
+            } else {
+                continue;
+            };
         return Err(fail(
             file,
             text,
@@ -345,22 +348,33 @@ fn assemble(
         .iter()
         .filter(|c| c.name.starts_with("__expected__"))
         .collect();
+    let assertions: Vec<&Cte<'_>> = ctes
+        .iter()
+        .filter(|c| c.name.starts_with("__assert__"))
+        .collect();
     let mocks = ctes
         .iter()
         .filter(|c| c.name.starts_with("__ref__") || c.name.starts_with("__source__"))
         .count();
-    if expected.is_empty() || mocks == 0 {
+    if (expected.is_empty() && assertions.is_empty()) || mocks == 0 {
         return Err(fail(
             file,
             text,
             body_offset,
             format!(
-                "SQL test '{file}' needs at least one __ref__/__source__ mock and one __expected__<model> CTE"
+                "SQL test '{file}' needs at least one __ref__/__source__ mock and one __expected__<model> or __assert__<label> CTE"
             ),
             "mock the inputs the model reads and state the rows you expect",
         ));
     }
-    // Rebuild each tested model's chain: post-order, each model once, mocks cut the chain.
+    let chain = Chain {
+        file,
+        text,
+        ctes,
+        models,
+        sources,
+    };
+    // Each tested model's chain is rebuilt once: post-order, mocks cut the chain.
     let mut assembled: Vec<(String, String)> = Vec::new();
     let mut targets = Vec::new();
     for cte in &expected {
@@ -374,62 +388,7 @@ fn assemble(
                 "name a model: __expected__<model name>",
             ));
         };
-        let mut stack = vec![(model_name.to_owned(), false)];
-        let mut visiting = BTreeSet::new();
-        while let Some((current, expanded)) = stack.pop() {
-            if assembled.iter().any(|(n, _)| *n == current) {
-                continue;
-            }
-            let Some(item) = models.get(current.as_str()) else {
-                continue;
-            };
-            let deps: Vec<&str> = item
-                .model
-                .refs
-                .iter()
-                .map(|r| r.name.as_str())
-                .filter(|d| mock_of(ctes, d).is_none())
-                .collect();
-            if expanded {
-                assembled.push((current.clone(), chain_query(item, ctes)));
-                continue;
-            }
-            if !visiting.insert(current.clone()) {
-                return Err(fail(
-                    file,
-                    text,
-                    cte.body_offset,
-                    format!("SQL test '{file}' found a cycle through '{current}'"),
-                    "models cannot read themselves",
-                ));
-            }
-            stack.push((current.clone(), true));
-            for dep in deps {
-                if sources.contains(dep) {
-                    return Err(fail(
-                        file,
-                        text,
-                        cte.body_offset,
-                        format!(
-                            "SQL test '{file}' targets '{model_name}', but dependency '{dep}' cannot be resolved. Add `__source__{dep}` to mock it directly."
-                        ),
-                        "sources are never read by tests: mock them",
-                    ));
-                }
-                if !models.contains_key(dep) {
-                    return Err(fail(
-                        file,
-                        text,
-                        cte.body_offset,
-                        format!(
-                            "SQL test '{file}' targets '{model_name}', but dependency '{dep}' cannot be resolved. Add `__ref__{dep}` to mock it directly."
-                        ),
-                        "mock the dependency",
-                    ));
-                }
-                stack.push((dep.to_owned(), false));
-            }
-        }
+        chain.rebuild(model_name, cte.body_offset, &mut assembled)?;
         let columns = stb_sql::output_names(cte.body).map_err(|e| {
             fail(
                 file,
@@ -473,20 +432,171 @@ fn assemble(
                 )
             })
             .collect();
-        targets.push(Target {
+        targets.push(Target::Expected {
             model: model_name.to_owned(),
             expected_cte: cte.name.clone(),
             columns: typed,
         });
     }
-    let statement = comparison(ctes, &assembled, &targets);
+    let mut rewritten = BTreeMap::new();
+    for cte in &assertions {
+        let (definition, columns) = chain.assertion(cte, &mut assembled)?;
+        rewritten.insert(cte.name.clone(), definition);
+        targets.push(Target::Assertion {
+            cte: cte.name.clone(),
+            columns,
+        });
+    }
+    let statement = comparison(ctes, &rewritten, &assembled, &targets);
     Ok(CompiledTest {
         name: name.to_owned(),
         file: file.to_owned(),
         path: String::new(),
-        targets: targets.iter().map(|t| t.model.clone()).collect(),
+        targets: targets
+            .iter()
+            .filter_map(|t| match t {
+                Target::Expected { model, .. } => Some(model.clone()),
+                Target::Assertion { .. } => None,
+            })
+            .collect(),
+        assertions: assertions
+            .iter()
+            .map(|c| c.name["__assert__".len()..].to_owned())
+            .collect(),
         statement,
     })
+}
+
+/// What a test's chains are rebuilt from.
+struct Chain<'t, 'a, 'm> {
+    file: &'t str,
+    text: &'t str,
+    ctes: &'t [Cte<'a>],
+    models: &'t BTreeMap<&'m str, &'m AnalysedModel<'m>>,
+    sources: &'t BTreeSet<&'t str>,
+}
+
+impl Chain<'_, '_, '_> {
+    fn fail(&self, offset: usize, message: String, hint: &str) -> Diagnostic {
+        fail(self.file, self.text, offset, message, hint)
+    }
+
+    /// Appends `target` and everything it reads (not mocked) to `assembled`, dependencies
+    /// first, each model once. Iterative, so long chains cannot overflow the stack.
+    fn rebuild(
+        &self,
+        target: &str,
+        anchor: usize,
+        assembled: &mut Vec<(String, String)>,
+    ) -> Result<(), Diagnostic> {
+        let file = self.file;
+        let mut stack = vec![(target.to_owned(), false)];
+        let mut visiting = BTreeSet::new();
+        while let Some((current, expanded)) = stack.pop() {
+            if assembled.iter().any(|(n, _)| *n == current) {
+                continue;
+            }
+            let Some(item) = self.models.get(current.as_str()) else {
+                continue;
+            };
+            if expanded {
+                assembled.push((current.clone(), chain_query(item, self.ctes)));
+                continue;
+            }
+            if !visiting.insert(current.clone()) {
+                return Err(self.fail(
+                    anchor,
+                    format!("SQL test '{file}' found a cycle through '{current}'"),
+                    "models cannot read themselves",
+                ));
+            }
+            stack.push((current.clone(), true));
+            let deps = item
+                .model
+                .refs
+                .iter()
+                .map(|r| r.name.as_str())
+                .filter(|d| mock_of(self.ctes, d).is_none());
+            for dep in deps {
+                if !self.models.contains_key(dep) {
+                    let (prefix, hint) = if self.sources.contains(dep) {
+                        ("__source__", "sources are never read by tests: mock them")
+                    } else {
+                        ("__ref__", "mock the dependency")
+                    };
+                    return Err(self.fail(
+                        anchor,
+                        format!(
+                            "SQL test '{file}' targets '{target}', but dependency '{dep}' cannot be resolved. Add `{prefix}{dep}` to mock it directly."
+                        ),
+                        hint,
+                    ));
+                }
+                stack.push((dep.to_owned(), false));
+            }
+        }
+        Ok(())
+    }
+
+    /// An `__assert__` CTE with its references pointed at mocks or rebuilt models, and the
+    /// columns it returns.
+    fn assertion(
+        &self,
+        cte: &Cte<'_>,
+        assembled: &mut Vec<(String, String)>,
+    ) -> Result<(String, Vec<String>), Diagnostic> {
+        let file = self.file;
+        let refs = stb_project::refs::extract(cte.body).map_err(|e| {
+            self.fail(
+                cte.body_offset,
+                format!("SQL test '{file}' assertion '{}': {}", cte.name, e.message),
+                "fix the __ref(...) call",
+            )
+        })?;
+        let mut body = String::with_capacity(cte.body.len() + 32);
+        let mut last = 0;
+        for reference in &refs {
+            let replacement = if let Some(mock) = mock_of(self.ctes, &reference.name) {
+                mock.to_owned()
+            } else if self.models.contains_key(reference.name.as_str()) {
+                self.rebuild(
+                    &reference.name,
+                    cte.body_offset + reference.span.0,
+                    assembled,
+                )?;
+                format!("__model__{}", reference.name)
+            } else {
+                let prefix = if self.sources.contains(reference.name.as_str()) {
+                    "__source__"
+                } else {
+                    "__ref__"
+                };
+                return Err(self.fail(
+                    cte.body_offset + reference.span.0,
+                    format!(
+                        "SQL test '{file}' assertion '{}' reads '{}', which is neither a model nor mocked. Add `{prefix}{}` to mock it.",
+                        cte.name, reference.name, reference.name
+                    ),
+                    "assertions read compiled models and mocks",
+                ));
+            };
+            body.push_str(&cte.body[last..reference.span.0]);
+            body.push_str(&replacement);
+            last = reference.span.1;
+        }
+        body.push_str(&cte.body[last..]);
+        let columns = stb_sql::output_names(cte.body).map_err(|e| {
+            self.fail(
+                cte.body_offset + e.offset,
+                format!("SQL test '{file}': assertion '{}' {}", cte.name, e.message),
+                "name every column the assertion returns",
+            )
+        })?;
+        Ok((
+            format!("{} AS ({body})", cte.name),
+            columns.into_iter().map(|(c, _)| c).collect(),
+        ))
+    }
 }
 
 /// The model's query with each reference pointing at its mock or its rebuilt CTE.
@@ -502,69 +612,128 @@ fn chain_query(item: &AnalysedModel<'_>, ctes: &[Cte<'_>]) -> String {
     trimmed.strip_suffix(';').unwrap_or(trimmed).to_owned() + "\n"
 }
 
-/// One tested model: its expected CTE and the (column, type) pairs compared.
-struct Target {
-    model: String,
-    expected_cte: String,
-    columns: Vec<(String, String)>,
+/// What one block of the comparison checks.
+enum Target {
+    /// A model's rows against `__expected__<model>`, over the (column, type) pairs named.
+    Expected {
+        model: String,
+        expected_cte: String,
+        columns: Vec<(String, String)>,
+    },
+    /// An `__assert__` CTE, which must return no rows.
+    Assertion { cte: String, columns: Vec<String> },
 }
 
-fn comparison(ctes: &[Cte<'_>], assembled: &[(String, String)], targets: &[Target]) -> String {
-    let mut with: Vec<String> = ctes.iter().map(|c| c.definition.to_owned()).collect();
+fn column_list(names: &[&str]) -> String {
+    names
+        .iter()
+        .map(|c| stb_ddl::identifier(c))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// `SELECT ... FROM <primary>_counts_i AS p`: the rows of one side as `_row_values`.
+fn difference_rows(
+    index: usize,
+    diff: &str,
+    names: &[&str],
+    primary: &str,
+    multiplicity: &str,
+) -> String {
+    let values = names
+        .iter()
+        .map(|c| format!("CAST(p.{} AS Nullable(String))", stb_ddl::identifier(c)))
+        .collect::<Vec<_>>()
+        .join(", ");
+    format!(
+        "SELECT {index} AS _case_index, '{diff}' AS _diff_type, [{values}] AS _row_values, {multiplicity} AS _multiplicity\nFROM __streambuild_{primary}_counts_{index} AS p"
+    )
+}
+
+fn comparison(
+    ctes: &[Cte<'_>],
+    rewritten: &BTreeMap<String, String>,
+    assembled: &[(String, String)],
+    targets: &[Target],
+) -> String {
+    // Authored CTEs first (mocks and helpers), then the rebuilt models, then assertions,
+    // which read both.
+    let mut with: Vec<String> = ctes
+        .iter()
+        .filter(|c| !rewritten.contains_key(&c.name))
+        .map(|c| c.definition.to_owned())
+        .collect();
     for (model, query) in assembled {
         with.push(format!("__model__{model} AS (\n{query})"));
     }
+    with.extend(rewritten.values().cloned());
     let mut branches = Vec::new();
-    for (
-        index,
-        Target {
-            model,
-            expected_cte,
-            columns,
-        },
-    ) in targets.iter().enumerate()
-    {
-        let names: Vec<&str> = columns.iter().map(|(c, _)| c.as_str()).collect();
-        let list = names
-            .iter()
-            .map(|c| stb_ddl::identifier(c))
-            .collect::<Vec<_>>()
-            .join(", ");
-        let casts = columns
-            .iter()
-            .map(|(c, t)| {
-                format!(
-                    "CAST({} AS {t}) AS {}",
-                    stb_ddl::identifier(c),
-                    stb_ddl::identifier(c)
-                )
-            })
-            .collect::<Vec<_>>()
-            .join(", ");
-        with.push(format!("__streambuild_expected_{index} AS (SELECT {casts} FROM {expected_cte} AS expected_source)"));
-        with.push(format!(
-            "__streambuild_actual_{index} AS (SELECT {list} FROM __model__{model})"
-        ));
-        for side in ["expected", "actual"] {
+    for (index, target) in targets.iter().enumerate() {
+        let count = |with: &mut Vec<String>, side: &str, list: &str| {
             with.push(format!("__streambuild_{side}_counts_{index} AS (SELECT {list}, count() AS __streambuild_multiplicity FROM __streambuild_{side}_{index} GROUP BY {list})"));
-        }
-        for (diff, primary, secondary) in [
-            ("missing", "expected", "actual"),
-            ("unexpected", "actual", "expected"),
-        ] {
-            let values = names
-                .iter()
-                .map(|c| format!("CAST(p.{} AS Nullable(String))", stb_ddl::identifier(c)))
-                .collect::<Vec<_>>()
-                .join(", ");
-            let on = names
-                .iter()
-                .map(|c| format!("isNotDistinctFrom(p.{0}, s.{0})", stb_ddl::identifier(c)))
-                .collect::<Vec<_>>()
-                .join(" AND ");
-            branches.push(format!(
-                "SELECT {index} AS _case_index, '{diff}' AS _diff_type, [{values}] AS _row_values, p.__streambuild_multiplicity - s.__streambuild_multiplicity AS _multiplicity\nFROM __streambuild_{primary}_counts_{index} AS p\nALL LEFT JOIN __streambuild_{secondary}_counts_{index} AS s ON {on}\nWHERE p.__streambuild_multiplicity > s.__streambuild_multiplicity"
-            ));
+        };
+        match target {
+            Target::Expected {
+                model,
+                expected_cte,
+                columns,
+            } => {
+                let names: Vec<&str> = columns.iter().map(|(c, _)| c.as_str()).collect();
+                let list = column_list(&names);
+                let casts = columns
+                    .iter()
+                    .map(|(c, t)| {
+                        format!(
+                            "CAST({} AS {t}) AS {}",
+                            stb_ddl::identifier(c),
+                            stb_ddl::identifier(c)
+                        )
+                    })
+                    .collect::<Vec<_>>()
+                    .join(", ");
+                with.push(format!("__streambuild_expected_{index} AS (SELECT {casts} FROM {expected_cte} AS expected_source)"));
+                with.push(format!(
+                    "__streambuild_actual_{index} AS (SELECT {list} FROM __model__{model})"
+                ));
+                count(&mut with, "expected", &list);
+                count(&mut with, "actual", &list);
+                for (diff, primary, secondary) in [
+                    ("missing", "expected", "actual"),
+                    ("unexpected", "actual", "expected"),
+                ] {
+                    let on = names
+                        .iter()
+                        .map(|c| format!("isNotDistinctFrom(p.{0}, s.{0})", stb_ddl::identifier(c)))
+                        .collect::<Vec<_>>()
+                        .join(" AND ");
+                    let rows = difference_rows(
+                        index,
+                        diff,
+                        &names,
+                        primary,
+                        "p.__streambuild_multiplicity - s.__streambuild_multiplicity",
+                    );
+                    branches.push(format!(
+                        "{rows}\nALL LEFT JOIN __streambuild_{secondary}_counts_{index} AS s ON {on}\nWHERE p.__streambuild_multiplicity > s.__streambuild_multiplicity"
+                    ));
+                }
+            }
+            Target::Assertion { cte, columns } => {
+                let names: Vec<&str> = columns.iter().map(String::as_str).collect();
+                let list = column_list(&names);
+                with.push(format!(
+                    "__streambuild_actual_{index} AS (SELECT {list} FROM {cte})"
+                ));
+                count(&mut with, "actual", &list);
+                // Nothing is expected: every returned row is unexpected.
+                branches.push(difference_rows(
+                    index,
+                    "unexpected",
+                    &names,
+                    "actual",
+                    "p.__streambuild_multiplicity",
+                ));
+            }
         }
     }
     format!(

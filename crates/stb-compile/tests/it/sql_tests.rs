@@ -115,8 +115,40 @@ fn invalid_tests_are_reported() {
             .contains("only supports `name` and `mode`")
     );
     assert!(error("SELECT 1").contains("must start with a TEST (...); header"));
-    assert!(error(&format!("TEST (name t);\nWITH {ORDERS_MOCK}, __expected__orders_clean AS (SELECT 'o1' AS order_id), __assert__none AS (SELECT 1)\nSELECT 1")).contains("`__assert__` CTEs are not compiled by this edition yet"));
+    assert!(error(&format!("TEST (name t);\nWITH {ORDERS_MOCK}, __assert__ghost AS (SELECT x FROM __ref(\"nope\"))\nSELECT 1")).contains("assertion '__assert__ghost' reads 'nope', which is neither a model nor mocked"));
+    assert!(error("TEST (name t);\nWITH __ref__x AS (SELECT 1), __assert__raw AS (SELECT order_id FROM __ref(\"orders_clean\"))\nSELECT 1").contains("targets 'orders_clean', but dependency 'orders' cannot be resolved"));
+    assert!(error(&format!("TEST (name t);\nWITH {ORDERS_MOCK}, __assert__star AS (SELECT * FROM __ref(\"orders_clean\"))\nSELECT 1")).contains("assertion '__assert__star'"));
+    assert!(
+        error(&format!("TEST (name t);\nWITH {ORDERS_MOCK}\nSELECT 1"))
+            .contains("one __expected__<model> or __assert__<label> CTE")
+    );
     assert!(error("TEST (name t, mode macro);\nWITH __macro_actual__ AS (SELECT 1), __macro_expected__ AS (SELECT 1)\nSELECT 1").contains("does not compile yet"));
+}
+
+#[test]
+fn assertions_read_the_rebuilt_chain_and_fail_with_their_rows() {
+    let test = format!(
+        "TEST (name checks);\nWITH\n  {ORDERS_MOCK},\n  __ref__customer_names AS (SELECT 7 AS customer_id, 'Ada' AS name),\n  __assert__every_order_has_a_customer AS (SELECT order_id FROM __ref(\"order_customers\") WHERE customer_name = ''),\n  __assert__ids_present AS (SELECT order_id FROM __ref(\"orders_clean\") WHERE order_id = '')\nSELECT 1\n"
+    );
+    let compiled =
+        compile_files(SHOP, &[("tests/checks.sql", &test)]).unwrap_or_else(|d| panic!("{d:#?}"));
+    let sql = &compiled.files["compiled/tests/checks/checks.sql"];
+    assert!(
+        sql.contains("__assert__ids_present AS (SELECT order_id FROM __model__orders_clean WHERE"),
+        "{sql}"
+    );
+    // o2's customer (8) has no name in the mock: one unexpected row from the first assertion.
+    assert_eq!(differences(sql), ["unexpected\t['o2']\t1"]);
+    let manifest: serde_json::Value =
+        serde_json::from_str(&compiled.files["manifest.json"]).expect("json");
+    assert_eq!(
+        manifest["tests"]["checks"]["assertions"],
+        serde_json::json!(["every_order_has_a_customer", "ids_present"])
+    );
+    assert_eq!(
+        manifest["tests"]["checks"]["targets"],
+        serde_json::json!([])
+    );
 }
 
 #[test]
