@@ -208,7 +208,8 @@ fn compile_tests(
         project.sources.iter().map(|s| s.name.as_str()).collect();
     let mut tests: Vec<sql_tests::CompiledTest> = Vec::new();
     for (file, text) in &project.test_files {
-        match sql_tests::compile_file(file, text, &models, &sources) {
+        let original = project.test_originals.get(file).map(String::as_str);
+        match sql_tests::compile_file(file, text, original, &models, &sources) {
             Ok(compiled) => {
                 for mut test in compiled {
                     if let Some(first) = tests.iter().find(|t| t.name == test.name) {

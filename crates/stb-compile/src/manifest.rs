@@ -200,6 +200,7 @@ struct AuditEntry<'a> {
 struct TestEntry<'a> {
     assertions: &'a [String],
     file: &'a str,
+    mode: &'a str,
     name: &'a str,
     path: &'a str,
     targets: &'a [String],
@@ -380,6 +381,7 @@ pub(crate) fn manifest(
                     TestEntry {
                         assertions: &t.assertions,
                         file: &t.file,
+                        mode: t.mode,
                         name: &t.name,
                         path: &t.path,
                         targets: &t.targets,

@@ -20,6 +20,8 @@ use stb_sql::lexer::{Kind, Token, lex};
 
 use crate::model::AnalysedModel;
 
+mod macro_mode;
+
 pub(crate) const CODE: &str = "STB-COMPILE-008";
 
 /// One test, compiled.
@@ -34,6 +36,8 @@ pub(crate) struct CompiledTest {
     /// `__assert__<label>` labels, in the order written.
     pub assertions: Vec<String>,
     pub statement: String,
+    /// `model` or `macro`
+    pub mode: &'static str,
 }
 
 struct Cte<'a> {
@@ -47,6 +51,8 @@ struct Cte<'a> {
 
 struct Block<'a> {
     name: Option<String>,
+    /// `TEST (mode macro)`
+    macro_mode: bool,
     body: &'a str,
     body_offset: usize,
     header_offset: usize,
@@ -76,6 +82,7 @@ fn blocks<'a>(file: &str, text: &'a str) -> Result<Vec<Block<'a>>, Diagnostic> {
     let mut out = Vec::new();
     for block in split {
         let mut name = None;
+        let mut macro_mode = false;
         for (key, value) in &block.entries {
             let key_at = block.header_offset + key.offset;
             match (key.value.as_str(), &value.value) {
@@ -84,16 +91,18 @@ fn blocks<'a>(file: &str, text: &'a str) -> Result<Vec<Block<'a>>, Diagnostic> {
                 {
                     name = Some(text_value.clone());
                 }
-                ("mode", stb_model::header::HeaderValue::Str(mode)) if mode == "model" => {}
+                ("mode", stb_model::header::HeaderValue::Str(mode))
+                    if mode == "model" || mode == "macro" =>
+                {
+                    macro_mode = mode == "macro";
+                }
                 ("mode", _) => {
                     return Err(fail(
                         file,
                         text,
                         key_at,
-                        format!(
-                            "SQL test '{file}' uses a mode this edition does not compile yet (only mode model)"
-                        ),
-                        "macro-mode tests arrive with stb test",
+                        format!("TEST() in '{file}' mode must be model or macro"),
+                        "write TEST (name my_test, mode macro); or leave mode out",
                     ));
                 }
                 _ => {
@@ -109,6 +118,7 @@ fn blocks<'a>(file: &str, text: &'a str) -> Result<Vec<Block<'a>>, Diagnostic> {
         }
         out.push(Block {
             name,
+            macro_mode,
             body: block.body,
             body_offset: block.body_offset,
             header_offset: block.keyword_offset,
@@ -261,16 +271,25 @@ fn test_name(file: &str, block: &Block<'_>) -> String {
 }
 
 /// Compiles every block of one test file.
+/// `original` is the file as written when discovery expanded macros in it.
 pub(crate) fn compile_file(
     file: &str,
     text: &str,
+    original: Option<&str>,
     models: &BTreeMap<&str, &AnalysedModel<'_>>,
     sources: &BTreeSet<&str>,
 ) -> Result<Vec<CompiledTest>, Diagnostic> {
     let mut compiled = Vec::new();
-    for block in blocks(file, text)? {
+    for (index, block) in blocks(file, text)?.into_iter().enumerate() {
         let name = test_name(file, &block);
         let ctes = ctes(file, text, &block)?;
+        if block.macro_mode {
+            if let Some(original) = original {
+                macro_mode::calls_only_in_actual(file, original, index)?;
+            }
+            compiled.push(macro_mode::assemble(file, text, &name, &ctes, &block)?);
+            continue;
+        }
         compiled.push(assemble(
             file,
             text,
@@ -290,39 +309,46 @@ fn mock_of<'c>(ctes: &'c [Cte<'_>], name: &str) -> Option<&'c str> {
         .map(|c| c.name.as_str())
 }
 
-/// CTE roles this edition does not compile yet (macro mode), and names reserved by the
-/// comparison.
-fn refuse_unsupported_ctes(file: &str, text: &str, ctes: &[Cte<'_>]) -> Result<(), Diagnostic> {
+/// Macro-mode CTEs in a model-mode test, and names reserved by the comparison.
+fn refuse_unsupported_ctes(
+    file: &str,
+    text: &str,
+    ctes: &[Cte<'_>],
+    macro_mode: bool,
+) -> Result<(), Diagnostic> {
     for cte in ctes {
         let name = cte.name.as_str();
-        let reason =
-            if name.starts_with("__macro_actual__") || name.starts_with("__macro_expected__") {
-                "macro CTEs belong to TEST (mode macro), which this edition does not compile yet"
-            } else if [
-                "__actual",
-                "__expected__typed",
-                "__actual__projected",
-                "__missing__",
-                "__unexpected__",
+        let macro_role =
+            name.starts_with("__macro_actual__") || name.starts_with("__macro_expected__");
+        let reason = if macro_role && !macro_mode {
+            "macro CTEs belong to macro-mode tests; use TEST (mode macro)"
+        } else if macro_role {
+            continue;
+        } else if [
+            "__actual",
+            "__expected__typed",
+            "__actual__projected",
+            "__missing__",
+            "__unexpected__",
+        ]
+        .contains(&name)
+            || [
+                "__udf_actual__",
+                "__udf_expected__",
+                "__table_fn_actual__",
+                "__table_fn_expected__",
+                "__macro__",
+                "__seed__",
+                "__dbt_ref__",
+                "__streambuild_",
             ]
-            .contains(&name)
-                || [
-                    "__udf_actual__",
-                    "__udf_expected__",
-                    "__table_fn_actual__",
-                    "__table_fn_expected__",
-                    "__macro__",
-                    "__seed__",
-                    "__dbt_ref__",
-                    "__streambuild_",
-                ]
-                .iter()
-                .any(|p| name.starts_with(p))
-            {
-                "this CTE name is reserved or unsupported in SQL tests"
-            } else {
-                continue;
-            };
+            .iter()
+            .any(|p| name.starts_with(p))
+        {
+            "this CTE name is reserved or unsupported in SQL tests"
+        } else {
+            continue;
+        };
         return Err(fail(
             file,
             text,
@@ -343,7 +369,7 @@ fn assemble(
     sources: &BTreeSet<&str>,
     body_offset: usize,
 ) -> Result<CompiledTest, Diagnostic> {
-    refuse_unsupported_ctes(file, text, ctes)?;
+    refuse_unsupported_ctes(file, text, ctes, false)?;
     let expected: Vec<&Cte<'_>> = ctes
         .iter()
         .filter(|c| c.name.starts_with("__expected__"))
@@ -433,9 +459,10 @@ fn assemble(
             })
             .collect();
         targets.push(Target::Expected {
-            model: model_name.to_owned(),
+            label: model_name.to_owned(),
+            actual: format!("__model__{model_name}"),
             expected_cte: cte.name.clone(),
-            columns: typed,
+            columns: typed.into_iter().map(|(c, t)| (c, Some(t))).collect(),
         });
     }
     let mut rewritten = BTreeMap::new();
@@ -455,7 +482,7 @@ fn assemble(
         targets: targets
             .iter()
             .filter_map(|t| match t {
-                Target::Expected { model, .. } => Some(model.clone()),
+                Target::Expected { label, .. } => Some(label.clone()),
                 Target::Assertion { .. } => None,
             })
             .collect(),
@@ -464,6 +491,7 @@ fn assemble(
             .map(|c| c.name["__assert__".len()..].to_owned())
             .collect(),
         statement,
+        mode: "model",
     })
 }
 
@@ -614,11 +642,13 @@ fn chain_query(item: &AnalysedModel<'_>, ctes: &[Cte<'_>]) -> String {
 
 /// What one block of the comparison checks.
 enum Target {
-    /// A model's rows against `__expected__<model>`, over the (column, type) pairs named.
+    /// Rows of `actual` against `expected_cte`, over the columns named, each cast to its
+    /// type when one is given (a model's output type; macro tests compare uncast).
     Expected {
-        model: String,
+        label: String,
+        actual: String,
         expected_cte: String,
-        columns: Vec<(String, String)>,
+        columns: Vec<(String, Option<String>)>,
     },
     /// An `__assert__` CTE, which must return no rows.
     Assertion { cte: String, columns: Vec<String> },
@@ -674,7 +704,8 @@ fn comparison(
         };
         match target {
             Target::Expected {
-                model,
+                label: _,
+                actual,
                 expected_cte,
                 columns,
             } => {
@@ -683,17 +714,17 @@ fn comparison(
                 let casts = columns
                     .iter()
                     .map(|(c, t)| {
-                        format!(
-                            "CAST({} AS {t}) AS {}",
-                            stb_ddl::identifier(c),
-                            stb_ddl::identifier(c)
-                        )
+                        let c = stb_ddl::identifier(c);
+                        match t {
+                            Some(t) => format!("CAST({c} AS {t}) AS {c}"),
+                            None => c,
+                        }
                     })
                     .collect::<Vec<_>>()
                     .join(", ");
                 with.push(format!("__streambuild_expected_{index} AS (SELECT {casts} FROM {expected_cte} AS expected_source)"));
                 with.push(format!(
-                    "__streambuild_actual_{index} AS (SELECT {list} FROM __model__{model})"
+                    "__streambuild_actual_{index} AS (SELECT {list} FROM {actual})"
                 ));
                 count(&mut with, "expected", &list);
                 count(&mut with, "actual", &list);

@@ -53,6 +53,10 @@ pub struct Project {
     /// `tests/**/*.sql`, sorted by path: (project-relative path, text).
     #[serde(skip)]
     pub test_files: Vec<(String, String)>,
+    /// `tests/**/*.sql` as written, for files whose macros were expanded (macro-mode tests
+    /// may call macros only inside `__macro_actual__`, which only the original shows).
+    #[serde(skip)]
+    pub test_originals: BTreeMap<String, String>,
     /// `audits/**/*.sql` outside `audits/generic/`, sorted by path.
     #[serde(skip)]
     pub audit_files: Vec<(String, String)>,
@@ -268,6 +272,8 @@ pub fn discover(options: &DiscoverOptions) -> Result<Project, Diagnostics> {
             .into_iter()
             .partition(|(path, _)| path.starts_with("audits/generic/"));
     let mut generic_audit_files = generic_audit_files;
+    let mut test_files = sql_files_under(&root, &root.join("tests"), &mut diagnostics);
+    let unexpanded: Vec<(String, String)> = test_files.clone();
     if !macros_failed {
         let context = json!({
             "target_name": macro_context.target,
@@ -275,7 +281,7 @@ pub fn discover(options: &DiscoverOptions) -> Result<Project, Diagnostics> {
             "virtual_environments": mode == Mode::Virtual,
             "variables": macro_context.variables,
         });
-        for files in [&mut audit_files, &mut generic_audit_files] {
+        for files in [&mut audit_files, &mut generic_audit_files, &mut test_files] {
             expand_file_macros(files, runtime.as_mut(), &context, &mut diagnostics);
         }
     }
@@ -308,7 +314,12 @@ pub fn discover(options: &DiscoverOptions) -> Result<Project, Diagnostics> {
     let (Some(target), true) = (target, diagnostics.is_empty()) else {
         return Err(diagnostics);
     };
-    let test_files = sql_files_under(&root, &root.join("tests"), &mut diagnostics);
+    let test_originals: BTreeMap<String, String> = unexpanded
+        .into_iter()
+        .zip(&test_files)
+        .filter(|((_, original), (_, expanded))| original != expanded)
+        .map(|((path, original), _)| (path, original))
+        .collect();
     if !diagnostics.is_empty() {
         return Err(diagnostics);
     }
@@ -329,6 +340,7 @@ pub fn discover(options: &DiscoverOptions) -> Result<Project, Diagnostics> {
         macros,
         defaults,
         test_files,
+        test_originals,
         audit_files,
         generic_audit_files,
     })
@@ -907,7 +919,7 @@ fn expansion_failure(
     diagnostic
 }
 
-/// Expands `@name(...)` in whole files (audits); `AUDIT (...)` headers hold no calls, and
+/// Expands `@name(...)` in whole files (audits, tests); their headers hold no calls, and
 /// generic placeholders (`@column`, no parenthesis) are not calls. The project's default
 /// pipeline mode sets `virtual_environments`.
 fn expand_file_macros(

@@ -122,7 +122,17 @@ fn invalid_tests_are_reported() {
         error(&format!("TEST (name t);\nWITH {ORDERS_MOCK}\nSELECT 1"))
             .contains("one __expected__<model> or __assert__<label> CTE")
     );
-    assert!(error("TEST (name t, mode macro);\nWITH __macro_actual__ AS (SELECT 1), __macro_expected__ AS (SELECT 1)\nSELECT 1").contains("does not compile yet"));
+    assert!(error("TEST (name t);\nWITH __macro_actual__ AS (SELECT 1 AS x), __macro_expected__ AS (SELECT 1 AS x)\nSELECT 1").contains("use TEST (mode macro)"));
+    assert!(
+        error("TEST (name t, mode unit);\nWITH a AS (SELECT 1)\nSELECT 1")
+            .contains("mode must be model or macro")
+    );
+    assert!(error("TEST (name t, mode macro);\nWITH __macro_actual__ AS (SELECT 1 AS x), __macro_expected__ AS (SELECT 1 AS y)\nSELECT 1").contains("must project the same column names (x vs y)"));
+    assert!(error("TEST (name t, mode macro);\nWITH __macro_actual__ AS (SELECT 1 AS x), __ref__orders AS (SELECT 1 AS x), __macro_expected__ AS (SELECT 1 AS x)\nSELECT 1").contains("belongs to model-mode tests"));
+    assert!(
+        error("TEST (name t, mode macro);\nWITH __macro_actual__ AS (SELECT 1 AS x)\nSELECT 1")
+            .contains("needs exactly one __macro_actual__ and one __macro_expected__")
+    );
 }
 
 #[test]
@@ -151,11 +161,87 @@ fn assertions_read_the_rebuilt_chain_and_fail_with_their_rows() {
     );
 }
 
+const CENTS: &str =
+    "def cents(column: str) -> str:\n    return f\"toInt64(round({column} * 100))\"\n";
+
+fn macro_test(test: &str) -> Result<stb_compile::Compiled, Vec<stb_diagnostics::Diagnostic>> {
+    compile_files(
+        SHOP,
+        &[("macros/money.py", CENTS), ("tests/cents.sql", test)],
+    )
+}
+
+#[test]
+fn macro_tests_compare_a_macro_with_plain_sql() {
+    let test = "TEST (name cents_round, mode macro);\nWITH\n  input AS (SELECT 2.5 AS amount),\n  __macro_actual__ AS (SELECT @cents(\"amount\") AS cents FROM input),\n  __macro_expected__ AS (SELECT toInt64(250) AS cents)\nSELECT 1\n";
+    let compiled = macro_test(test).unwrap_or_else(|d| panic!("{d:#?}"));
+    let sql = &compiled.files["compiled/tests/macro cents_round/cents_round.sql"];
+    assert!(
+        sql.contains("SELECT toInt64(round(amount * 100)) AS cents FROM input"),
+        "{sql}"
+    );
+    assert_eq!(differences(sql), Vec::<String>::new());
+    let manifest: serde_json::Value =
+        serde_json::from_str(&compiled.files["manifest.json"]).expect("json");
+    assert_eq!(manifest["tests"]["cents_round"]["mode"], "macro");
+    assert_eq!(
+        manifest["tests"]["cents_round"]["targets"],
+        serde_json::json!(["macro cents_round"])
+    );
+    // No casts: a wrong value is a difference, both ways.
+    let wrong = test.replace("toInt64(250)", "toInt64(25)");
+    let compiled = macro_test(&wrong).unwrap_or_else(|d| panic!("{d:#?}"));
+    let sql = &compiled.files["compiled/tests/macro cents_round/cents_round.sql"];
+    assert_eq!(
+        differences(sql),
+        ["missing\t['25']\t1", "unexpected\t['250']\t1"]
+    );
+}
+
+#[test]
+fn macro_tests_call_macros_only_in_the_actual_side() {
+    let test = "TEST (name t, mode macro);\nWITH\n  __macro_actual__ AS (SELECT @cents(\"1\") AS cents),\n  __macro_expected__ AS (SELECT @cents(\"1\") AS cents)\nSELECT 1\n";
+    let diagnostics = macro_test(test).expect_err("the expected side calls a macro");
+    assert_eq!(diagnostics.len(), 1, "{diagnostics:#?}");
+    assert!(
+        diagnostics[0]
+            .message
+            .contains("calls macro '@cents' outside __macro_actual__"),
+        "{}",
+        diagnostics[0].message
+    );
+    assert_eq!(
+        diagnostics[0].location.as_ref().map(ToString::to_string),
+        Some("tests/cents.sql:4:33".to_owned())
+    );
+}
+
+#[test]
+fn model_tests_expand_macros_in_their_mocks() {
+    let test = format!(
+        "TEST (name parsed);\nWITH\n  {},\n  __expected__orders_clean AS (SELECT 'o1' AS order_id, toUInt64(@cents(\"0.07\")) AS customer_id)\nSELECT 1\n",
+        ORDERS_MOCK.replace("UNION ALL\n    SELECT '{\"order_id\":\"o2\",\"customer_id\":8}', 0, 2, NULL, toDateTime64('2026-01-02 00:00:00', 3)\n", "")
+    );
+    let compiled = compile_files(
+        SHOP,
+        &[("macros/money.py", CENTS), ("tests/orders.sql", &test)],
+    )
+    .unwrap_or_else(|d| panic!("{d:#?}"));
+    let sql = &compiled.files["compiled/tests/orders_clean/parsed.sql"];
+    assert!(
+        sql.contains("toUInt64(toInt64(round(0.07 * 100)))"),
+        "{sql}"
+    );
+    assert_eq!(differences(sql), Vec::<String>::new());
+}
+
 #[test]
 fn the_macros_example_test_passes_on_clickhouse() {
     let dir =
         std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/macros_quality");
     let compiled = crate::support::compile_dir(&dir).unwrap_or_else(|d| panic!("{d:#?}"));
     let sql = &compiled.files["compiled/tests/payments_clean/payments_are_parsed_in_cents.sql"];
+    assert_eq!(differences(sql), Vec::<String>::new());
+    let sql = &compiled.files["compiled/tests/macro cents_keep_sign_and_drop_float_noise/cents_keep_sign_and_drop_float_noise.sql"];
     assert_eq!(differences(sql), Vec::<String>::new());
 }
