@@ -45,25 +45,30 @@ fn unique_dir(target_dir: &Path, suffix: &str) -> PathBuf {
 fn stage_files(compiled: &Compiled, target_dir: &Path, stage: &Path) -> Result<(), Diagnostic> {
     let _ = fs::remove_dir_all(stage);
     fs::create_dir_all(stage.join("compiled")).map_err(|e| failure("create", stage, &e))?;
+    // Directories first, then the files on every core: creating ~30,000 small files is
+    // most of a large compile's wall time.
     let mut created = std::collections::BTreeSet::new();
-    for (relative, content) in &compiled.files {
-        let path = stage.join(relative);
-        if let Some(parent) = path.parent()
+    for relative in compiled.files.keys() {
+        if let Some(parent) = stage.join(relative).parent()
             && created.insert(parent.to_path_buf())
         {
             fs::create_dir_all(parent).map_err(|e| failure("create", parent, &e))?;
         }
+    }
+    let files: Vec<(&String, &String)> = compiled.files.iter().collect();
+    let results = stb_project::parallel::map_ordered(&files, |(relative, content)| {
+        let path = stage.join(relative);
         let live = target_dir.join(relative);
         // Unchanged bytes: link the live file (the swap moves the old tree aside, the link
         // keeps the data). Any failure to link falls back to writing.
         let unchanged = fs::metadata(&live).is_ok_and(|m| m.len() == content.len() as u64)
             && fs::read(&live).is_ok_and(|bytes| bytes == content.as_bytes());
         if unchanged && fs::hard_link(&live, &path).is_ok() {
-            continue;
+            return Ok(());
         }
-        fs::write(&path, content).map_err(|e| failure("write", &path, &e))?;
-    }
-    Ok(())
+        fs::write(&path, content).map_err(|e| failure("write", &path, &e))
+    });
+    results.into_iter().collect()
 }
 
 fn swap(target_dir: &Path, stage: &Path, backup: &Path) -> Result<(), Diagnostic> {
