@@ -1,0 +1,130 @@
+//! What exists in a database, read in three queries whatever the number of relations.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use crate::client::{Client, Rows};
+use crate::error::{ErrorKind, WarehouseError};
+
+/// One column of a relation.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CatalogColumn {
+    pub name: String,
+    pub data_type: String,
+    pub default_expression: String,
+}
+
+/// One table, view or materialized view.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CatalogRelation {
+    pub name: String,
+    pub engine: String,
+    pub sorting_key: String,
+    pub partition_key: String,
+    pub create_table_query: String,
+    pub as_select: String,
+    pub uuid: String,
+    pub columns: Vec<CatalogColumn>,
+}
+
+/// A database's relations, by name.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Catalog {
+    /// The server's time zone.
+    pub timezone: String,
+    pub relations: Vec<CatalogRelation>,
+}
+
+impl Catalog {
+    #[must_use]
+    pub fn relation(&self, name: &str) -> Option<&CatalogRelation> {
+        self.relations.iter().find(|r| r.name == name)
+    }
+}
+
+const ATTEMPTS: u64 = 3;
+
+/// A ClickHouse string literal.
+fn literal(text: &str) -> String {
+    format!("'{}'", text.replace('\\', "\\\\").replace('\'', "\\'"))
+}
+
+fn text(rows: &Rows, row: usize, column: &str) -> String {
+    rows.text(row, column).unwrap_or_default()
+}
+
+impl Client {
+    /// Reads `database`'s relations and columns. A relation whose DDL reads empty (created
+    /// while the catalog was being read) makes the whole read start again, up to 3 times.
+    ///
+    /// # Errors
+    /// A failed query, or DDL still empty after the last attempt.
+    pub fn load_catalog(&self, database: &str) -> Result<Catalog, WarehouseError> {
+        let mut attempt = 1;
+        loop {
+            let catalog = self.read_catalog(database)?;
+            let incomplete: Vec<&str> = catalog
+                .relations
+                .iter()
+                .filter(|r| r.create_table_query.is_empty())
+                .map(|r| r.name.as_str())
+                .collect();
+            if incomplete.is_empty() {
+                return Ok(catalog);
+            }
+            if attempt >= ATTEMPTS {
+                return Err(WarehouseError {
+                    kind: ErrorKind::Other,
+                    server_code: None,
+                    message: format!(
+                        "the catalog of '{database}' stayed incomplete (no DDL for {}); is DDL running concurrently?",
+                        incomplete.join(", ")
+                    ),
+                });
+            }
+            std::thread::sleep(Duration::from_millis(50 * attempt));
+            attempt += 1;
+        }
+    }
+
+    fn read_catalog(&self, database: &str) -> Result<Catalog, WarehouseError> {
+        let timezone = self.query("SELECT timezone() AS tz")?;
+        let db = literal(database);
+        let tables = self.query(&format!(
+            "SELECT name, engine, sorting_key, partition_key, create_table_query, as_select, toString(uuid) AS uuid FROM system.tables WHERE database = {db} ORDER BY name"
+        ))?;
+        let columns = self.query(&format!(
+            "SELECT table, name, type, default_expression FROM system.columns WHERE database = {db} ORDER BY table, position"
+        ))?;
+        let mut by_table: BTreeMap<String, Vec<CatalogColumn>> = BTreeMap::new();
+        for row in 0..columns.data.len() {
+            by_table
+                .entry(text(&columns, row, "table"))
+                .or_default()
+                .push(CatalogColumn {
+                    name: text(&columns, row, "name"),
+                    data_type: text(&columns, row, "type"),
+                    default_expression: text(&columns, row, "default_expression"),
+                });
+        }
+        let relations = (0..tables.data.len())
+            .map(|row| {
+                let name = text(&tables, row, "name");
+                CatalogRelation {
+                    engine: text(&tables, row, "engine"),
+                    sorting_key: text(&tables, row, "sorting_key"),
+                    partition_key: text(&tables, row, "partition_key"),
+                    create_table_query: text(&tables, row, "create_table_query"),
+                    as_select: text(&tables, row, "as_select"),
+                    uuid: text(&tables, row, "uuid"),
+                    columns: by_table.remove(&name).unwrap_or_default(),
+                    name,
+                }
+            })
+            .collect();
+        Ok(Catalog {
+            timezone: text(&timezone, 0, "tz"),
+            relations,
+        })
+    }
+}

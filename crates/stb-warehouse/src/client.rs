@@ -1,0 +1,199 @@
+//! Session-less HTTP requests to ClickHouse.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use crate::config::ConnectionConfig;
+use crate::error::WarehouseError;
+
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+const READ_TIMEOUT: Duration = Duration::from_secs(300);
+/// Progress headers at least this often keep a long `INSERT ... SELECT` from idling into the
+/// read timeout: min(120 s, read timeout - 5 s).
+const PROGRESS_INTERVAL_MS: u64 = 120_000;
+/// Read-only requests are retried this many times after a transport failure.
+const READ_RETRIES: usize = 2;
+
+/// A result set.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Rows {
+    pub names: Vec<String>,
+    pub types: Vec<String>,
+    /// One vector per row, values as ClickHouse's JSON renders them (64-bit integers as
+    /// strings).
+    pub data: Vec<Vec<serde_json::Value>>,
+}
+
+impl Rows {
+    /// The value of `column` in `row` as text (strings unquoted, numbers printed).
+    #[must_use]
+    pub fn text(&self, row: usize, column: &str) -> Option<String> {
+        let index = self.names.iter().position(|n| n == column)?;
+        match self.data.get(row)?.get(index)? {
+            serde_json::Value::String(s) => Some(s.clone()),
+            serde_json::Value::Null => None,
+            other => Some(other.to_string()),
+        }
+    }
+}
+
+/// What a statement reported.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Summary {
+    /// From the `X-ClickHouse-Summary` header, when the server sent one.
+    pub written_rows: Option<u64>,
+}
+
+/// One connection's settings and HTTP client; cheap to share between threads.
+#[derive(Debug)]
+pub struct Client {
+    http: reqwest::blocking::Client,
+    config: ConnectionConfig,
+    requests: AtomicUsize,
+}
+
+#[derive(serde::Deserialize)]
+struct JsonCompact {
+    meta: Vec<Meta>,
+    data: Vec<Vec<serde_json::Value>>,
+}
+
+#[derive(serde::Deserialize)]
+struct Meta {
+    name: String,
+    #[serde(rename = "type")]
+    data_type: String,
+}
+
+impl Client {
+    /// # Errors
+    /// The HTTP client cannot be built (no TLS or resolver available).
+    pub fn new(config: ConnectionConfig) -> Result<Self, WarehouseError> {
+        let http = reqwest::blocking::Client::builder()
+            .connect_timeout(CONNECT_TIMEOUT)
+            .timeout(READ_TIMEOUT)
+            .build()
+            .map_err(|e| WarehouseError::transport(&e.to_string(), config.password.expose()))?;
+        Ok(Self {
+            http,
+            config,
+            requests: AtomicUsize::new(0),
+        })
+    }
+
+    #[must_use]
+    pub fn config(&self) -> &ConnectionConfig {
+        &self.config
+    }
+
+    /// How many requests this client has sent (the catalog benchmark counts them).
+    #[must_use]
+    pub fn requests(&self) -> usize {
+        self.requests.load(Ordering::Relaxed)
+    }
+
+    /// Runs a read-only query; retried after transport failures.
+    ///
+    /// # Errors
+    /// The server refused it, or no answer came.
+    pub fn query(&self, sql: &str) -> Result<Rows, WarehouseError> {
+        let body = format!(
+            "{}\nFORMAT JSONCompact",
+            sql.trim_end().trim_end_matches(';')
+        );
+        let mut attempt = 0;
+        let (_, text) = loop {
+            match self.send(&body, None, true) {
+                Err(error) if error.server_code.is_none() && attempt < READ_RETRIES => {
+                    attempt += 1;
+                }
+                other => break other?,
+            }
+        };
+        let parsed: JsonCompact = serde_json::from_str(&text).map_err(|e| {
+            WarehouseError::from_server(None, &format!("unreadable result: {e}"), "")
+        })?;
+        Ok(Rows {
+            names: parsed.meta.iter().map(|m| m.name.clone()).collect(),
+            types: parsed.meta.into_iter().map(|m| m.data_type).collect(),
+            data: parsed.data,
+        })
+    }
+
+    /// Runs a statement (DDL, `INSERT ... SELECT`) once, never retried: a retry could apply
+    /// it twice. `query_id` lets other processes find it in `system.processes`.
+    ///
+    /// # Errors
+    /// The server refused it, or no answer came.
+    pub fn execute(&self, sql: &str, query_id: Option<&str>) -> Result<Summary, WarehouseError> {
+        let (headers, _) = self.send(sql, query_id, false)?;
+        let written_rows = headers
+            .get("x-clickhouse-summary")
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| serde_json::from_str::<serde_json::Value>(v).ok())
+            .and_then(|summary| {
+                summary.get("written_rows").and_then(|w| match w {
+                    serde_json::Value::String(s) => s.parse().ok(),
+                    other => other.as_u64(),
+                })
+            });
+        Ok(Summary { written_rows })
+    }
+
+    fn send(
+        &self,
+        sql: &str,
+        query_id: Option<&str>,
+        read_only: bool,
+    ) -> Result<(reqwest::header::HeaderMap, String), WarehouseError> {
+        let password = self.config.password.expose();
+        let mut params: Vec<(String, String)> = self
+            .config
+            .settings
+            .iter()
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
+        params.push(("send_progress_in_http_headers".into(), "1".into()));
+        params.push((
+            "http_headers_progress_interval_ms".into(),
+            PROGRESS_INTERVAL_MS.to_string(),
+        ));
+        params.push((
+            "cancel_http_readonly_queries_on_client_close".into(),
+            "1".into(),
+        ));
+        if !read_only {
+            params.push(("wait_end_of_query".into(), "1".into()));
+        }
+        if let Some(database) = &self.config.database {
+            params.push(("database".into(), database.clone()));
+        }
+        if let Some(id) = query_id {
+            params.push(("query_id".into(), id.to_owned()));
+        }
+        self.requests.fetch_add(1, Ordering::Relaxed);
+        // Credentials travel in headers, never in the URL a transport error might print.
+        let response = self
+            .http
+            .post(self.config.url())
+            .query(&params)
+            .header("X-ClickHouse-User", &self.config.username)
+            .header("X-ClickHouse-Key", password)
+            .body(sql.to_owned())
+            .send()
+            .map_err(|e| WarehouseError::transport(&e.to_string(), password))?;
+        let status = response.status();
+        let headers = response.headers().clone();
+        let text = response
+            .text()
+            .map_err(|e| WarehouseError::transport(&e.to_string(), password))?;
+        if !status.is_success() {
+            let code = headers
+                .get("x-clickhouse-exception-code")
+                .and_then(|v| v.to_str().ok())
+                .and_then(|v| v.parse().ok());
+            return Err(WarehouseError::from_server(code, &text, password));
+        }
+        Ok((headers, text))
+    }
+}

@@ -1,0 +1,19 @@
+//! The ClickHouse adapter: everything StreamBuild says to the warehouse goes through here.
+//!
+//! Requests are session-less HTTP (concurrent queries on one session would fail with
+//! `SESSION_IS_LOCKED`), every workflow statement can carry a query id, long statements ask
+//! the server for progress headers so the socket never idles into a read timeout, and only
+//! read-only requests are retried. Errors are classified into the few kinds an operator can
+//! act on.
+
+mod catalog;
+mod client;
+mod config;
+mod error;
+
+pub use catalog::{Catalog, CatalogColumn, CatalogRelation};
+pub use client::{Client, Rows, Summary};
+pub use config::{
+    ConnectionConfig, ConnectionOverrides, ENV_HOST, ENV_PASSWORD, ENV_PORT, ENV_USERNAME, Secret,
+};
+pub use error::{ErrorKind, WarehouseError};

@@ -1,0 +1,180 @@
+//! The adapter against the local stack's ClickHouse server.
+
+use stb_test_support::{PrivateClickHouse, TestDatabase, stack};
+use stb_warehouse::{Client, ConnectionConfig, ErrorKind, Secret};
+
+fn client(database: Option<&str>) -> Client {
+    let port = stack().clickhouse_port;
+    Client::new(ConnectionConfig {
+        port,
+        database: database.map(str::to_owned),
+        ..ConnectionConfig::default()
+    })
+    .expect("a client")
+}
+
+#[test]
+fn queries_return_named_typed_rows() {
+    let client = client(None);
+    let rows = client
+        .query("SELECT number AS n, toString(number) AS s FROM system.numbers LIMIT 3;")
+        .expect("query");
+    assert_eq!(rows.names, ["n", "s"]);
+    assert_eq!(rows.types, ["UInt64", "String"]);
+    assert_eq!(rows.data.len(), 3);
+    assert_eq!(rows.text(2, "n").as_deref(), Some("2"));
+    assert_eq!(rows.text(1, "s").as_deref(), Some("1"));
+    assert_eq!(client.requests(), 1);
+}
+
+#[test]
+fn statements_carry_their_query_id_and_report_written_rows() {
+    let db = TestDatabase::create("warehouse_exec");
+    let client = client(Some(&db.name));
+    client
+        .execute(
+            "CREATE TABLE t (n UInt64) ENGINE = MergeTree ORDER BY n",
+            None,
+        )
+        .expect("create");
+    let id = uuid::Uuid::new_v4().to_string();
+    let summary = client
+        .execute("INSERT INTO t SELECT number FROM numbers(25)", Some(&id))
+        .expect("insert");
+    assert_eq!(summary.written_rows, Some(25));
+    client.execute("SYSTEM FLUSH LOGS", None).expect("flush");
+    let logged = client
+        .query(&format!(
+            "SELECT count() AS c FROM system.query_log WHERE query_id = '{id}' AND type = 'QueryFinish'"
+        ))
+        .expect("query_log");
+    assert_eq!(logged.text(0, "c").as_deref(), Some("1"));
+}
+
+#[test]
+fn errors_are_classified() {
+    let client = client(None);
+    let kind = |sql: &str| client.query(sql).expect_err(sql).kind;
+    assert_eq!(
+        kind("SELECT 1 FROM stb_no_such_database.t"),
+        ErrorKind::DatabaseNotFound
+    );
+    assert_eq!(
+        kind("SELECT 1 FROM system.no_such_table"),
+        ErrorKind::RelationNotFound
+    );
+    let syntax = client.query("SELEC 1").expect_err("syntax");
+    assert_eq!(syntax.kind, ErrorKind::Other);
+    assert_eq!(syntax.server_code, Some(62));
+    // Nothing listens on port 9: a transport failure, retried, then reported.
+    let nowhere = Client::new(ConnectionConfig {
+        port: 9,
+        ..ConnectionConfig::default()
+    })
+    .expect("client");
+    assert_eq!(
+        nowhere.query("SELECT 1").expect_err("refused").kind,
+        ErrorKind::Timeout
+    );
+    assert_eq!(nowhere.requests(), 3, "a read is tried three times");
+    assert_eq!(
+        nowhere.execute("SELECT 1", None).expect_err("refused").kind,
+        ErrorKind::Timeout
+    );
+    assert_eq!(nowhere.requests(), 4, "a statement is never retried");
+}
+
+#[test]
+fn a_wrong_password_is_an_authentication_error_that_never_shows_it() {
+    let server = PrivateClickHouse::start("svc", Some("right-password"));
+    let connect = |password: &str| {
+        Client::new(ConnectionConfig {
+            port: server.started.port,
+            username: "svc".into(),
+            password: Secret::new(password),
+            ..ConnectionConfig::default()
+        })
+        .expect("client")
+    };
+    let error = connect("wrong-password-1234")
+        .query("SELECT 1")
+        .expect_err("refused");
+    assert_eq!(error.kind, ErrorKind::Authentication);
+    assert!(
+        !error.message.contains("wrong-password-1234"),
+        "{}",
+        error.message
+    );
+    let rows = connect("right-password")
+        .query("SELECT 1 AS one")
+        .expect("accepted");
+    assert_eq!(rows.text(0, "one").as_deref(), Some("1"));
+}
+
+#[test]
+fn the_catalog_takes_three_queries_whatever_its_size() {
+    let db = TestDatabase::create("warehouse_catalog");
+    let client = client(Some(&db.name));
+    client
+        .execute(
+            "CREATE TABLE orders (id String, amount Float64 DEFAULT 0, at DateTime) ENGINE = MergeTree PARTITION BY toYYYYMM(at) ORDER BY id",
+            None,
+        )
+        .expect("table");
+    client
+        .execute(
+            "CREATE VIEW big AS SELECT id FROM orders WHERE amount > 100",
+            None,
+        )
+        .expect("view");
+    let before = client.requests();
+    let catalog = client.load_catalog(&db.name).expect("catalog");
+    assert_eq!(client.requests() - before, 3);
+    assert!(!catalog.timezone.is_empty());
+    let orders = catalog.relation("orders").expect("orders");
+    assert_eq!(orders.engine, "MergeTree");
+    assert_eq!(orders.sorting_key, "id");
+    assert_eq!(orders.partition_key, "toYYYYMM(at)");
+    let columns: Vec<(&str, &str, &str)> = orders
+        .columns
+        .iter()
+        .map(|c| {
+            (
+                c.name.as_str(),
+                c.data_type.as_str(),
+                c.default_expression.as_str(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        columns,
+        [
+            ("id", "String", ""),
+            ("amount", "Float64", "0"),
+            ("at", "DateTime", "")
+        ]
+    );
+    let view = catalog.relation("big").expect("view");
+    assert_eq!(view.engine, "View");
+    assert!(
+        view.as_select.contains("amount > 100"),
+        "{}",
+        view.as_select
+    );
+    for i in 0..40 {
+        client
+            .execute(
+                &format!("CREATE TABLE extra_{i} (x UInt8) ENGINE = Memory"),
+                None,
+            )
+            .expect("extra");
+    }
+    let before = client.requests();
+    let catalog = client.load_catalog(&db.name).expect("catalog");
+    assert_eq!(catalog.relations.len(), 42);
+    assert_eq!(
+        client.requests() - before,
+        3,
+        "constant in the number of relations"
+    );
+}
