@@ -10,6 +10,7 @@ mod catalog;
 mod client;
 mod config;
 mod error;
+mod lock;
 
 pub use catalog::{Catalog, CatalogColumn, CatalogRelation};
 pub use client::{Client, Rows, Summary};
@@ -17,3 +18,4 @@ pub use config::{
     ConnectionConfig, ConnectionOverrides, ENV_HOST, ENV_PASSWORD, ENV_PORT, ENV_USERNAME, Secret,
 };
 pub use error::{ErrorKind, WarehouseError};
+pub use lock::{LOCK_TABLE, LockError, TargetLock, lock_holder};

@@ -178,3 +178,92 @@ fn the_catalog_takes_three_queries_whatever_its_size() {
         "constant in the number of relations"
     );
 }
+
+#[test]
+fn the_target_lock_is_a_mutex_that_checks_its_owner() {
+    use stb_warehouse::{LockError, TargetLock, lock_holder};
+    let db = TestDatabase::create("warehouse_lock");
+    let client = client(None);
+    let first = TargetLock::acquire(&client, &db.name, "run-a", false).expect("free");
+    let held = TargetLock::acquire(&client, &db.name, "run-b", false).expect_err("held");
+    assert!(
+        matches!(&held, LockError::Held { owner, .. } if owner == "run-a"),
+        "{held}"
+    );
+    assert_eq!(held.code(), "STB-LOCK-001");
+    assert_eq!(
+        lock_holder(&client, &db.name).expect("read").as_deref(),
+        Some("run-a")
+    );
+    first.release().expect("released");
+    assert_eq!(lock_holder(&client, &db.name).expect("read"), None);
+
+    // Someone broke run-c's lock and run-d took it: run-c must not release run-d's lock.
+    let third = TargetLock::acquire(&client, &db.name, "run-c", false).expect("free again");
+    TargetLock::of_owner(&client, &db.name, "run-c")
+        .release()
+        .expect("broken by an operator");
+    let fourth = TargetLock::acquire(&client, &db.name, "run-d", false).expect("free");
+    let changed = third.release().expect_err("not ours any more");
+    assert!(
+        matches!(changed, LockError::OwnershipChanged { .. }),
+        "{changed}"
+    );
+    assert_eq!(
+        lock_holder(&client, &db.name).expect("read").as_deref(),
+        Some("run-d")
+    );
+    fourth.release().expect("released");
+    let tables = client
+        .query(&format!(
+            "SELECT count() AS c FROM system.tables WHERE database = '{}'",
+            db.name
+        ))
+        .expect("tables");
+    assert_eq!(
+        tables.text(0, "c").as_deref(),
+        Some("0"),
+        "no release tables left behind"
+    );
+}
+
+#[test]
+fn concurrent_acquirers_get_exactly_one_lock() {
+    use stb_warehouse::TargetLock;
+    let db = TestDatabase::create("warehouse_lock_race");
+    let winners: Vec<String> = std::thread::scope(|scope| {
+        let handles: Vec<_> = (0..6)
+            .map(|i| {
+                let name = db.name.clone();
+                scope.spawn(move || {
+                    let client = client(None);
+                    let owner = format!("run-{i}");
+                    TargetLock::acquire(&client, &name, &owner, false)
+                        .map(|lock| lock.owner().to_owned())
+                        .ok()
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .filter_map(|h| h.join().expect("thread"))
+            .collect()
+    });
+    assert_eq!(winners.len(), 1, "{winners:?}");
+    let client = client(None);
+    TargetLock::of_owner(&client, &db.name, &winners[0])
+        .release()
+        .expect("released");
+}
+
+#[test]
+fn the_lock_can_create_its_database() {
+    use stb_warehouse::TargetLock;
+    let name = stb_test_support::unique_name("t_lock_new_db");
+    let client = client(None);
+    let lock = TargetLock::acquire(&client, &name, "run-x", true).expect("created");
+    lock.release().expect("released");
+    client
+        .execute(&format!("DROP DATABASE {name} SYNC"), None)
+        .expect("cleanup");
+}

@@ -1,0 +1,197 @@
+//! The target mutation lock: one table whose creation is the mutex.
+//!
+//! `CREATE TABLE` either creates the lock table or fails because it exists, atomically, so
+//! two commands cannot both hold it. The table's comment names the owner. Release checks
+//! ownership first by swapping the lock with a table of its own (`EXCHANGE TABLES` is
+//! atomic) and reading which comment it took away. There is no age-based takeover: a killed
+//! owner's lock stays until an operator breaks it on purpose.
+
+use sha2::{Digest, Sha256};
+
+use crate::client::Client;
+use crate::error::WarehouseError;
+
+pub const LOCK_TABLE: &str = "_streambuild_target_mutation_lock";
+const COMMENT_PREFIX: &str = "streambuild-target-lock-v2:";
+
+/// Why the lock could not be taken or given back.
+#[derive(Debug, thiserror::Error)]
+pub enum LockError {
+    #[error("Target database '{database}' is already mutation-locked by '{owner}'")]
+    Held { database: String, owner: String },
+    #[error("The mutation lock of '{database}' changed ownership while '{owner}' held it")]
+    OwnershipChanged { database: String, owner: String },
+    #[error(transparent)]
+    Warehouse(#[from] WarehouseError),
+}
+
+impl LockError {
+    #[must_use]
+    pub fn code(&self) -> &'static str {
+        match self {
+            Self::Held { .. } => "STB-LOCK-001",
+            Self::OwnershipChanged { .. } => "STB-LOCK-002",
+            Self::Warehouse(error) => error.kind.code(),
+        }
+    }
+
+    #[must_use]
+    pub fn hint(&self) -> &'static str {
+        match self {
+            Self::Held { .. } => {
+                "wait for the other command to finish; if its process was killed, stb unlock breaks the lock"
+            }
+            Self::OwnershipChanged { .. } => {
+                "someone broke this lock while the command ran; check the target before retrying"
+            }
+            Self::Warehouse(error) => error.kind.hint(),
+        }
+    }
+}
+
+/// A held lock. Give it back with [`TargetLock::release`]; dropping it keeps the lock
+/// (fail-closed: a crashed command must not look finished).
+#[derive(Debug)]
+#[must_use = "a lock is released explicitly"]
+pub struct TargetLock<'c> {
+    client: &'c Client,
+    database: String,
+    owner: String,
+}
+
+fn quote_ident(name: &str) -> String {
+    format!("`{}`", name.replace('\\', "\\\\").replace('`', "\\`"))
+}
+
+fn quote_string(text: &str) -> String {
+    format!("'{}'", text.replace('\\', "\\\\").replace('\'', "\\'"))
+}
+
+fn table(database: &str, name: &str) -> String {
+    format!("{}.{}", quote_ident(database), quote_ident(name))
+}
+
+/// The owner named in the comment of `database.name`, if that table exists.
+fn comment_owner(
+    client: &Client,
+    database: &str,
+    name: &str,
+) -> Result<Option<String>, WarehouseError> {
+    let rows = client.query(&format!(
+        "SELECT comment FROM system.tables WHERE database = {} AND name = {}",
+        quote_string(database),
+        quote_string(name)
+    ))?;
+    Ok(rows.text(0, "comment").map(|comment| {
+        comment
+            .strip_prefix(COMMENT_PREFIX)
+            .unwrap_or(&comment)
+            .to_owned()
+    }))
+}
+
+/// Who holds `database`'s lock, if anyone.
+///
+/// # Errors
+/// The catalog could not be read.
+pub fn lock_holder(client: &Client, database: &str) -> Result<Option<String>, WarehouseError> {
+    comment_owner(client, database, LOCK_TABLE)
+}
+
+impl<'c> TargetLock<'c> {
+    /// Takes the lock of `database` for `owner` (a run's id), creating the database first
+    /// when `ensure_database` is set.
+    ///
+    /// # Errors
+    /// [`LockError::Held`] when someone holds it; warehouse failures.
+    pub fn acquire(
+        client: &'c Client,
+        database: &str,
+        owner: &str,
+        ensure_database: bool,
+    ) -> Result<Self, LockError> {
+        if ensure_database {
+            client.execute(
+                &format!("CREATE DATABASE IF NOT EXISTS {}", quote_ident(database)),
+                None,
+            )?;
+        }
+        let created = client.execute(
+            &format!(
+                "CREATE TABLE {} (guard UInt8) ENGINE = TinyLog COMMENT {}",
+                table(database, LOCK_TABLE),
+                quote_string(&format!("{COMMENT_PREFIX}{owner}"))
+            ),
+            None,
+        );
+        match created {
+            Ok(_) => Ok(Self {
+                client,
+                database: database.to_owned(),
+                owner: owner.to_owned(),
+            }),
+            Err(error) => match lock_holder(client, database)? {
+                Some(holder) => Err(LockError::Held {
+                    database: database.to_owned(),
+                    owner: holder,
+                }),
+                None => Err(error.into()),
+            },
+        }
+    }
+
+    /// The lock as `owner` holds it, for breaking a lock left by a killed process: releasing
+    /// it verifies that `owner` still holds it, so a newer owner's lock is never broken.
+    pub fn of_owner(client: &'c Client, database: &str, owner: &str) -> Self {
+        Self {
+            client,
+            database: database.to_owned(),
+            owner: owner.to_owned(),
+        }
+    }
+
+    #[must_use]
+    pub fn owner(&self) -> &str {
+        &self.owner
+    }
+
+    /// Gives the lock back after checking it is still ours.
+    ///
+    /// # Errors
+    /// [`LockError::OwnershipChanged`] when another owner holds it now (their lock is left in
+    /// place); warehouse failures.
+    pub fn release(self) -> Result<(), LockError> {
+        let digest = Sha256::digest(self.owner.as_bytes());
+        let hex: String = digest.iter().take(8).map(|b| format!("{b:02x}")).collect();
+        let release_name = format!("{LOCK_TABLE}_release_{hex}");
+        let lock = table(&self.database, LOCK_TABLE);
+        let release = table(&self.database, &release_name);
+        let client = self.client;
+        client.execute(&format!("DROP TABLE IF EXISTS {release} SYNC"), None)?;
+        client.execute(
+            &format!(
+                "CREATE TABLE {release} (guard UInt8) ENGINE = TinyLog COMMENT {}",
+                quote_string(&format!("{COMMENT_PREFIX}{}", self.owner))
+            ),
+            None,
+        )?;
+        if let Err(error) = client.execute(&format!("EXCHANGE TABLES {lock} AND {release}"), None) {
+            // No lock table to swap with: nobody holds it any more.
+            client.execute(&format!("DROP TABLE IF EXISTS {release} SYNC"), None)?;
+            return Err(error.into());
+        }
+        // The release-named table now holds whatever the lock was.
+        let taken = comment_owner(client, &self.database, &release_name)?;
+        if taken.as_deref() != Some(self.owner.as_str()) {
+            client.execute(&format!("EXCHANGE TABLES {lock} AND {release}"), None)?;
+            client.execute(&format!("DROP TABLE IF EXISTS {release} SYNC"), None)?;
+            return Err(LockError::OwnershipChanged {
+                database: self.database,
+                owner: self.owner,
+            });
+        }
+        client.execute(&format!("DROP TABLE IF EXISTS {release} SYNC"), None)?;
+        client.execute(&format!("DROP TABLE IF EXISTS {lock} SYNC"), None)?;
+        Ok(())
+    }
+}
