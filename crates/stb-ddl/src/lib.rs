@@ -124,6 +124,7 @@ impl KafkaTable {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Column {
     pub name: String,
+    /// The type, optionally followed by a `DEFAULT` clause.
     pub data_type: String,
 }
 
@@ -154,7 +155,17 @@ pub struct Table {
 impl Table {
     #[must_use]
     pub fn render(&self) -> String {
-        let mut text = format!("CREATE TABLE {} (\n", self.name);
+        self.render_with("CREATE TABLE")
+    }
+
+    /// `CREATE TABLE IF NOT EXISTS`, for tables created by idempotent migrations.
+    #[must_use]
+    pub fn render_if_not_exists(&self) -> String {
+        self.render_with("CREATE TABLE IF NOT EXISTS")
+    }
+
+    fn render_with(&self, create: &str) -> String {
+        let mut text = format!("{create} {} (\n", self.name);
         let columns: Vec<String> = self
             .columns
             .iter()

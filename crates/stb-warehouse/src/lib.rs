@@ -11,6 +11,7 @@ mod client;
 mod config;
 mod error;
 mod lock;
+pub mod metadata;
 
 pub use catalog::{Catalog, CatalogColumn, CatalogRelation};
 pub use client::{Client, Rows, Summary};

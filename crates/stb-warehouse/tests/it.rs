@@ -267,3 +267,100 @@ fn the_lock_can_create_its_database() {
         .execute(&format!("DROP DATABASE {name} SYNC"), None)
         .expect("cleanup");
 }
+
+fn metadata_tables(client: &Client, database: &str) -> Vec<String> {
+    let rows = client
+        .query(&format!(
+            "SELECT name FROM system.tables WHERE database = '{database}' AND name LIKE '\\_streambuild\\_%' ORDER BY name"
+        ))
+        .expect("tables");
+    (0..rows.data.len())
+        .filter_map(|row| rows.text(row, "name"))
+        .collect()
+}
+
+#[test]
+fn the_metadata_migration_is_idempotent_and_safe_to_race() {
+    use stb_warehouse::metadata::{SCHEMA_VERSION, migrate, tables};
+    let name = stb_test_support::unique_name("t_metadata");
+    std::thread::scope(|scope| {
+        for _ in 0..4 {
+            let name = name.clone();
+            scope.spawn(move || migrate(&client(None), &name).expect("migrates"));
+        }
+    });
+    let client = client(None);
+    migrate(&client, &name).expect("again");
+    let mut expected: Vec<String> = tables(&name)
+        .iter()
+        .map(|t| {
+            t.name
+                .to_string()
+                .rsplit('.')
+                .next()
+                .unwrap_or_default()
+                .to_owned()
+        })
+        .collect();
+    expected.sort();
+    assert_eq!(metadata_tables(&client, &name), expected);
+    assert_eq!(expected.len(), 11);
+    let version = client
+        .query(&format!(
+            "SELECT max(version) AS v FROM {name}._streambuild_schema_versions"
+        ))
+        .expect("version");
+    assert_eq!(version.text(0, "v"), Some(SCHEMA_VERSION.to_string()));
+    // The server stamps run events itself.
+    client
+        .execute(
+            &format!("INSERT INTO {name}._streambuild_run_events (invocation_id, sequence, event_kind, payload_json) VALUES ('r', 1, 'run_heartbeat', '{{}}')"),
+            None,
+        )
+        .expect("event");
+    let age = client
+        .query(&format!(
+            "SELECT dateDiff('second', emitted_at, now64(3, 'UTC')) < 60 AS fresh FROM {name}._streambuild_run_events"
+        ))
+        .expect("age");
+    assert_eq!(age.text(0, "fresh").as_deref(), Some("1"));
+
+    // Metadata from a newer StreamBuild is never written to.
+    client
+        .execute(
+            &format!(
+                "INSERT INTO {name}._streambuild_schema_versions VALUES (99, now64(3, 'UTC'))"
+            ),
+            None,
+        )
+        .expect("newer");
+    let refused = migrate(&client, &name).expect_err("newer schema");
+    assert!(
+        refused.message.contains("schema version 99"),
+        "{}",
+        refused.message
+    );
+    client
+        .execute(&format!("DROP DATABASE {name} SYNC"), None)
+        .expect("cleanup");
+}
+
+#[test]
+fn a_pre_production_node_results_table_is_refused() {
+    let db = TestDatabase::create("warehouse_old_meta");
+    let client = client(None);
+    client
+        .execute(
+            &format!("CREATE TABLE {}._streambuild_node_results (result_id String) ENGINE = MergeTree ORDER BY result_id", db.name),
+            None,
+        )
+        .expect("old table");
+    let refused = stb_warehouse::metadata::migrate(&client, &db.name).expect_err("old");
+    assert!(
+        refused
+            .message
+            .contains("drop this pre-production metadata table"),
+        "{}",
+        refused.message
+    );
+}
