@@ -50,6 +50,9 @@ pub struct Project {
     /// Project-wide settings the compiler needs, resolved for the target.
     #[serde(skip)]
     pub defaults: ProjectDefaults,
+    /// The target's connection, merged and resolved only when a command connects.
+    #[serde(skip)]
+    pub connection: crate::connection::ConnectionSpec,
     /// `tests/**/*.sql`, sorted by path: (project-relative path, text).
     #[serde(skip)]
     pub test_files: Vec<(String, String)>,
@@ -147,6 +150,28 @@ pub fn discover(options: &DiscoverOptions) -> Result<Project, Diagnostics> {
     };
     let target = select_target(&config, &local, options, &mut diagnostics);
     let vars = merged_vars(&config, &local, target.as_deref(), &options.vars);
+    // Later wins, whole keys: the local top-level table beats the local target's.
+    let connection = crate::connection::ConnectionSpec::merge(
+        &[
+            (project_config::FILE_NAME, config.connection.as_ref()),
+            (
+                project_config::FILE_NAME,
+                target
+                    .as_deref()
+                    .and_then(|t| config.targets.get(t))
+                    .and_then(|t| t.connection.as_ref()),
+            ),
+            (
+                crate::local_config::FILE_NAME,
+                target
+                    .as_deref()
+                    .and_then(|t| local.targets.get(t))
+                    .and_then(|t| t.connection.as_ref()),
+            ),
+            (crate::local_config::FILE_NAME, local.connection.as_ref()),
+        ],
+        vars.clone(),
+    );
     let env = |name: &str| std::env::var(name).ok();
     let scope = Scope {
         vars: &vars,
@@ -339,6 +364,7 @@ pub fn discover(options: &DiscoverOptions) -> Result<Project, Diagnostics> {
         sources,
         macros,
         defaults,
+        connection,
         test_files,
         test_originals,
         audit_files,

@@ -2,6 +2,7 @@
 //! opening a connection: configuration, targets, pipelines, models, sources, macros.
 
 pub mod codes;
+pub mod connection;
 mod discover;
 pub mod interpolation;
 pub mod local_config;

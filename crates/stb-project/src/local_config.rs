@@ -34,6 +34,8 @@ pub struct LocalTarget {
     pub position: Position,
     pub database: Option<Node>,
     pub vars: BTreeMap<String, Node>,
+    /// Unresolved `[targets.<name>.connection]`.
+    pub connection: Option<Node>,
 }
 
 #[derive(Debug, Clone, Default)]
@@ -42,6 +44,8 @@ pub struct LocalConfig {
     pub pipeline_mode: Option<Mode>,
     pub vars: BTreeMap<String, Node>,
     pub targets: BTreeMap<String, LocalTarget>,
+    /// Unresolved top-level `[connection]`; beats every target's.
+    pub connection: Option<Node>,
 }
 
 pub(crate) fn read(reader: &mut Reader<'_>, root: &Node) -> LocalConfig {
@@ -81,6 +85,7 @@ pub(crate) fn read(reader: &mut Reader<'_>, root: &Node) -> LocalConfig {
     }
     if let Some(conn) = root.get("connection") {
         connection(reader, conn, "streambuild_local.toml [connection]");
+        local.connection = Some(conn.clone());
     }
     if let Some(vars) = root.get("vars") {
         local.vars = string_keyed(reader, vars, "streambuild_local.toml [vars]");
@@ -115,6 +120,7 @@ pub(crate) fn read(reader: &mut Reader<'_>, root: &Node) -> LocalConfig {
                 position: key.position,
                 database,
                 vars,
+                connection: target.get("connection").cloned(),
             },
         );
     }

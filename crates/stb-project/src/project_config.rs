@@ -90,6 +90,8 @@ pub struct TargetConfig {
     pub vars: BTreeMap<String, Node>,
     pub max_pipelines: Option<u32>,
     pub production: bool,
+    /// Unresolved `[targets.<name>.connection]`.
+    pub connection: Option<Node>,
 }
 
 /// `[dependencies]`.
@@ -388,6 +390,7 @@ fn targets(reader: &mut Reader<'_>, node: &Node) -> BTreeMap<String, TargetConfi
                 vars,
                 max_pipelines,
                 production,
+                connection: target.get("connection").cloned(),
             },
         );
     }

@@ -1,5 +1,6 @@
 //! Discovery against small fixture projects on disk.
 
+mod connection;
 mod docs;
 mod invalid;
 mod no_panic;
