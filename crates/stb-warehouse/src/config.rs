@@ -1,5 +1,5 @@
-//! Where to connect and as whom: project values, then command-line flags over them, then
-//! `STREAMBUILD_CLICKHOUSE_*` for anything still unset.
+//! Where to connect and as whom: command-line flags, with `STREAMBUILD_CLICKHOUSE_*` as
+//! their fallbacks, override the project's values key by key; defaults fill the rest.
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -84,8 +84,8 @@ pub const ENV_USERNAME: &str = "STREAMBUILD_CLICKHOUSE_USERNAME";
 pub const ENV_PASSWORD: &str = "STREAMBUILD_CLICKHOUSE_PASSWORD";
 
 impl ConnectionConfig {
-    /// Flags over project values, then the environment (through `env`, so tests need not
-    /// touch the process environment), then defaults.
+    /// Flags, then the environment (the flags' fallbacks, read through `env` so tests need
+    /// not touch the process environment), then project values, then defaults.
     ///
     /// # Errors
     /// A `STREAMBUILD_CLICKHOUSE_PORT` that is not a port number.
@@ -108,8 +108,8 @@ impl ConnectionConfig {
             host: flags
                 .host
                 .clone()
-                .or_else(|| project.host.clone())
                 .or_else(|| env(ENV_HOST))
+                .or_else(|| project.host.clone())
                 .unwrap_or(defaults.host),
             port: flags
                 .port
@@ -119,14 +119,14 @@ impl ConnectionConfig {
             username: flags
                 .username
                 .clone()
-                .or_else(|| project.username.clone())
                 .or_else(|| env(ENV_USERNAME))
+                .or_else(|| project.username.clone())
                 .unwrap_or(defaults.username),
             password: flags
                 .password
                 .clone()
-                .or_else(|| project.password.clone())
                 .or_else(|| env(ENV_PASSWORD).map(Secret::new))
+                .or_else(|| project.password.clone())
                 .unwrap_or_default(),
             database: flags.database.clone().or_else(|| project.database.clone()),
             settings,
@@ -158,7 +158,7 @@ mod tests {
     }
 
     #[test]
-    fn flags_beat_project_values_which_beat_the_environment() {
+    fn flags_then_environment_then_project_values() {
         let flags = ConnectionOverrides {
             port: Some(9000),
             ..Default::default()
@@ -170,14 +170,17 @@ mod tests {
             ..Default::default()
         };
         let env = env_of(&[
-            (ENV_HOST, "ignored"),
+            (ENV_PORT, "7000"),
             (ENV_USERNAME, "svc"),
             (ENV_PASSWORD, "s3cret"),
         ]);
         let config =
             ConnectionConfig::resolve(&flags, &project, BTreeMap::new(), env).expect("resolves");
-        assert_eq!(config.host, "ch.internal");
-        assert_eq!(config.port, 9000);
+        assert_eq!(config.host, "ch.internal", "only the project sets it");
+        assert_eq!(
+            config.port, 9000,
+            "the flag beats the environment and the project"
+        );
         assert_eq!(config.username, "svc");
         assert_eq!(config.password, Secret::new("s3cret"));
         assert_eq!(config.database.as_deref(), Some("analytics"));
