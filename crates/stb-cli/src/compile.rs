@@ -25,13 +25,9 @@ pub(crate) struct CompileArgs {
 }
 
 pub(crate) fn run(args: &CompileArgs) -> ExitCode {
-    let options = match args.project.options() {
-        Ok(options) => options,
+    let (options, project) = match args.project.discover(args.json) {
+        Ok(found) => found,
         Err(code) => return code,
-    };
-    let project = match stb_project::discover(&options) {
-        Ok(project) => project,
-        Err(diagnostics) => return report(diagnostics, args.json),
     };
     let compiled = match stb_compile::compile(&project) {
         Ok(compiled) => compiled,

@@ -34,6 +34,15 @@ pub(crate) struct ProjectArgs {
 }
 
 impl ProjectArgs {
+    /// Discovers the project, or reports why not and returns the exit code.
+    pub(crate) fn discover(&self, json: bool) -> Result<(DiscoverOptions, Project), ExitCode> {
+        let options = self.options()?;
+        match stb_project::discover(&options) {
+            Ok(project) => Ok((options, project)),
+            Err(diagnostics) => Err(report(diagnostics, json)),
+        }
+    }
+
     /// The discovery options, or exit code 2 for a malformed `--vars`.
     pub(crate) fn options(&self) -> Result<DiscoverOptions, ExitCode> {
         let vars = match self

@@ -4,6 +4,8 @@ mod compile;
 mod discover;
 mod local;
 mod output;
+mod unlock;
+mod warehouse;
 
 use std::process::ExitCode;
 
@@ -27,6 +29,9 @@ enum Command {
     /// Run a local ClickHouse server and Kafka broker, no Docker needed.
     #[command(subcommand)]
     Local(local::LocalCommand),
+    /// Break the target's mutation lock left by a killed command (refused while its run
+    /// still heartbeats).
+    Unlock(unlock::UnlockArgs),
 }
 
 /// Parses the arguments, runs the command and returns the process exit code.
@@ -37,6 +42,7 @@ pub fn run() -> ExitCode {
         Command::Discover(args) => discover::run(&args),
         Command::Compile(args) => compile::run(&args),
         Command::Local(command) => local::run(command),
+        Command::Unlock(args) => unlock::run(&args),
     }
 }
 

@@ -1,0 +1,81 @@
+//! Connecting to the target's ClickHouse: flags shared by every command that does.
+
+use clap::Args;
+use stb_project::Project;
+use stb_warehouse::{Client, ConnectionConfig, ConnectionOverrides, Secret};
+
+use crate::output::Failure;
+
+/// `--host --port --username --password --database`; each falls back to its
+/// `STREAMBUILD_CLICKHOUSE_*` variable, then to the project's `[connection]`.
+#[derive(Debug, Args)]
+pub(crate) struct ConnectionArgs {
+    /// ClickHouse host (env STREAMBUILD_CLICKHOUSE_HOST).
+    #[arg(long, value_name = "HOST")]
+    host: Option<String>,
+    /// ClickHouse HTTP port (env STREAMBUILD_CLICKHOUSE_PORT).
+    #[arg(long, value_name = "PORT")]
+    port: Option<u16>,
+    /// ClickHouse user (env STREAMBUILD_CLICKHOUSE_USERNAME).
+    #[arg(long, value_name = "USER")]
+    username: Option<String>,
+    /// ClickHouse password (env STREAMBUILD_CLICKHOUSE_PASSWORD; prefer the variable, a flag
+    /// shows in the process list).
+    #[arg(long, value_name = "PASSWORD")]
+    password: Option<String>,
+    /// The target database (default: the target's `database`, else `default`).
+    #[arg(long, value_name = "NAME")]
+    database: Option<String>,
+}
+
+impl ConnectionArgs {
+    /// A client without a default database (statements are qualified), and the database.
+    pub(crate) fn connect(&self, project: &Project) -> Result<(Client, String), Failure> {
+        let env = |name: &str| std::env::var(name).ok();
+        let resolved = project.connection.resolve(&env).map_err(|d| Failure {
+            code: d.code,
+            message: match &d.location {
+                Some(location) => format!("{} ({location})", d.message),
+                None => d.message.clone(),
+            },
+            hint: d.hint.clone(),
+        })?;
+        let flags = ConnectionOverrides {
+            host: self.host.clone(),
+            port: self.port,
+            username: self.username.clone(),
+            password: self.password.clone().map(Secret::new),
+            database: None,
+        };
+        let from_project = ConnectionOverrides {
+            host: resolved.host,
+            port: resolved.port,
+            username: resolved.username,
+            password: resolved.password.map(Secret::new),
+            database: None,
+        };
+        let config = ConnectionConfig::resolve(&flags, &from_project, resolved.settings, env)
+            .map_err(|message| Failure {
+                code: "STB-CONFIG-006",
+                message,
+                hint: "set a port number between 1 and 65535".to_owned(),
+            })?;
+        let client = Client::new(config).map_err(|e| Failure::from(&e))?;
+        let database = self
+            .database
+            .clone()
+            .or_else(|| project.database.clone())
+            .unwrap_or_else(|| "default".to_owned());
+        Ok((client, database))
+    }
+}
+
+impl From<&stb_warehouse::WarehouseError> for Failure {
+    fn from(error: &stb_warehouse::WarehouseError) -> Self {
+        Self {
+            code: error.kind.code(),
+            message: error.message.clone(),
+            hint: error.kind.hint().to_owned(),
+        }
+    }
+}
