@@ -10,6 +10,7 @@ mod catalog;
 mod client;
 mod config;
 mod error;
+pub mod events;
 mod lock;
 pub mod metadata;
 

@@ -364,3 +364,106 @@ fn a_pre_production_node_results_table_is_refused() {
         refused.message
     );
 }
+
+#[test]
+fn run_events_are_ordered_truncated_and_kept_across_failures() {
+    use stb_warehouse::events::{MAX_PAYLOAD_BYTES, RunEventSink};
+    use std::sync::Arc;
+    let db = TestDatabase::create("warehouse_events");
+    let shared = Arc::new(client(None));
+    stb_warehouse::metadata::migrate(&shared, &db.name).expect("metadata");
+    let sink = Arc::new(RunEventSink::new(Arc::clone(&shared), &db.name, "run-1"));
+    let big = "x".repeat(MAX_PAYLOAD_BYTES + 10);
+    assert_eq!(
+        sink.emit("run_started", None, None, &serde_json::json!({"big": big}))
+            .expect("start"),
+        1
+    );
+    {
+        let _heartbeat = sink.heartbeat(std::time::Duration::from_millis(100));
+        std::thread::sleep(std::time::Duration::from_millis(450));
+    }
+    let last = sink
+        .emit(
+            "statement_started",
+            Some("step-1"),
+            Some("replay"),
+            &serde_json::json!({"big": big}),
+        )
+        .expect("statement");
+    let rows = shared
+        .query(&format!(
+            "SELECT sequence, event_kind, ifNull(phase, '') AS phase, length(payload_json) AS bytes FROM {}._streambuild_run_events WHERE invocation_id = 'run-1' ORDER BY sequence",
+            db.name
+        ))
+        .expect("events");
+    let kinds: Vec<String> = (0..rows.data.len())
+        .filter_map(|r| rows.text(r, "event_kind"))
+        .collect();
+    assert_eq!(kinds.first().map(String::as_str), Some("run_started"));
+    assert_eq!(kinds.last().map(String::as_str), Some("statement_started"));
+    let heartbeats = kinds.iter().filter(|k| *k == "run_heartbeat").count();
+    assert!((2..=5).contains(&heartbeats), "{kinds:?}");
+    let sequences: Vec<u64> = (0..rows.data.len())
+        .filter_map(|r| rows.text(r, "sequence")?.parse().ok())
+        .collect();
+    assert_eq!(
+        sequences,
+        (1..=last).collect::<Vec<_>>(),
+        "no gaps, no repeats"
+    );
+    let bytes = |row: usize| {
+        rows.text(row, "bytes")
+            .and_then(|b| b.parse::<usize>().ok())
+    };
+    assert!(
+        bytes(0) > Some(MAX_PAYLOAD_BYTES),
+        "run_started is kept whole"
+    );
+    assert!(
+        bytes(rows.data.len() - 1) < Some(100),
+        "others are truncated"
+    );
+
+    // The warehouse refuses (the table is gone): the event waits and goes out with the next.
+    shared
+        .execute(
+            &format!(
+                "RENAME TABLE {0}._streambuild_run_events TO {0}.events_aside",
+                db.name
+            ),
+            None,
+        )
+        .expect("aside");
+    assert!(
+        sink.emit("statement_completed", None, None, &serde_json::json!({}))
+            .is_err()
+    );
+    shared
+        .execute(
+            &format!(
+                "RENAME TABLE {0}.events_aside TO {0}._streambuild_run_events",
+                db.name
+            ),
+            None,
+        )
+        .expect("back");
+    sink.emit(
+        "run_completed",
+        None,
+        None,
+        &serde_json::json!({"outcome": "succeeded"}),
+    )
+    .expect("flushes the backlog");
+    let tail = shared
+        .query(&format!(
+            "SELECT event_kind FROM {}._streambuild_run_events WHERE invocation_id = 'run-1' ORDER BY sequence DESC LIMIT 2",
+            db.name
+        ))
+        .expect("tail");
+    assert_eq!(tail.text(0, "event_kind").as_deref(), Some("run_completed"));
+    assert_eq!(
+        tail.text(1, "event_kind").as_deref(),
+        Some("statement_completed")
+    );
+}
