@@ -6,6 +6,7 @@
 //! read-only requests are retried. Errors are classified into the few kinds an operator can
 //! act on.
 
+pub mod adopted;
 mod catalog;
 mod client;
 mod config;

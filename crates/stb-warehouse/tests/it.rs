@@ -467,3 +467,40 @@ fn run_events_are_ordered_truncated_and_kept_across_failures() {
         Some("statement_completed")
     );
 }
+
+#[test]
+fn an_adopted_table_is_checked_against_the_real_catalog() {
+    use stb_warehouse::adopted::{AdoptedTable, validate_adopted};
+    let db = TestDatabase::create("warehouse_adopted");
+    let client = client(Some(&db.name));
+    client
+        .execute(
+            "CREATE TABLE customers (id UInt64, updated_at DateTime64(3), seq Nullable(Int64)) ENGINE = MergeTree ORDER BY id",
+            None,
+        )
+        .expect("table");
+    let catalog = client.load_catalog(&db.name).expect("catalog");
+    let good = vec![
+        ("_replay_timestamp".to_owned(), "updated_at".to_owned()),
+        ("_replay_cursor".to_owned(), "seq".to_owned()),
+    ];
+    let adopted = AdoptedTable {
+        source: "customers",
+        table: "customers",
+        roles: &good,
+    };
+    assert_eq!(validate_adopted(&catalog, &adopted), Vec::new());
+    let wrong = vec![("_replay_cursor".to_owned(), "updated_at".to_owned())];
+    let problems = validate_adopted(
+        &catalog,
+        &AdoptedTable {
+            roles: &wrong,
+            ..adopted
+        },
+    );
+    assert_eq!(problems.len(), 1);
+    assert!(
+        problems[0].message.contains("DateTime64(3)"),
+        "{problems:?}"
+    );
+}
