@@ -14,6 +14,7 @@ mod error;
 pub mod events;
 mod lock;
 pub mod metadata;
+pub mod statements;
 
 pub use catalog::{Catalog, CatalogColumn, CatalogRelation};
 pub use client::{Client, Rows, Summary};

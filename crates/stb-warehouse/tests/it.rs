@@ -504,3 +504,42 @@ fn an_adopted_table_is_checked_against_the_real_catalog() {
         "{problems:?}"
     );
 }
+
+#[test]
+fn statements_are_persisted_read_back_and_revised() {
+    use stb_warehouse::statements::{PlannedStatement, persist_statements, workflow_sha256};
+    let db = TestDatabase::create("warehouse_statements");
+    let client = client(None);
+    stb_warehouse::metadata::migrate(&client, &db.name).expect("metadata");
+    let statement = |sql: &str| PlannedStatement {
+        step_id: "s".into(),
+        phase: "replay".into(),
+        intent: "replay".into(),
+        sql: sql.into(),
+    };
+    let mut planned = vec![
+        statement("CREATE TABLE a (x UInt8) ENGINE = Memory"),
+        statement("INSERT INTO a SELECT 1 WHERE x = 'it''s'"),
+        statement("__streambuild_replay_placeholder__"),
+    ];
+    let first = persist_statements(&client, &db.name, "run-s", &planned, 1).expect("persisted");
+    assert_eq!(first, workflow_sha256(&planned));
+    // The placeholder is realised: revision 2 replaces the rows.
+    planned[2] = statement("INSERT INTO a SELECT 2");
+    let second = persist_statements(&client, &db.name, "run-s", &planned, 2).expect("revised");
+    assert_ne!(first, second);
+    let stored = client
+        .query(&format!(
+            "SELECT sql FROM {}._streambuild_run_statements FINAL WHERE invocation_id = 'run-s' ORDER BY statement_sequence",
+            db.name
+        ))
+        .expect("read");
+    assert_eq!(
+        stored.text(2, "sql").as_deref(),
+        Some("INSERT INTO a SELECT 2")
+    );
+    assert_eq!(
+        stored.text(1, "sql").as_deref(),
+        Some("INSERT INTO a SELECT 1 WHERE x = 'it''s'")
+    );
+}

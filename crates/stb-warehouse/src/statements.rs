@@ -1,0 +1,107 @@
+//! The workflow's statements, persisted before any runs: each with its SHA-256, the whole
+//! list with one more, then read back and compared, so what the records say ran is exactly
+//! what was about to run.
+
+use sha2::{Digest, Sha256};
+
+use crate::client::Client;
+use crate::error::{ErrorKind, WarehouseError};
+
+/// One statement of a workflow, its secrets already redacted.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PlannedStatement {
+    pub step_id: String,
+    pub phase: String,
+    pub intent: String,
+    pub sql: String,
+}
+
+fn sha256_hex(text: &str) -> String {
+    Sha256::digest(text.as_bytes())
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+/// The workflow's fingerprint: SHA-256 over the statements' own, in order.
+#[must_use]
+pub fn workflow_sha256(statements: &[PlannedStatement]) -> String {
+    let joined: Vec<String> = statements.iter().map(|s| sha256_hex(&s.sql)).collect();
+    sha256_hex(&joined.join("\n"))
+}
+
+/// Writes `statements` as revision `revision` of the run's workflow and verifies them.
+/// Returns the workflow's SHA-256.
+///
+/// # Errors
+/// The write failed, or what reads back differs ("warehouse execution was not started").
+pub fn persist_statements(
+    client: &Client,
+    database: &str,
+    invocation_id: &str,
+    statements: &[PlannedStatement],
+    revision: u64,
+) -> Result<String, WarehouseError> {
+    let table = format!(
+        "{}._streambuild_run_statements",
+        stb_ddl::identifier(database)
+    );
+    let workflow = workflow_sha256(statements);
+    let literal = |text: &str| stb_ddl::string_literal(text);
+    let rows: Vec<String> = statements
+        .iter()
+        .enumerate()
+        .map(|(index, statement)| {
+            format!(
+                "({}, {}, {}, {}, {}, {}, {}, {}, {revision}, now64(3, 'UTC'))",
+                literal(invocation_id),
+                index + 1,
+                literal(&statement.step_id),
+                literal(&statement.phase),
+                literal(&statement.intent),
+                literal(&statement.sql),
+                literal(&sha256_hex(&statement.sql)),
+                literal(&workflow),
+            )
+        })
+        .collect();
+    if !rows.is_empty() {
+        client.execute(
+            &format!(
+                "INSERT INTO {table} (invocation_id, statement_sequence, step_id, phase, intent, sql, sql_sha256, workflow_sha256, workflow_revision, recorded_at) VALUES {}",
+                rows.join(", ")
+            ),
+            None,
+        )?;
+    }
+    let stored = client.query(&format!(
+        "SELECT statement_sequence, sql_sha256, workflow_sha256, workflow_revision FROM {table} FINAL WHERE invocation_id = {} ORDER BY statement_sequence",
+        literal(invocation_id)
+    ))?;
+    let expected: Vec<(String, String)> = statements
+        .iter()
+        .enumerate()
+        .map(|(i, s)| ((i + 1).to_string(), sha256_hex(&s.sql)))
+        .collect();
+    let found: Vec<(String, String)> = (0..stored.data.len())
+        .filter(|&row| stored.text(row, "workflow_revision") == Some(revision.to_string()))
+        .map(|row| {
+            (
+                stored.text(row, "statement_sequence").unwrap_or_default(),
+                stored.text(row, "sql_sha256").unwrap_or_default(),
+            )
+        })
+        .collect();
+    if found != expected {
+        return Err(WarehouseError {
+            kind: ErrorKind::Other,
+            server_code: None,
+            message: format!(
+                "the statements recorded for run '{invocation_id}' do not match the workflow ({} stored, {} planned); warehouse execution was not started",
+                found.len(),
+                expected.len()
+            ),
+        });
+    }
+    Ok(workflow)
+}
