@@ -96,7 +96,8 @@ impl ConnectionConfig {
         env: impl Fn(&str) -> Option<String>,
     ) -> Result<Self, String> {
         let defaults = Self::default();
-        let env_port = match env(ENV_PORT) {
+        // Read only when no flag gives the port: a stale variable must not break `--port`.
+        let env_port = match flags.port.is_none().then(|| env(ENV_PORT)).flatten() {
             Some(text) => Some(
                 text.trim()
                     .parse::<u16>()
@@ -199,6 +200,18 @@ mod tests {
             ConnectionConfig::resolve(&none, &none, BTreeMap::new(), env_of(&[(ENV_PORT, "http")]))
                 .expect_err("not a port");
         assert!(error.contains(ENV_PORT));
+        let flagged = ConnectionOverrides {
+            port: Some(9000),
+            ..Default::default()
+        };
+        let config = ConnectionConfig::resolve(
+            &flagged,
+            &none,
+            BTreeMap::new(),
+            env_of(&[(ENV_PORT, "http")]),
+        )
+        .expect("the flag wins; the variable is not read");
+        assert_eq!(config.port, 9000);
     }
 
     #[test]
