@@ -33,10 +33,18 @@ pub(crate) fn run(args: &CompileArgs) -> ExitCode {
         Ok(compiled) => compiled,
         Err(diagnostics) => return report(diagnostics, args.json),
     };
+    if !args.json {
+        let mut stderr = std::io::stderr().lock();
+        for warning in &compiled.warnings {
+            // Same shape as errors, so editors and people read both alike.
+            let text = warning.to_string();
+            let _ = writeln!(stderr, "{}", text.replacen("error[", "warning[", 1));
+        }
+    }
     if args.check {
         if args.json {
             print_json(
-                &serde_json::json!({"checked": true, "pipelines": compiled.pipelines, "models": compiled.models}),
+                &serde_json::json!({"checked": true, "pipelines": compiled.pipelines, "models": compiled.models, "warnings": compiled.warnings}),
             );
         } else {
             let _ = writeln!(
@@ -61,6 +69,7 @@ pub(crate) fn run(args: &CompileArgs) -> ExitCode {
             "pipelines": compiled.pipelines,
             "models": compiled.models,
             "artifacts": compiled.files.keys().collect::<Vec<_>>(),
+            "warnings": compiled.warnings,
         }));
     } else {
         let mut stdout = std::io::stdout().lock();

@@ -34,6 +34,8 @@ pub struct Compiled {
     pub files: BTreeMap<String, String>,
     pub pipelines: usize,
     pub models: usize,
+    /// Problems that do not stop the compile (a test mock nothing reads).
+    pub warnings: Vec<Diagnostic>,
 }
 
 /// The database artifacts are rendered for: the target's, else ClickHouse's `default`.
@@ -187,10 +189,12 @@ pub fn compile(project: &Project) -> Result<Compiled, Diagnostics> {
     let dag = manifest::dag(project, &order);
     files.insert("manifest.json".to_owned(), manifest);
     files.insert("streambuild_dag.json".to_owned(), dag);
+    let warnings = tests.iter().flat_map(|t| t.warnings.clone()).collect();
     Ok(Compiled {
         files,
         pipelines: project.pipelines.len(),
         models: compiled_models.len(),
+        warnings,
     })
 }
 

@@ -38,6 +38,8 @@ pub(crate) struct CompiledTest {
     pub statement: String,
     /// `model` or `macro`
     pub mode: &'static str,
+    /// Mocks nothing in the rebuilt chains reads.
+    pub warnings: Vec<Diagnostic>,
 }
 
 struct Cte<'a> {
@@ -475,6 +477,7 @@ fn assemble(
         });
     }
     let statement = comparison(ctes, &rewritten, &assembled, &targets);
+    let warnings = unreached_mocks(&chain, &assembled, &assertions);
     Ok(CompiledTest {
         name: name.to_owned(),
         file: file.to_owned(),
@@ -492,7 +495,48 @@ fn assemble(
             .collect(),
         statement,
         mode: "model",
+        warnings,
     })
+}
+
+/// Mocks that neither a rebuilt model nor an assertion reads: usually a typo in a name.
+fn unreached_mocks(
+    chain: &Chain<'_, '_, '_>,
+    assembled: &[(String, String)],
+    assertions: &[&Cte<'_>],
+) -> Vec<Diagnostic> {
+    let mut read: BTreeSet<String> = assembled
+        .iter()
+        .filter_map(|(name, _)| chain.models.get(name.as_str()))
+        .flat_map(|item| item.model.refs.iter().map(|r| r.name.clone()))
+        .collect();
+    for cte in assertions {
+        if let Ok(refs) = stb_project::refs::extract(cte.body) {
+            read.extend(refs.into_iter().map(|r| r.name));
+        }
+    }
+    chain
+        .ctes
+        .iter()
+        .filter_map(|cte| {
+            let target = cte
+                .name
+                .strip_prefix("__ref__")
+                .or_else(|| cte.name.strip_prefix("__source__"))?;
+            (!read.contains(target)).then(|| {
+                fail(
+                    chain.file,
+                    chain.text,
+                    cte.body_offset,
+                    format!(
+                        "SQL test '{}' never reaches mock '{}'",
+                        chain.file, cte.name
+                    ),
+                    "remove the mock, or check the name against what the tested models read",
+                )
+            })
+        })
+        .collect()
 }
 
 /// What a test's chains are rebuilt from.

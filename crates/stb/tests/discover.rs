@@ -189,6 +189,33 @@ fn compile_writes_artifacts_and_reports_errors() {
     assert_eq!(json["models"], 1);
     assert!(dir.path().join("out/manifest.json").is_file());
 
+    // A test mock nothing reads compiles, with a warning on stderr and in the JSON.
+    std::fs::create_dir_all(dir.path().join("tests")).expect("mkdir");
+    std::fs::write(
+        dir.path().join("tests/t.sql"),
+        "TEST (name t);\nWITH __source__orders AS (SELECT 1 AS id), __ref__ghost AS (SELECT 1),\n  __expected__orders_clean AS (SELECT 1 AS id)\nSELECT 1\n",
+    )
+    .expect("write");
+    stb()
+        .current_dir(dir.path())
+        .args(["compile", "--check"])
+        .assert()
+        .success()
+        .stderr(predicate::str::contains(
+            "warning[STB-COMPILE-008] tests/t.sql:2:61: SQL test 'tests/t.sql' never reaches mock '__ref__ghost'",
+        ));
+    let output = stb()
+        .current_dir(dir.path())
+        .args(["compile", "--check", "--json"])
+        .assert()
+        .success()
+        .get_output()
+        .stdout
+        .clone();
+    let json: Value = serde_json::from_slice(&output).expect("JSON");
+    assert_eq!(json["warnings"][0]["code"], "STB-COMPILE-008");
+    std::fs::remove_dir_all(dir.path().join("tests")).expect("cleanup");
+
     std::fs::write(
         dir.path().join("pipelines/pl__orders/orders_clean.sql"),
         "MODEL (order_by [\"id\"]);\nSELECT id FROM __source(\"orders\")\n",

@@ -140,5 +140,6 @@ pub(super) fn assemble(
         assertions: Vec::new(),
         statement: comparison(ctes, &Default::default(), &[], &[target]),
         mode: "macro",
+        warnings: Vec::new(),
     })
 }

@@ -82,6 +82,32 @@ fn nulls_match_nulls_but_not_values() {
 }
 
 #[test]
+fn a_mock_nothing_reads_is_a_warning() {
+    let test = format!(
+        "TEST (name extra);\nWITH\n  {ORDERS_MOCK},\n  __ref__custmer_names AS (SELECT 7 AS customer_id),\n  __expected__orders_clean AS (SELECT 'o1' AS order_id UNION ALL SELECT 'o2')\nSELECT 1\n"
+    );
+    let compiled =
+        compile_files(SHOP, &[("tests/orders.sql", &test)]).unwrap_or_else(|d| panic!("{d:#?}"));
+    let messages: Vec<String> = compiled
+        .warnings
+        .iter()
+        .map(|w| w.message.clone())
+        .collect();
+    assert_eq!(
+        messages,
+        ["SQL test 'tests/orders.sql' never reaches mock '__ref__custmer_names'"]
+    );
+    assert_eq!(
+        compiled.warnings[0]
+            .location
+            .as_ref()
+            .map(ToString::to_string)
+            .as_deref(),
+        Some("tests/orders.sql:9:28")
+    );
+}
+
+#[test]
 fn a_chain_is_rebuilt_from_mocks() {
     let test = format!(
         "TEST (name joined);\nWITH\n  {ORDERS_MOCK},\n  __ref__customer_names AS (SELECT 7 AS customer_id, 'Ada' AS name),\n  __expected__order_customers AS (SELECT 'o1' AS order_id, 'Ada' AS customer_name UNION ALL SELECT 'o2', '')\nSELECT 1\n"
