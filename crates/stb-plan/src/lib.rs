@@ -1,0 +1,4 @@
+//! Planning for `stb plan` and `stb build`. Pure: everything here takes values and returns
+//! decisions; the commands do the reading and the executing.
+
+pub mod options;
