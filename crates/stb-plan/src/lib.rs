@@ -2,3 +2,4 @@
 //! decisions; the commands do the reading and the executing.
 
 pub mod options;
+pub mod sql_change;
