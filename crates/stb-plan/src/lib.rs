@@ -1,5 +1,6 @@
 //! Planning for `stb plan` and `stb build`. Pure: everything here takes values and returns
 //! decisions; the commands do the reading and the executing.
 
+pub mod direct;
 pub mod options;
 pub mod sql_change;

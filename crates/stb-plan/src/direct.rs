@@ -1,0 +1,278 @@
+//! The shape of a direct plan: which models run and why, what they need that is not
+//! rebuilt, where replay starts, and in which order relations are dropped and created.
+//!
+//! Direct mode does not prune by change: the execution scope is the selection plus
+//! everything downstream of it (every model when nothing is selected), in the project's
+//! topological order.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+/// What a relation is; teardown and creation are grouped by it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum RelationKind {
+    Table,
+    MaterializedView,
+    View,
+}
+
+/// A compiled model as the planner sees it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PlanModel {
+    pub name: String,
+    pub pipeline: String,
+    /// Tables are fed by a materialized view and replayed; views are recreated only.
+    pub is_table: bool,
+    /// Relations it owns, e.g. its table and its materialized view.
+    pub relations: Vec<(RelationKind, String)>,
+    /// Models and sources it reads.
+    pub reads: Vec<String>,
+    /// The input whose rows drive it (tables only).
+    pub driving_input: Option<String>,
+    /// Reads a side input with `ref_type='mutable'`.
+    pub has_mutable_ref: bool,
+}
+
+/// A source as the planner sees it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PlanSource {
+    pub name: String,
+    /// StreamBuild creates it (Kafka landing, Postgres pull); adopted tables are not.
+    pub framework_managed: bool,
+    /// A Postgres pull the warehouse refreshes on a schedule: never replayed.
+    pub scheduled_pull: bool,
+}
+
+/// Why a model is in the plan.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Reason {
+    AllModels,
+    Selected,
+    DownstreamOfSelected,
+}
+
+impl Reason {
+    #[must_use]
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::AllModels => "all_models",
+            Self::Selected => "selected",
+            Self::DownstreamOfSelected => "downstream_of_selected",
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Entry {
+    pub model: String,
+    pub reason: Reason,
+    pub is_replay_root: bool,
+}
+
+/// Something the scope reads but does not rebuild.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Prerequisite {
+    pub name: String,
+    pub present: bool,
+    pub framework_managed: bool,
+}
+
+/// Where replay starts, and the models its rows flow into.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReplayRoot {
+    pub model: String,
+    pub driving_input: String,
+    /// Rebuilt table models fed from this root, in entry order.
+    pub propagated: Vec<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DirectPlan {
+    pub entries: Vec<Entry>,
+    pub prerequisites: Vec<Prerequisite>,
+    pub replay_roots: Vec<ReplayRoot>,
+    /// Views, then materialized views, then tables, each in reverse entry order.
+    pub teardown: Vec<(RelationKind, String)>,
+    /// Tables, then materialized views, then views, in entry order.
+    pub creation: Vec<(RelationKind, String)>,
+    /// `mutable_ref_replay_not_guaranteed` per model that reads a mutable side input.
+    pub warnings: Vec<String>,
+}
+
+/// A plan that cannot run.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{message}")]
+pub struct PlanError {
+    pub message: String,
+    pub hint: &'static str,
+}
+
+/// Plans a direct build. `models` are in topological order; `selected` is `None` for
+/// every model; `present` says whether a relation exists in the target database now.
+///
+/// # Errors
+/// A prerequisite model that does not exist and is not rebuilt.
+pub fn plan_direct(
+    models: &[PlanModel],
+    sources: &[PlanSource],
+    selected: Option<&BTreeSet<String>>,
+    present: &dyn Fn(&str) -> bool,
+) -> Result<DirectPlan, PlanError> {
+    let by_name: BTreeMap<&str, &PlanModel> = models.iter().map(|m| (m.name.as_str(), m)).collect();
+    let scope = scope(models, selected);
+    let in_scope: Vec<&PlanModel> = models.iter().filter(|m| scope.contains(&m.name)).collect();
+    let prerequisites = prerequisites(&in_scope, &scope, &by_name, sources, present)?;
+    let (replay_roots, root_names) = replay_roots(&in_scope, &scope, &by_name, sources);
+    let entries = in_scope
+        .iter()
+        .map(|m| Entry {
+            model: m.name.clone(),
+            reason: match selected {
+                None => Reason::AllModels,
+                Some(chosen) if chosen.contains(&m.name) => Reason::Selected,
+                Some(_) => Reason::DownstreamOfSelected,
+            },
+            is_replay_root: root_names.contains(m.name.as_str()),
+        })
+        .collect();
+    let ordered = |kinds: &[RelationKind], reverse: bool| {
+        let mut list: Vec<&PlanModel> = in_scope.clone();
+        if reverse {
+            list.reverse();
+        }
+        kinds
+            .iter()
+            .flat_map(|kind| {
+                list.iter()
+                    .flat_map(|m| m.relations.iter())
+                    .filter(move |(k, _)| k == kind)
+                    .cloned()
+                    .collect::<Vec<_>>()
+            })
+            .collect::<Vec<_>>()
+    };
+    use RelationKind::{MaterializedView, Table, View};
+    Ok(DirectPlan {
+        entries,
+        prerequisites,
+        replay_roots,
+        teardown: ordered(&[View, MaterializedView, Table], true),
+        creation: ordered(&[Table, MaterializedView, View], false),
+        warnings: in_scope
+            .iter()
+            .filter(|m| m.has_mutable_ref)
+            .map(|m| format!("mutable_ref_replay_not_guaranteed: '{}' reads a mutable side input; exact historical replay equivalence cannot be guaranteed", m.name))
+            .collect(),
+    })
+}
+
+/// The selection and everything downstream of it.
+fn scope(models: &[PlanModel], selected: Option<&BTreeSet<String>>) -> BTreeSet<String> {
+    let Some(selected) = selected else {
+        return models.iter().map(|m| m.name.clone()).collect();
+    };
+    let mut scope = selected.clone();
+    // Topological order: one pass reaches every descendant.
+    for model in models {
+        if model.reads.iter().any(|r| scope.contains(r)) {
+            scope.insert(model.name.clone());
+        }
+    }
+    scope
+}
+
+fn prerequisites(
+    in_scope: &[&PlanModel],
+    scope: &BTreeSet<String>,
+    by_name: &BTreeMap<&str, &PlanModel>,
+    sources: &[PlanSource],
+    present: &dyn Fn(&str) -> bool,
+) -> Result<Vec<Prerequisite>, PlanError> {
+    let upstream: BTreeSet<&str> = in_scope
+        .iter()
+        .flat_map(|m| m.reads.iter())
+        .filter(|r| !scope.contains(*r))
+        .map(String::as_str)
+        .collect();
+    let mut found = Vec::new();
+    for name in upstream {
+        let source = sources.iter().find(|s| s.name == name);
+        let framework_managed = source.is_some_and(|s| s.framework_managed);
+        let exists = match by_name.get(name) {
+            // A model exists when every relation it owns does.
+            Some(model) => model.relations.iter().all(|(_, r)| present(r)),
+            None => present(name),
+        };
+        if let Some(model) = by_name.get(name)
+            && !exists
+        {
+            return Err(PlanError {
+                message: format!(
+                    "'{name}' is read by the selection but does not exist (built by pipeline {}; add it to the selection)",
+                    model.pipeline
+                ),
+                hint: "select it too, or use --include-missing-upstream",
+            });
+        }
+        found.push(Prerequisite {
+            name: name.to_owned(),
+            present: exists,
+            framework_managed,
+        });
+    }
+    Ok(found)
+}
+
+/// Each table model's chain of driving inputs, climbed while the parent is rebuilt too.
+fn replay_roots<'m>(
+    in_scope: &[&'m PlanModel],
+    scope: &BTreeSet<String>,
+    by_name: &BTreeMap<&str, &'m PlanModel>,
+    sources: &[PlanSource],
+) -> (Vec<ReplayRoot>, BTreeSet<&'m str>) {
+    let mut roots: Vec<ReplayRoot> = Vec::new();
+    for model in in_scope.iter().filter(|m| m.is_table) {
+        let mut top: &PlanModel = model;
+        while let Some(parent) = top
+            .driving_input
+            .as_deref()
+            .filter(|p| scope.contains(*p))
+            .and_then(|p| by_name.get(p))
+            .filter(|p| p.is_table)
+        {
+            top = parent;
+        }
+        let Some(driving_input) = top.driving_input.clone() else {
+            continue;
+        };
+        // The warehouse refreshes scheduled pulls itself; there is nothing to replay.
+        if sources
+            .iter()
+            .any(|s| s.name == driving_input && s.scheduled_pull)
+        {
+            continue;
+        }
+        match roots.iter_mut().find(|r| r.model == top.name) {
+            Some(root) if top.name != model.name => root.propagated.push(model.name.clone()),
+            Some(_) => {}
+            None => {
+                let mut root = ReplayRoot {
+                    model: top.name.clone(),
+                    driving_input,
+                    propagated: Vec::new(),
+                };
+                if top.name != model.name {
+                    root.propagated.push(model.name.clone());
+                }
+                roots.push(root);
+            }
+        }
+    }
+    let names = roots
+        .iter()
+        .filter_map(|r| by_name.get(r.model.as_str()).map(|m| m.name.as_str()))
+        .collect();
+    (roots, names)
+}
+
+#[cfg(test)]
+mod tests;

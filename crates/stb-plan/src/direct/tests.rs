@@ -1,0 +1,166 @@
+use super::*;
+
+fn table(name: &str, pipeline: &str, driving: &str, side: &[&str]) -> PlanModel {
+    let mut reads = vec![driving.to_owned()];
+    reads.extend(side.iter().map(|s| (*s).to_owned()));
+    PlanModel {
+        name: name.into(),
+        pipeline: pipeline.into(),
+        is_table: true,
+        relations: vec![
+            (RelationKind::Table, format!("tbl__{name}")),
+            (RelationKind::MaterializedView, format!("mv__{name}")),
+        ],
+        reads,
+        driving_input: Some(driving.into()),
+        has_mutable_ref: false,
+    }
+}
+
+fn view(name: &str, reads: &[&str]) -> PlanModel {
+    PlanModel {
+        name: name.into(),
+        pipeline: "pl__reporting".into(),
+        is_table: false,
+        relations: vec![(RelationKind::View, format!("vw__{name}"))],
+        reads: reads.iter().map(|s| (*s).to_owned()).collect(),
+        driving_input: None,
+        has_mutable_ref: false,
+    }
+}
+
+/// orders (source) -> clean -> enriched (+ customers side) -> summary (view);
+/// customers (adopted) -> customer_names
+fn project() -> (Vec<PlanModel>, Vec<PlanSource>) {
+    let models = vec![
+        table("clean", "pl__orders", "orders", &[]),
+        table("customer_names", "pl__customers", "customers", &[]),
+        table("enriched", "pl__orders", "clean", &["customer_names"]),
+        view("summary", &["enriched"]),
+    ];
+    let sources = vec![
+        PlanSource {
+            name: "orders".into(),
+            framework_managed: true,
+            scheduled_pull: false,
+        },
+        PlanSource {
+            name: "customers".into(),
+            framework_managed: false,
+            scheduled_pull: false,
+        },
+    ];
+    (models, sources)
+}
+
+fn everything_exists(_: &str) -> bool {
+    true
+}
+
+#[test]
+fn everything_is_planned_with_one_root_per_driving_chain() {
+    let (models, sources) = project();
+    let plan = plan_direct(&models, &sources, None, &everything_exists).expect("plan");
+    let reasons: Vec<(&str, &str, bool)> = plan
+        .entries
+        .iter()
+        .map(|e| (e.model.as_str(), e.reason.as_str(), e.is_replay_root))
+        .collect();
+    assert_eq!(
+        reasons,
+        [
+            ("clean", "all_models", true),
+            ("customer_names", "all_models", true),
+            ("enriched", "all_models", false),
+            ("summary", "all_models", false),
+        ]
+    );
+    assert_eq!(
+        plan.replay_roots,
+        [
+            ReplayRoot {
+                model: "clean".into(),
+                driving_input: "orders".into(),
+                propagated: vec!["enriched".into()],
+            },
+            ReplayRoot {
+                model: "customer_names".into(),
+                driving_input: "customers".into(),
+                propagated: vec![],
+            },
+        ]
+    );
+    let names = |list: &[(RelationKind, String)]| {
+        list.iter()
+            .map(|(_, n)| n.as_str())
+            .collect::<Vec<_>>()
+            .join(" ")
+    };
+    assert_eq!(
+        names(&plan.teardown),
+        "vw__summary mv__enriched mv__customer_names mv__clean tbl__enriched tbl__customer_names tbl__clean"
+    );
+    assert_eq!(
+        names(&plan.creation),
+        "tbl__clean tbl__customer_names tbl__enriched mv__clean mv__customer_names mv__enriched vw__summary"
+    );
+    let prerequisites: Vec<(&str, bool)> = plan
+        .prerequisites
+        .iter()
+        .map(|p| (p.name.as_str(), p.framework_managed))
+        .collect();
+    assert_eq!(prerequisites, [("customers", false), ("orders", true)]);
+}
+
+#[test]
+fn a_selection_takes_its_downstream_and_its_own_roots() {
+    let (models, sources) = project();
+    let selected: BTreeSet<String> = ["enriched".to_owned()].into();
+    let plan = plan_direct(&models, &sources, Some(&selected), &everything_exists).expect("plan");
+    let reasons: Vec<(&str, &str)> = plan
+        .entries
+        .iter()
+        .map(|e| (e.model.as_str(), e.reason.as_str()))
+        .collect();
+    assert_eq!(
+        reasons,
+        [
+            ("enriched", "selected"),
+            ("summary", "downstream_of_selected")
+        ]
+    );
+    // clean is not rebuilt: enriched replays from it.
+    assert_eq!(plan.replay_roots.len(), 1);
+    assert_eq!(plan.replay_roots[0].model, "enriched");
+    assert_eq!(plan.replay_roots[0].driving_input, "clean");
+    let prerequisites: Vec<&str> = plan.prerequisites.iter().map(|p| p.name.as_str()).collect();
+    assert_eq!(prerequisites, ["clean", "customer_names"]);
+}
+
+#[test]
+fn a_missing_prerequisite_model_fails_and_names_its_pipeline() {
+    let (models, sources) = project();
+    let selected: BTreeSet<String> = ["enriched".to_owned()].into();
+    let error = plan_direct(&models, &sources, Some(&selected), &|relation| {
+        relation != "tbl__customer_names"
+    })
+    .expect_err("missing");
+    assert!(
+        error.message.contains("'customer_names' is read by the selection but does not exist (built by pipeline pl__customers; add it to the selection)"),
+        "{}",
+        error.message
+    );
+}
+
+#[test]
+fn scheduled_pulls_are_not_replayed_and_mutable_refs_warn() {
+    let (mut models, mut sources) = project();
+    sources[1].scheduled_pull = true;
+    sources[1].framework_managed = true;
+    models[2].has_mutable_ref = true;
+    let plan = plan_direct(&models, &sources, None, &everything_exists).expect("plan");
+    let roots: Vec<&str> = plan.replay_roots.iter().map(|r| r.model.as_str()).collect();
+    assert_eq!(roots, ["clean"]);
+    assert_eq!(plan.warnings.len(), 1);
+    assert!(plan.warnings[0].starts_with("mutable_ref_replay_not_guaranteed: 'enriched'"));
+}
