@@ -6,6 +6,7 @@ mod blocks;
 mod graph;
 mod manifest;
 mod model;
+mod planning;
 pub mod publish;
 mod relations;
 mod sql_tests;
@@ -36,6 +37,10 @@ pub struct Compiled {
     pub models: usize,
     /// Problems that do not stop the compile (a test mock nothing reads).
     pub warnings: Vec<Diagnostic>,
+    /// The models as the planner sees them, in topological order.
+    pub plan_models: Vec<stb_plan::direct::PlanModel>,
+    /// The sources as the planner sees them.
+    pub plan_sources: Vec<stb_plan::direct::PlanSource>,
 }
 
 /// The database artifacts are rendered for: the target's, else ClickHouse's `default`.
@@ -191,6 +196,8 @@ pub fn compile(project: &Project) -> Result<Compiled, Diagnostics> {
     files.insert("streambuild_dag.json".to_owned(), dag);
     let warnings = tests.iter().flat_map(|t| t.warnings.clone()).collect();
     Ok(Compiled {
+        plan_models: planning::models(&order, &compiled_models),
+        plan_sources: planning::sources(project),
         files,
         pipelines: project.pipelines.len(),
         models: compiled_models.len(),

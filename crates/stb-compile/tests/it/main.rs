@@ -7,6 +7,7 @@ mod errors;
 mod examples;
 mod macros;
 mod no_panic;
+mod planning;
 mod retention;
 mod sql_tests;
 mod support;

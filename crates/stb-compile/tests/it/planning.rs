@@ -1,0 +1,60 @@
+//! The compiled graph feeds the direct planner: models in topological order with their
+//! relations, reads and driving inputs.
+
+use std::collections::BTreeSet;
+
+use stb_plan::direct::{RelationKind, plan_direct};
+
+use crate::support::{SHOP, compile_files};
+
+#[test]
+fn the_shop_plans_with_roots_at_each_source() {
+    let compiled = compile_files(SHOP, &[]).unwrap_or_else(|d| panic!("{d:#?}"));
+    let order: Vec<&str> = compiled
+        .plan_models
+        .iter()
+        .map(|m| m.name.as_str())
+        .collect();
+    let position = |name: &str| order.iter().position(|n| *n == name).expect(name);
+    assert!(position("orders_clean") < position("order_customers"));
+    assert!(position("customer_names") < position("order_customers"));
+    assert!(position("order_customers") < position("customer_counts"));
+    let orders_clean = &compiled.plan_models[position("orders_clean")];
+    assert_eq!(orders_clean.driving_input.as_deref(), Some("orders"));
+    assert_eq!(
+        orders_clean
+            .relations
+            .iter()
+            .map(|(k, _)| *k)
+            .collect::<Vec<_>>(),
+        [RelationKind::Table, RelationKind::MaterializedView]
+    );
+    let plan = plan_direct(&compiled.plan_models, &compiled.plan_sources, None, &|_| {
+        true
+    })
+    .expect("plan");
+    let roots: BTreeSet<(&str, &str)> = plan
+        .replay_roots
+        .iter()
+        .map(|r| (r.model.as_str(), r.driving_input.as_str()))
+        .collect();
+    assert_eq!(
+        roots,
+        [("customer_names", "customers"), ("orders_clean", "orders")].into()
+    );
+    let orders_root = plan
+        .replay_roots
+        .iter()
+        .find(|r| r.model == "orders_clean")
+        .expect("root");
+    assert_eq!(orders_root.propagated, ["order_customers"]);
+    let last_created = plan.creation.last().map(|(k, _)| *k);
+    assert_eq!(last_created, Some(RelationKind::View));
+    let managed: Vec<(&str, bool)> = compiled
+        .plan_sources
+        .iter()
+        .map(|s| (s.name.as_str(), s.framework_managed))
+        .collect();
+    assert!(managed.contains(&("orders", true)));
+    assert!(managed.contains(&("customers", false)));
+}
