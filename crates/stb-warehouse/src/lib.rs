@@ -12,6 +12,7 @@ mod client;
 mod config;
 mod error;
 pub mod events;
+pub mod fingerprints;
 mod lock;
 pub mod metadata;
 pub mod statements;

@@ -543,3 +543,39 @@ fn statements_are_persisted_read_back_and_revised() {
         Some("INSERT INTO a SELECT 1 WHERE x = 'it''s'")
     );
 }
+
+#[test]
+fn the_latest_fingerprint_per_model_wins() {
+    use stb_warehouse::fingerprints::{Fingerprints, latest_fingerprints};
+    let db = TestDatabase::create("warehouse_fingerprints");
+    let client = client(None);
+    let ids = vec![format!("{}.orders", db.name), format!("{}.other", db.name)];
+    assert_eq!(
+        latest_fingerprints(&client, &db.name, &ids).expect("read"),
+        Fingerprints::Absent
+    );
+    stb_warehouse::metadata::migrate(&client, &db.name).expect("metadata");
+    client
+        .execute(
+            &format!(
+                "INSERT INTO {0}._streambuild_direct_fingerprints (fingerprint_id, logical_model_identity, definition_sql, definition_hash, identity_metadata, workflow_id, tool_version, applied_at) VALUES \
+                 ('a', '{0}.orders', 'SELECT 1', 'h1', '{{}}', 'w1', 't', '2026-01-01 00:00:00'), \
+                 ('b', '{0}.orders', 'SELECT 2', 'h2', '{{}}', 'w2', 't', '2026-01-02 00:00:00'), \
+                 ('c', '{0}.orders', 'SELECT 3', 'h3', '{{}}', 'w3', 't', '2026-01-02 00:00:00')",
+                db.name
+            ),
+            None,
+        )
+        .expect("rows");
+    let Fingerprints::Found(found) = latest_fingerprints(&client, &db.name, &ids).expect("read")
+    else {
+        panic!("found");
+    };
+    assert_eq!(found.len(), 1, "no row for 'other'");
+    let latest = &found[&ids[0]];
+    assert_eq!(
+        latest.definition_sql, "SELECT 3",
+        "same time: the larger id wins"
+    );
+    assert_eq!(latest.definition_hash, "h3");
+}

@@ -1,0 +1,80 @@
+//! Direct fingerprints: what each model looked like at its last successful direct build.
+
+use std::collections::BTreeMap;
+
+use crate::client::Client;
+use crate::error::WarehouseError;
+
+/// A model's recorded definition.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Fingerprint {
+    pub definition_sql: String,
+    pub definition_hash: String,
+    pub identity_metadata: String,
+}
+
+/// What the fingerprint table said.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Fingerprints {
+    /// No table yet: nothing was ever built here.
+    Absent,
+    /// The table exists but could not be read; the message says why.
+    Unavailable(String),
+    /// The latest fingerprint per `<database>.<model>` identity found.
+    Found(BTreeMap<String, Fingerprint>),
+}
+
+const TABLE: &str = "_streambuild_direct_fingerprints";
+
+/// The latest fingerprint of each identity, by `(applied_at, fingerprint_id)`; one query.
+///
+/// # Errors
+/// Only when even the table's existence cannot be read.
+pub fn latest_fingerprints(
+    client: &Client,
+    database: &str,
+    identities: &[String],
+) -> Result<Fingerprints, WarehouseError> {
+    let exists = client.query(&format!(
+        "SELECT name FROM system.tables WHERE database = {} AND name = '{TABLE}'",
+        stb_ddl::string_literal(database)
+    ))?;
+    if exists.data.is_empty() {
+        return Ok(Fingerprints::Absent);
+    }
+    if identities.is_empty() {
+        return Ok(Fingerprints::Found(BTreeMap::new()));
+    }
+    let list: Vec<String> = identities
+        .iter()
+        .map(|i| stb_ddl::string_literal(i))
+        .collect();
+    let read = client.query(&format!(
+        "SELECT logical_model_identity AS identity, \
+         argMax(definition_sql, (applied_at, fingerprint_id)) AS definition_sql, \
+         argMax(definition_hash, (applied_at, fingerprint_id)) AS definition_hash, \
+         argMax(identity_metadata, (applied_at, fingerprint_id)) AS identity_metadata \
+         FROM {}.{TABLE} WHERE logical_model_identity IN ({}) GROUP BY identity",
+        stb_ddl::identifier(database),
+        list.join(", ")
+    ));
+    let rows = match read {
+        Ok(rows) => rows,
+        Err(error) => return Ok(Fingerprints::Unavailable(error.message)),
+    };
+    let text = |row: usize, column: &str| rows.text(row, column).unwrap_or_default();
+    Ok(Fingerprints::Found(
+        (0..rows.data.len())
+            .map(|row| {
+                (
+                    text(row, "identity"),
+                    Fingerprint {
+                        definition_sql: text(row, "definition_sql"),
+                        definition_hash: text(row, "definition_hash"),
+                        identity_metadata: text(row, "identity_metadata"),
+                    },
+                )
+            })
+            .collect(),
+    ))
+}
