@@ -4,6 +4,7 @@ mod compile;
 mod discover;
 mod local;
 mod output;
+mod plan;
 mod unlock;
 mod warehouse;
 
@@ -29,6 +30,8 @@ enum Command {
     /// Run a local ClickHouse server and Kafka broker, no Docker needed.
     #[command(subcommand)]
     Local(local::LocalCommand),
+    /// Show what a direct build would rebuild and replay, read-only (virtual plans: not yet).
+    Plan(plan::PlanArgs),
     /// Break the target's mutation lock left by a killed command (refused while its run
     /// still heartbeats).
     Unlock(unlock::UnlockArgs),
@@ -42,6 +45,7 @@ pub fn run() -> ExitCode {
         Command::Discover(args) => discover::run(&args),
         Command::Compile(args) => compile::run(&args),
         Command::Local(command) => local::run(command),
+        Command::Plan(args) => plan::run(&args),
         Command::Unlock(args) => unlock::run(&args),
     }
 }

@@ -15,6 +15,17 @@ pub enum RelationKind {
     View,
 }
 
+impl RelationKind {
+    #[must_use]
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Table => "table",
+            Self::MaterializedView => "materialized_view",
+            Self::View => "view",
+        }
+    }
+}
+
 /// A compiled model as the planner sees it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PlanModel {

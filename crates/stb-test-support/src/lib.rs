@@ -167,3 +167,30 @@ pub fn wait_for(limit: Duration, mut condition: impl FnMut() -> bool) -> bool {
         std::thread::sleep(Duration::from_millis(100));
     }
 }
+
+/// A temporary project directory holding `files` (project-relative path, text).
+///
+/// # Panics
+/// When the files cannot be written.
+#[must_use]
+pub fn project_dir<P: AsRef<str>, T: AsRef<str>>(files: &[(P, T)]) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    for (path, text) in files {
+        let full = dir.path().join(path.as_ref());
+        std::fs::create_dir_all(full.parent().expect("a parent directory")).expect("mkdir");
+        std::fs::write(full, text.as_ref()).expect("write");
+    }
+    dir
+}
+
+/// The environment that points `stb` at the test stack's ClickHouse.
+#[must_use]
+pub fn warehouse_env() -> [(&'static str, String); 2] {
+    [
+        ("STREAMBUILD_CLICKHOUSE_HOST", "127.0.0.1".to_owned()),
+        (
+            "STREAMBUILD_CLICKHOUSE_PORT",
+            stack().clickhouse_port.to_string(),
+        ),
+    ]
+}

@@ -5,13 +5,7 @@ use predicates::prelude::*;
 use serde_json::Value;
 
 fn project(files: &[(&str, &str)]) -> tempfile::TempDir {
-    let dir = tempfile::tempdir().expect("tempdir");
-    for (path, text) in files {
-        let full = dir.path().join(path);
-        std::fs::create_dir_all(full.parent().expect("parent")).expect("mkdir");
-        std::fs::write(full, text).expect("write");
-    }
-    dir
+    stb_test_support::project_dir(files)
 }
 
 const VALID: &[(&str, &str)] = &[

@@ -22,13 +22,7 @@ const PROJECT: &[(&str, &str)] = &[
 ];
 
 fn project() -> tempfile::TempDir {
-    let dir = tempfile::tempdir().expect("tempdir");
-    for (path, text) in PROJECT {
-        let full = dir.path().join(path);
-        std::fs::create_dir_all(full.parent().expect("parent")).expect("mkdir");
-        std::fs::write(full, text).expect("write");
-    }
-    dir
+    stb_test_support::project_dir(PROJECT)
 }
 
 fn client() -> Client {
@@ -45,11 +39,7 @@ fn unlock(dir: &tempfile::TempDir, database: &str) -> (bool, Value) {
         .args(["unlock", "--json", "--database", database])
         .arg("--project-dir")
         .arg(dir.path())
-        .env(
-            "STREAMBUILD_CLICKHOUSE_PORT",
-            stack().clickhouse_port.to_string(),
-        )
-        .env("STREAMBUILD_CLICKHOUSE_HOST", "127.0.0.1")
+        .envs(stb_test_support::warehouse_env())
         .output()
         .expect("runs");
     let json: Value = serde_json::from_slice(&output.stdout).unwrap_or_else(|_| {

@@ -1,0 +1,127 @@
+//! `stb plan` for direct pipelines against the local stack: read-only, SQL changes against
+//! the last fingerprint, adopted tables checked first.
+
+use assert_cmd::Command;
+use serde_json::Value;
+use stb_test_support::{TestDatabase, execute, stack};
+
+fn project(database: &str) -> tempfile::TempDir {
+    let files = [
+        (
+            "streambuild_project.toml".to_owned(),
+            format!("name = \"crm\"\ndefault_target = \"dev\"\n[targets.dev]\ndatabase = \"{database}\"\n"),
+        ),
+        (
+            "sources/customers.yml".to_owned(),
+            "sources:\n  - name: customers\n    kind: stream_table\n    table_name: customers_existing\n    replay_boundary:\n      mode: timestamp\n      columns:\n        _replay_timestamp: updated_at\n".to_owned(),
+        ),
+        (
+            "pipelines/pl__crm/customer_names.sql".to_owned(),
+            "MODEL (order_by [\"customer_id\"]);\nSELECT id::UInt64 AS customer_id, name::String AS name, updated_at::DateTime64(3) AS _replay_timestamp\nFROM __source(\"customers\")\n".to_owned(),
+        ),
+        (
+            "pipelines/pl__crm/name_counts.sql".to_owned(),
+            "MODEL (kind view);\nSELECT name::String AS name, count()::UInt64 AS n FROM __ref(\"customer_names\") GROUP BY name\n".to_owned(),
+        ),
+    ];
+    stb_test_support::project_dir(&files)
+}
+
+fn plan(dir: &tempfile::TempDir, extra: &[&str]) -> std::process::Output {
+    Command::cargo_bin("stb")
+        .expect("stb")
+        .arg("plan")
+        .args(extra)
+        .arg("--project-dir")
+        .arg(dir.path())
+        .envs(stb_test_support::warehouse_env())
+        .output()
+        .expect("runs")
+}
+
+fn tables(database: &str) -> String {
+    execute(&format!(
+        "SELECT name FROM system.tables WHERE database = '{database}' ORDER BY name"
+    ))
+}
+
+#[test]
+fn a_direct_plan_reads_only_and_reports_sql_changes() {
+    let db = TestDatabase::create("plan_direct");
+    execute(&format!(
+        "CREATE TABLE {}.customers_existing (id UInt64, name String, updated_at DateTime64(3)) ENGINE = MergeTree ORDER BY id",
+        db.name
+    ));
+    let dir = project(&db.name);
+    let before = tables(&db.name);
+    let output = plan(&dir, &["--json"]);
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stdout)
+    );
+    let json: Value = serde_json::from_slice(&output.stdout).expect("JSON");
+    assert_eq!(json["mode"], "direct");
+    assert_eq!(json["entries"][0]["model"], "customer_names");
+    assert_eq!(json["entries"][0]["is_replay_root"], true);
+    assert_eq!(json["entries"][0]["sql_change"]["status"], "first_baseline");
+    assert_eq!(json["replay_roots"][0]["driving_input"], "customers");
+    assert_eq!(json["entries"][1]["model"], "name_counts");
+    assert_eq!(tables(&db.name), before, "a plan creates nothing");
+
+    // A recorded baseline with other SQL: the change and its diff are shown.
+    stb_warehouse_metadata(&db.name);
+    execute(&format!(
+        "INSERT INTO {0}._streambuild_direct_fingerprints (fingerprint_id, logical_model_identity, definition_sql, definition_hash, identity_metadata, workflow_id, tool_version, applied_at) VALUES ('f1', '{0}.customer_names', 'SELECT 1\n', 'h', '{{}}', 'w', 't', now64(3))",
+        db.name
+    ));
+    let output = plan(&dir, &["--select", "customer_names"]);
+    let text = String::from_utf8_lossy(&output.stdout);
+    assert!(output.status.success(), "{text}");
+    assert!(
+        text.contains("customer_names  query_changed  (reason: selected)"),
+        "{text}"
+    );
+    assert!(
+        text.contains("name_counts  first_baseline  (reason: downstream_of_selected)"),
+        "{text}"
+    );
+    assert!(text.contains("-SELECT 1"), "{text}");
+    assert!(text.contains("[replay source] customers"), "{text}");
+    assert!(
+        text.contains("2 models selected, 3 relations rebuilt, 1 replay roots"),
+        "{text}"
+    );
+}
+
+fn stb_warehouse_metadata(database: &str) {
+    let client = stb_warehouse::Client::new(stb_warehouse::ConnectionConfig {
+        port: stack().clickhouse_port,
+        ..Default::default()
+    })
+    .expect("client");
+    stb_warehouse::metadata::migrate(&client, database).expect("metadata");
+}
+
+#[test]
+fn a_drifted_adopted_table_or_an_unknown_selector_stops_the_plan() {
+    let db = TestDatabase::create("plan_adopted");
+    execute(&format!(
+        "CREATE TABLE {}.customers_existing (id UInt64, name String, updated_at String) ENGINE = MergeTree ORDER BY id",
+        db.name
+    ));
+    let dir = project(&db.name);
+    let output = plan(&dir, &["--json"]);
+    assert!(!output.status.success());
+    let json: Value = serde_json::from_slice(&output.stdout).expect("JSON");
+    assert_eq!(json["error"]["code"], "STB-SOURCE-001");
+    assert!(
+        json["error"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("'updated_at' (_replay_timestamp) is String")),
+        "{json}"
+    );
+    let output = plan(&dir, &["--json", "--select", "nope"]);
+    let json: Value = serde_json::from_slice(&output.stdout).expect("JSON");
+    assert_eq!(json["error"]["code"], "STB-SELECT-002", "{json}");
+}
