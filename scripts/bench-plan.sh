@@ -1,0 +1,64 @@
+#!/usr/bin/env bash
+# Times `stb plan` against a warehouse that already holds every relation of a large project
+# (default 2,000 models) and counts the queries the plan sends. Uses the local stack
+# (`stb local up`, started here if needed and left running).
+# Usage: scripts/bench-plan.sh [models] [runs]
+set -euo pipefail
+repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/streambuild/target}"
+models="${1:-2000}"
+runs="${2:-3}"
+work="${TMPDIR:-/tmp}/stb-bench-plan"
+database="stb_bench_plan"
+cargo build --release --locked -p stb -p stb-bench --manifest-path "$repo/Cargo.toml" >&2
+stb="$CARGO_TARGET_DIR/release/stb"
+"$stb" local up >&2
+eval "$("$stb" local env)"
+url="${STB_LOCAL_CLICKHOUSE_URL:?}/"
+export STREAMBUILD_CLICKHOUSE_HOST="$STB_LOCAL_CLICKHOUSE_HOST"
+export STREAMBUILD_CLICKHOUSE_PORT="$STB_LOCAL_CLICKHOUSE_PORT"
+
+project="$work/$models"
+rm -rf "$project"
+"$CARGO_TARGET_DIR/release/stb-bench-generate" --models "$models" \
+  --pipelines $(( models / 100 > 1 ? models / 100 : 2 )) --out "$project"
+printf '[targets.dev]\ndatabase = "%s"\n' "$database" > "$project/streambuild_local.toml"
+"$stb" compile --project-dir "$project" >/dev/null
+
+# "Deploy" the project's relations: one table per model relation, named as the build
+# would name them, with the model's columns (the plan reads names and columns only).
+echo "creating the relations of $models models in $database ..." >&2
+python3 - "$project/target/manifest.json" "$url" "$database" <<'PY'
+import json, sys, urllib.request
+manifest, url, database = sys.argv[1], sys.argv[2], sys.argv[3]
+def run(sql):
+    urllib.request.urlopen(urllib.request.Request(url, data=sql.encode())).read()
+run(f"DROP DATABASE IF EXISTS {database} SYNC")
+run(f"CREATE DATABASE {database}")
+models = json.load(open(manifest))["models"]
+for model in models.values():
+    columns = ", ".join(f"`{c['name']}` {c['type']}" for c in (model.get("spec") or {}).get("columns", [])) or "x UInt8"
+    for resource in model["resources"]:
+        run(f"CREATE TABLE {database}.`{resource['name']}` ({columns}) ENGINE = Memory")
+PY
+
+count_queries() {
+  curl -s "$url" --data-binary "SYSTEM FLUSH LOGS" >/dev/null
+  # Client statements carry a log_comment (the local server's query id); the server's own
+  # session SETs do not. The benchmark's own statements are left out by their text.
+  curl -s "$url" --data-binary "SELECT count() FROM system.query_log WHERE type = 'QueryFinish' AND log_comment != '' AND event_time_microseconds >= toDateTime64('$1', 6) AND query NOT LIKE '%system.query_log%' AND query NOT LIKE 'SYSTEM FLUSH LOGS%' AND query NOT LIKE 'SELECT toString(now64(6))%'"
+}
+
+best=""
+rss=0
+for _ in $(seq "$runs"); do
+  start="$(curl -s "$url" --data-binary "SELECT toString(now64(6))")"
+  read -r wall peak < <( { /usr/bin/time -f '%e %M' "$stb" plan --json --project-dir "$project" >/dev/null; } 2>&1 | tail -1 )
+  queries="$(count_queries "$start")"
+  if [ -z "$best" ] || awk "BEGIN{exit !($wall < $best)}"; then best=$wall; fi
+  if [ "$peak" -gt "$rss" ]; then rss=$peak; fi
+done
+relations="$(curl -s "$url" --data-binary "SELECT count() FROM system.tables WHERE database = '$database'")"
+printf 'models %s | relations %s | plan %s s (best of %s) | peak %s MB | queries per plan %s\n' \
+  "$models" "$relations" "$best" "$runs" "$(( rss / 1024 ))" "$queries"
+curl -s "$url" --data-binary "DROP DATABASE IF EXISTS $database SYNC" >/dev/null
