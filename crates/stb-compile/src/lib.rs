@@ -197,7 +197,7 @@ pub fn compile(project: &Project) -> Result<Compiled, Diagnostics> {
     let warnings = tests.iter().flat_map(|t| t.warnings.clone()).collect();
     Ok(Compiled {
         plan_models: planning::models(&order, &compiled_models),
-        plan_sources: planning::sources(project),
+        plan_sources: planning::sources(project, &managed),
         files,
         pipelines: project.pipelines.len(),
         models: compiled_models.len(),

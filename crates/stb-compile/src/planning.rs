@@ -54,7 +54,11 @@ pub(crate) fn models(
         .collect()
 }
 
-pub(crate) fn sources(project: &Project) -> Vec<PlanSource> {
+/// `managed` holds the landing objects of each Kafka source.
+pub(crate) fn sources(
+    project: &Project,
+    managed: &BTreeMap<String, stb_ddl::ManagedSource>,
+) -> Vec<PlanSource> {
     project
         .sources
         .iter()
@@ -62,6 +66,12 @@ pub(crate) fn sources(project: &Project) -> Vec<PlanSource> {
             name: source.name.clone(),
             framework_managed: matches!(source.kind, SourceKind::Kafka | SourceKind::Postgres),
             scheduled_pull: source.kind == SourceKind::Postgres,
+            relation: match source.kind {
+                SourceKind::Kafka => managed.get(&source.name).map(|m| m.raw.name.name.clone()),
+                SourceKind::StreamTable => source.table_name.clone(),
+                // Read through the postgresql() table function.
+                SourceKind::Postgres => None,
+            },
         })
         .collect()
 }

@@ -51,6 +51,9 @@ pub struct PlanSource {
     pub framework_managed: bool,
     /// A Postgres pull the warehouse refreshes on a schedule: never replayed.
     pub scheduled_pull: bool,
+    /// The relation models read (landing table, adopted table); `None` when they read a
+    /// table function, which has nothing to look for in the catalog.
+    pub relation: Option<String>,
 }
 
 /// Why a model is in the plan.
@@ -208,10 +211,11 @@ fn prerequisites(
     for name in upstream {
         let source = sources.iter().find(|s| s.name == name);
         let framework_managed = source.is_some_and(|s| s.framework_managed);
-        let exists = match by_name.get(name) {
+        let exists = match (by_name.get(name), source) {
             // A model exists when every relation it owns does.
-            Some(model) => model.relations.iter().all(|(_, r)| present(r)),
-            None => present(name),
+            (Some(model), _) => model.relations.iter().all(|(_, r)| present(r)),
+            (None, Some(source)) => source.relation.as_deref().is_none_or(present),
+            (None, None) => present(name),
         };
         if let Some(model) = by_name.get(name)
             && !exists

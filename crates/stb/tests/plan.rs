@@ -67,6 +67,11 @@ fn a_direct_plan_reads_only_and_reports_sql_changes() {
     assert_eq!(json["entries"][0]["sql_change"]["status"], "first_baseline");
     assert_eq!(json["replay_roots"][0]["driving_input"], "customers");
     assert_eq!(json["entries"][1]["model"], "name_counts");
+    assert_eq!(json["prerequisite_scope"][0]["name"], "customers");
+    assert_eq!(
+        json["prerequisite_scope"][0]["present"], true,
+        "the adopted table exists"
+    );
     assert_eq!(tables(&db.name), before, "a plan creates nothing");
 
     // A recorded baseline with other SQL: the change and its diff are shown.

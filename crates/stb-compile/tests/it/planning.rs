@@ -57,4 +57,17 @@ fn the_shop_plans_with_roots_at_each_source() {
         .collect();
     assert!(managed.contains(&("orders", true)));
     assert!(managed.contains(&("customers", false)));
+    let relations: Vec<(&str, Option<&str>)> = compiled
+        .plan_sources
+        .iter()
+        .map(|s| (s.name.as_str(), s.relation.as_deref()))
+        .collect();
+    assert!(
+        relations.contains(&("orders", Some("raw__orders"))),
+        "{relations:?}"
+    );
+    assert!(
+        relations.contains(&("customers", Some("customers_existing"))),
+        "{relations:?}"
+    );
 }

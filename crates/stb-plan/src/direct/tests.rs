@@ -43,11 +43,13 @@ fn project() -> (Vec<PlanModel>, Vec<PlanSource>) {
             name: "orders".into(),
             framework_managed: true,
             scheduled_pull: false,
+            relation: Some("raw__orders".into()),
         },
         PlanSource {
             name: "customers".into(),
             framework_managed: false,
             scheduled_pull: false,
+            relation: Some("customers_table".into()),
         },
     ];
     (models, sources)
@@ -110,6 +112,14 @@ fn everything_is_planned_with_one_root_per_driving_chain() {
         .map(|p| (p.name.as_str(), p.framework_managed))
         .collect();
     assert_eq!(prerequisites, [("customers", false), ("orders", true)]);
+    // Sources are looked up by the relation models read.
+    let only_landing = plan_direct(&models, &sources, None, &|r| r == "raw__orders").expect("plan");
+    let present: Vec<(&str, bool)> = only_landing
+        .prerequisites
+        .iter()
+        .map(|p| (p.name.as_str(), p.present))
+        .collect();
+    assert_eq!(present, [("customers", false), ("orders", true)]);
 }
 
 #[test]
