@@ -106,12 +106,9 @@ fn last_signal_age_ms(
 ) -> Result<Option<i64>, Failure> {
     let events = format!("{}._streambuild_run_events", stb_ddl::identifier(database));
     let exists = client
-        .query(&format!(
-            "SELECT name FROM system.tables WHERE database = {} AND name = '_streambuild_run_events'",
-            stb_ddl::string_literal(database)
-        ))
+        .table_exists(database, "_streambuild_run_events")
         .map_err(|e| Failure::from(&e))?;
-    if exists.data.is_empty() {
+    if !exists {
         return Ok(None);
     }
     let rows = client

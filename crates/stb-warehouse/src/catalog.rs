@@ -44,16 +44,24 @@ impl Catalog {
 
 const ATTEMPTS: u64 = 3;
 
-/// A ClickHouse string literal.
-fn literal(text: &str) -> String {
-    format!("'{}'", text.replace('\\', "\\\\").replace('\'', "\\'"))
-}
-
 fn text(rows: &Rows, row: usize, column: &str) -> String {
     rows.text(row, column).unwrap_or_default()
 }
 
 impl Client {
+    /// Whether `database.name` exists; one query.
+    ///
+    /// # Errors
+    /// The catalog could not be read.
+    pub fn table_exists(&self, database: &str, name: &str) -> Result<bool, WarehouseError> {
+        let rows = self.query(&format!(
+            "SELECT name FROM system.tables WHERE database = {} AND name = {}",
+            stb_ddl::string_literal(database),
+            stb_ddl::string_literal(name)
+        ))?;
+        Ok(!rows.data.is_empty())
+    }
+
     /// Reads `database`'s relations and columns. A relation whose DDL reads empty (created
     /// while the catalog was being read) makes the whole read start again, up to 3 times.
     ///
@@ -89,7 +97,7 @@ impl Client {
 
     fn read_catalog(&self, database: &str) -> Result<Catalog, WarehouseError> {
         let timezone = self.query("SELECT timezone() AS tz")?;
-        let db = literal(database);
+        let db = stb_ddl::string_literal(database);
         let tables = self.query(&format!(
             "SELECT name, engine, sorting_key, partition_key, create_table_query, as_select, toString(uuid) AS uuid FROM system.tables WHERE database = {db} ORDER BY name"
         ))?;

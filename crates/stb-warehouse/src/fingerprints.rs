@@ -35,11 +35,7 @@ pub fn latest_fingerprints(
     database: &str,
     identities: &[String],
 ) -> Result<Fingerprints, WarehouseError> {
-    let exists = client.query(&format!(
-        "SELECT name FROM system.tables WHERE database = {} AND name = '{TABLE}'",
-        stb_ddl::string_literal(database)
-    ))?;
-    if exists.data.is_empty() {
+    if !client.table_exists(database, TABLE)? {
         return Ok(Fingerprints::Absent);
     }
     if identities.is_empty() {

@@ -6,8 +6,6 @@
 //! atomic) and reading which comment it took away. There is no age-based takeover: a killed
 //! owner's lock stays until an operator breaks it on purpose.
 
-use sha2::{Digest, Sha256};
-
 use crate::client::Client;
 use crate::error::WarehouseError;
 
@@ -59,16 +57,8 @@ pub struct TargetLock<'c> {
     owner: String,
 }
 
-fn quote_ident(name: &str) -> String {
-    format!("`{}`", name.replace('\\', "\\\\").replace('`', "\\`"))
-}
-
-fn quote_string(text: &str) -> String {
-    format!("'{}'", text.replace('\\', "\\\\").replace('\'', "\\'"))
-}
-
 fn table(database: &str, name: &str) -> String {
-    format!("{}.{}", quote_ident(database), quote_ident(name))
+    stb_ddl::QualifiedName::new(database, name).to_string()
 }
 
 /// The owner named in the comment of `database.name`, if that table exists.
@@ -79,8 +69,8 @@ fn comment_owner(
 ) -> Result<Option<String>, WarehouseError> {
     let rows = client.query(&format!(
         "SELECT comment FROM system.tables WHERE database = {} AND name = {}",
-        quote_string(database),
-        quote_string(name)
+        stb_ddl::string_literal(database),
+        stb_ddl::string_literal(name)
     ))?;
     Ok(rows.text(0, "comment").map(|comment| {
         comment
@@ -112,7 +102,10 @@ impl<'c> TargetLock<'c> {
     ) -> Result<Self, LockError> {
         if ensure_database {
             client.execute(
-                &format!("CREATE DATABASE IF NOT EXISTS {}", quote_ident(database)),
+                &format!(
+                    "CREATE DATABASE IF NOT EXISTS {}",
+                    stb_ddl::identifier(database)
+                ),
                 None,
             )?;
         }
@@ -120,7 +113,7 @@ impl<'c> TargetLock<'c> {
             &format!(
                 "CREATE TABLE {} (guard UInt8) ENGINE = TinyLog COMMENT {}",
                 table(database, LOCK_TABLE),
-                quote_string(&format!("{COMMENT_PREFIX}{owner}"))
+                stb_ddl::string_literal(&format!("{COMMENT_PREFIX}{owner}"))
             ),
             None,
         );
@@ -161,9 +154,8 @@ impl<'c> TargetLock<'c> {
     /// [`LockError::OwnershipChanged`] when another owner holds it now (their lock is left in
     /// place); warehouse failures.
     pub fn release(self) -> Result<(), LockError> {
-        let digest = Sha256::digest(self.owner.as_bytes());
-        let hex: String = digest.iter().take(8).map(|b| format!("{b:02x}")).collect();
-        let release_name = format!("{LOCK_TABLE}_release_{hex}");
+        let hex = crate::statements::sha256_hex(&self.owner);
+        let release_name = format!("{LOCK_TABLE}_release_{}", &hex[..16]);
         let lock = table(&self.database, LOCK_TABLE);
         let release = table(&self.database, &release_name);
         let client = self.client;
@@ -171,7 +163,7 @@ impl<'c> TargetLock<'c> {
         client.execute(
             &format!(
                 "CREATE TABLE {release} (guard UInt8) ENGINE = TinyLog COMMENT {}",
-                quote_string(&format!("{COMMENT_PREFIX}{}", self.owner))
+                stb_ddl::string_literal(&format!("{COMMENT_PREFIX}{}", self.owner))
             ),
             None,
         )?;

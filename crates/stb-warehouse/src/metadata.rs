@@ -304,10 +304,7 @@ fn failure(message: String) -> WarehouseError {
 /// or a failed statement.
 pub fn migrate(client: &Client, database: &str) -> Result<(), WarehouseError> {
     let db = stb_ddl::string_literal(database);
-    let newer = client.query(&format!(
-        "SELECT name FROM system.tables WHERE database = {db} AND name = '_streambuild_schema_versions'"
-    ))?;
-    if !newer.data.is_empty() {
+    if client.table_exists(database, "_streambuild_schema_versions")? {
         let versions = QualifiedName::new(database, "_streambuild_schema_versions");
         let found = client.query(&format!("SELECT max(version) AS v FROM {versions}"))?;
         let version: u64 = found.text(0, "v").and_then(|v| v.parse().ok()).unwrap_or(0);

@@ -16,7 +16,8 @@ pub struct PlannedStatement {
     pub sql: String,
 }
 
-fn sha256_hex(text: &str) -> String {
+/// SHA-256 of the text, lower-case hex.
+pub(crate) fn sha256_hex(text: &str) -> String {
     Sha256::digest(text.as_bytes())
         .iter()
         .map(|b| format!("{b:02x}"))
