@@ -144,7 +144,7 @@ pub(crate) struct CompiledAudit {
 }
 
 fn fail(file: &str, text: &str, offset: usize, message: String, hint: &str) -> Diagnostic {
-    Diagnostic::new(CODE, message, hint).at(Location::at(file, Position::of_offset(text, offset)))
+    crate::blocks::diagnostic_at(CODE, file, text, offset, message, hint)
 }
 
 /// `compiled/audits/<path relative to audits/ without .sql>`.
@@ -157,11 +157,11 @@ fn standalone_path_stem(file: &str) -> String {
 /// Every `AUDIT` block of one file under `audits/` (not `audits/generic/`).
 pub(crate) fn standalone(file: &str, text: &str) -> Result<Vec<Draft>, Diagnostic> {
     let blocks = crate::blocks::split(text, "AUDIT").map_err(|e| {
-        fail(
+        e.into_diagnostic(
+            CODE,
             file,
             text,
-            e.offset,
-            format!("SQL audit '{file}' {}", e.message),
+            "SQL audit",
             "write AUDIT (name my_audit); then the SELECT that returns failing rows",
         )
     })?;

@@ -4,6 +4,7 @@
 //! A block starts at the case-sensitive keyword outside strings and comments, with only
 //! whitespace before it on its line, followed by `(`. Headers use the MODEL header grammar.
 
+use stb_diagnostics::{Diagnostic, Location, Position};
 use stb_model::header::{HeaderValue, Spanned};
 use stb_sql::lexer::{Kind, lex};
 
@@ -24,6 +25,39 @@ pub(crate) struct Block<'a> {
 pub(crate) struct BlockError {
     pub message: String,
     pub offset: usize,
+}
+
+/// A diagnostic pointing at `offset` of `file`.
+pub(crate) fn diagnostic_at(
+    code: &'static str,
+    file: &str,
+    text: &str,
+    offset: usize,
+    message: impl Into<String>,
+    hint: &str,
+) -> Diagnostic {
+    Diagnostic::new(code, message, hint).at(Location::at(file, Position::of_offset(text, offset)))
+}
+
+impl BlockError {
+    /// As a diagnostic reading `<what> '<file>' <message>`.
+    pub(crate) fn into_diagnostic(
+        self,
+        code: &'static str,
+        file: &str,
+        text: &str,
+        what: &str,
+        hint: &str,
+    ) -> Diagnostic {
+        diagnostic_at(
+            code,
+            file,
+            text,
+            self.offset,
+            format!("{what} '{file}' {}", self.message),
+            hint,
+        )
+    }
 }
 
 /// Splits `text` into `keyword` blocks. Nothing but whitespace may precede the first block.

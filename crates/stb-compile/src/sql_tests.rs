@@ -15,7 +15,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use stb_diagnostics::{Diagnostic, Location, Position};
+use stb_diagnostics::Diagnostic;
 use stb_sql::lexer::{Kind, Token, lex};
 
 use crate::model::AnalysedModel;
@@ -67,17 +67,17 @@ fn fail(
     message: impl Into<String>,
     hint: &str,
 ) -> Diagnostic {
-    Diagnostic::new(CODE, message, hint).at(Location::at(file, Position::of_offset(text, offset)))
+    crate::blocks::diagnostic_at(CODE, file, text, offset, message, hint)
 }
 
 /// Splits a file into `TEST (...);` blocks and reads their headers.
 fn blocks<'a>(file: &str, text: &'a str) -> Result<Vec<Block<'a>>, Diagnostic> {
     let split = crate::blocks::split(text, "TEST").map_err(|e| {
-        fail(
+        e.into_diagnostic(
+            CODE,
             file,
             text,
-            e.offset,
-            format!("SQL test '{file}' {}", e.message),
+            "SQL test",
             "write TEST (name my_test); then WITH ... SELECT 1",
         )
     })?;

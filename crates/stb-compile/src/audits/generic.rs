@@ -77,11 +77,11 @@ pub(crate) fn definitions(
         let blocks = match crate::blocks::split(text, "AUDIT") {
             Ok(blocks) => blocks,
             Err(e) => {
-                diagnostics.push(fail(
+                diagnostics.push(e.into_diagnostic(
+                    CODE,
                     file,
                     text,
-                    e.offset,
-                    format!("Generic audit '{file}' {}", e.message),
+                    "Generic audit",
                     "write AUDIT (); then the SELECT, using @model and other @parameters",
                 ));
                 continue;
@@ -144,11 +144,6 @@ pub(crate) fn definitions(
     out
 }
 
-/// A ClickHouse string literal.
-fn string_literal(text: &str) -> String {
-    format!("'{}'", text.replace('\\', "\\\\").replace('\'', "\\'"))
-}
-
 fn raw_scalar(value: &HeaderValue) -> Option<String> {
     match value {
         HeaderValue::Str(s) => Some(s.clone()),
@@ -169,7 +164,7 @@ fn render_value(param: &Param, value: &HeaderValue) -> Result<String, String> {
         items
             .iter()
             .map(|v| match v {
-                HeaderValue::Str(s) => Some(string_literal(s)),
+                HeaderValue::Str(s) => Some(stb_ddl::string_literal(s)),
                 _ => None,
             })
             .collect()
