@@ -327,13 +327,7 @@ fn vars_table(reader: &mut Reader<'_>, node: &Node, what: &str) -> BTreeMap<Stri
     };
     let mut vars = BTreeMap::new();
     for (key, value) in entries {
-        if key.name.contains("${") {
-            reader.report(
-                codes::CONFIG_LITERAL,
-                key.position,
-                format!("{what} must not interpolate mapping keys: '{}'", key.name),
-                "variable names are literal",
-            );
+        if !reader.literal_key(key, what, "variable names are literal") {
             continue;
         }
         vars.insert(key.name.clone(), value.clone());

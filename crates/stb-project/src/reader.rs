@@ -50,20 +50,34 @@ impl<'d> Reader<'d> {
         None
     }
 
+    /// False (and reported) when a mapping key holds `${...}`: keys are never interpolated.
+    pub(crate) fn literal_key(&mut self, key: &Key, what: &str, hint: &str) -> bool {
+        if !key.name.contains("${") {
+            return true;
+        }
+        self.report(
+            codes::CONFIG_LITERAL,
+            key.position,
+            format!("{what} must not interpolate mapping keys: '{}'", key.name),
+            hint,
+        );
+        false
+    }
+
     /// Reports every key of `node` not in `allowed` (at the key), and keys that interpolate.
     pub(crate) fn allowed_keys(&mut self, node: &Node, what: &str, allowed: &[&str]) {
         let Some(entries) = node.as_table() else {
             return;
         };
         for (key, _) in entries {
-            if key.name.contains("${") {
-                self.report(
-                    codes::CONFIG_LITERAL,
-                    key.position,
-                    format!("{what} must not interpolate mapping keys: '{}'", key.name),
-                    "keys are always literal; move the ${...} into the value",
-                );
-            } else if !allowed.contains(&key.name.as_str()) {
+            if !self.literal_key(
+                key,
+                what,
+                "keys are always literal; move the ${...} into the value",
+            ) {
+                continue;
+            }
+            if !allowed.contains(&key.name.as_str()) {
                 self.report(
                     codes::CONFIG_UNKNOWN_KEY,
                     key.position,
