@@ -829,17 +829,7 @@ fn postgres(
     forbid(
         reader,
         item,
-        &[
-            "broker_list",
-            "topic",
-            "consumer_group",
-            "format",
-            "ttl",
-            "retention",
-            "settings",
-            "table_name",
-            "replay_boundary",
-        ],
+        &[KAFKA_FIELDS, &["table_name", "replay_boundary"]].concat(),
         "a Postgres source must not declare streaming fields",
         "remove them, or use kind: kafka / stream_table",
     );
