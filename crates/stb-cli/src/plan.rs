@@ -6,7 +6,7 @@ use std::io::Write;
 use std::process::ExitCode;
 
 use clap::Args;
-use stb_plan::direct::{DirectPlan, PlanModel, plan_direct};
+use stb_plan::direct::{DirectPlan, Selection, model_graph, plan_direct};
 use stb_plan::sql_change::{Baseline, SqlChange, sql_change};
 use stb_project::project_config::Mode;
 use stb_warehouse::adopted::{ADOPTED_CODE, AdoptedTable, validate_adopted};
@@ -61,27 +61,12 @@ struct Output {
     changes: Vec<(String, SqlChange)>,
 }
 
-fn graph_of(models: &[PlanModel]) -> stb_graph::ModelGraph {
-    let mut graph = stb_graph::ModelGraph::new();
-    for model in models {
-        graph.add_pipeline(&model.pipeline);
-        graph.add_model(&model.pipeline, &model.name);
-    }
-    let names: BTreeSet<&str> = models.iter().map(|m| m.name.as_str()).collect();
-    for model in models {
-        for upstream in model.reads.iter().filter(|r| names.contains(r.as_str())) {
-            graph.add_edge(upstream, &model.name);
-        }
-    }
-    graph
-}
-
 fn plan(
     args: &PlanArgs,
     project: &stb_project::Project,
     compiled: &stb_compile::Compiled,
 ) -> Result<Output, Failure> {
-    let graph = graph_of(&compiled.plan_models);
+    let graph = model_graph(&compiled.plan_models);
     let diagnostic = |d: stb_diagnostics::Diagnostic| Failure {
         code: d.code,
         message: d.message,
@@ -92,10 +77,8 @@ fn plan(
     } else {
         Some(stb_graph::select_for_build(&graph, &args.select).map_err(diagnostic)?)
     };
-    let execution = match &selected {
-        Some(chosen) => stb_graph::execution_models(&graph, chosen),
-        None => graph.models(),
-    };
+    let selection = Selection::new(&graph, selected);
+    let execution = &selection.scope;
     let virtual_pipelines: Vec<&str> = project
         .pipelines
         .iter()
@@ -112,7 +95,7 @@ fn plan(
             hint: "select direct pipelines only, or set mode = \"direct\" while virtual plans are built".to_owned(),
         });
     }
-    stb_graph::check_max_pipelines(&graph, &execution, project.max_pipelines, &project.target)
+    stb_graph::check_max_pipelines(&graph, execution, project.max_pipelines, &project.target)
         .map_err(diagnostic)?;
     let (client, database) = args.connection.connect(project)?;
     let catalog = client
@@ -154,7 +137,7 @@ fn plan(
     let plan = plan_direct(
         &compiled.plan_models,
         &compiled.plan_sources,
-        selected.as_ref(),
+        &selection,
         &present,
     )
     .map_err(|e| Failure {

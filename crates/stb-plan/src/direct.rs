@@ -112,6 +112,42 @@ pub struct DirectPlan {
     pub warnings: Vec<String>,
 }
 
+/// What the user selected and the execution scope it implies (the selection and
+/// everything downstream; every model when nothing is selected).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Selection {
+    pub selected: Option<BTreeSet<String>>,
+    pub scope: BTreeSet<String>,
+}
+
+impl Selection {
+    #[must_use]
+    pub fn new(graph: &stb_graph::ModelGraph, selected: Option<BTreeSet<String>>) -> Self {
+        let scope = match &selected {
+            Some(chosen) => stb_graph::execution_models(graph, chosen),
+            None => graph.models(),
+        };
+        Self { selected, scope }
+    }
+}
+
+/// The model graph of `models`: pipelines, models and the edges between models.
+#[must_use]
+pub fn model_graph(models: &[PlanModel]) -> stb_graph::ModelGraph {
+    let mut graph = stb_graph::ModelGraph::new();
+    for model in models {
+        graph.add_pipeline(&model.pipeline);
+        graph.add_model(&model.pipeline, &model.name);
+    }
+    let names: BTreeSet<&str> = models.iter().map(|m| m.name.as_str()).collect();
+    for model in models {
+        for upstream in model.reads.iter().filter(|r| names.contains(r.as_str())) {
+            graph.add_edge(upstream, &model.name);
+        }
+    }
+    graph
+}
+
 /// A plan that cannot run.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{message}")]
@@ -120,27 +156,27 @@ pub struct PlanError {
     pub hint: &'static str,
 }
 
-/// Plans a direct build. `models` are in topological order; `selected` is `None` for
-/// every model; `present` says whether a relation exists in the target database now.
+/// Plans a direct build. `models` are in topological order; `present` says whether a
+/// relation exists in the target database now.
 ///
 /// # Errors
 /// A prerequisite model that does not exist and is not rebuilt.
 pub fn plan_direct(
     models: &[PlanModel],
     sources: &[PlanSource],
-    selected: Option<&BTreeSet<String>>,
+    selection: &Selection,
     present: &dyn Fn(&str) -> bool,
 ) -> Result<DirectPlan, PlanError> {
     let by_name: BTreeMap<&str, &PlanModel> = models.iter().map(|m| (m.name.as_str(), m)).collect();
-    let scope = scope(models, selected);
+    let scope = &selection.scope;
     let in_scope: Vec<&PlanModel> = models.iter().filter(|m| scope.contains(&m.name)).collect();
-    let prerequisites = prerequisites(&in_scope, &scope, &by_name, sources, present)?;
-    let (replay_roots, root_names) = replay_roots(&in_scope, &scope, &by_name, sources);
+    let prerequisites = prerequisites(&in_scope, scope, &by_name, sources, present)?;
+    let (replay_roots, root_names) = replay_roots(&in_scope, scope, &by_name, sources);
     let entries = in_scope
         .iter()
         .map(|m| Entry {
             model: m.name.clone(),
-            reason: match selected {
+            reason: match &selection.selected {
                 None => Reason::AllModels,
                 Some(chosen) if chosen.contains(&m.name) => Reason::Selected,
                 Some(_) => Reason::DownstreamOfSelected,
@@ -177,21 +213,6 @@ pub fn plan_direct(
             .map(|m| format!("mutable_ref_replay_not_guaranteed: '{}' reads a mutable side input; exact historical replay equivalence cannot be guaranteed", m.name))
             .collect(),
     })
-}
-
-/// The selection and everything downstream of it.
-fn scope(models: &[PlanModel], selected: Option<&BTreeSet<String>>) -> BTreeSet<String> {
-    let Some(selected) = selected else {
-        return models.iter().map(|m| m.name.clone()).collect();
-    };
-    let mut scope = selected.clone();
-    // Topological order: one pass reaches every descendant.
-    for model in models {
-        if model.reads.iter().any(|r| scope.contains(r)) {
-            scope.insert(model.name.clone());
-        }
-    }
-    scope
 }
 
 fn prerequisites(

@@ -3,7 +3,7 @@
 
 use std::collections::BTreeSet;
 
-use stb_plan::direct::{RelationKind, plan_direct};
+use stb_plan::direct::{RelationKind, Selection, model_graph, plan_direct};
 
 use crate::support::{SHOP, compile_files};
 
@@ -29,9 +29,12 @@ fn the_shop_plans_with_roots_at_each_source() {
             .collect::<Vec<_>>(),
         [RelationKind::Table, RelationKind::MaterializedView]
     );
-    let plan = plan_direct(&compiled.plan_models, &compiled.plan_sources, None, &|_| {
-        true
-    })
+    let plan = plan_direct(
+        &compiled.plan_models,
+        &compiled.plan_sources,
+        &Selection::new(&model_graph(&compiled.plan_models), None),
+        &|_| true,
+    )
     .expect("plan");
     let roots: BTreeSet<(&str, &str)> = plan
         .replay_roots

@@ -62,7 +62,13 @@ fn everything_exists(_: &str) -> bool {
 #[test]
 fn everything_is_planned_with_one_root_per_driving_chain() {
     let (models, sources) = project();
-    let plan = plan_direct(&models, &sources, None, &everything_exists).expect("plan");
+    let plan = plan_direct(
+        &models,
+        &sources,
+        &Selection::new(&model_graph(&models), None),
+        &everything_exists,
+    )
+    .expect("plan");
     let reasons: Vec<(&str, &str, bool)> = plan
         .entries
         .iter()
@@ -113,7 +119,13 @@ fn everything_is_planned_with_one_root_per_driving_chain() {
         .collect();
     assert_eq!(prerequisites, [("customers", false), ("orders", true)]);
     // Sources are looked up by the relation models read.
-    let only_landing = plan_direct(&models, &sources, None, &|r| r == "raw__orders").expect("plan");
+    let only_landing = plan_direct(
+        &models,
+        &sources,
+        &Selection::new(&model_graph(&models), None),
+        &|r| r == "raw__orders",
+    )
+    .expect("plan");
     let present: Vec<(&str, bool)> = only_landing
         .prerequisites
         .iter()
@@ -126,7 +138,13 @@ fn everything_is_planned_with_one_root_per_driving_chain() {
 fn a_selection_takes_its_downstream_and_its_own_roots() {
     let (models, sources) = project();
     let selected: BTreeSet<String> = ["enriched".to_owned()].into();
-    let plan = plan_direct(&models, &sources, Some(&selected), &everything_exists).expect("plan");
+    let plan = plan_direct(
+        &models,
+        &sources,
+        &Selection::new(&model_graph(&models), Some(selected)),
+        &everything_exists,
+    )
+    .expect("plan");
     let reasons: Vec<(&str, &str)> = plan
         .entries
         .iter()
@@ -151,9 +169,12 @@ fn a_selection_takes_its_downstream_and_its_own_roots() {
 fn a_missing_prerequisite_model_fails_and_names_its_pipeline() {
     let (models, sources) = project();
     let selected: BTreeSet<String> = ["enriched".to_owned()].into();
-    let error = plan_direct(&models, &sources, Some(&selected), &|relation| {
-        relation != "tbl__customer_names"
-    })
+    let error = plan_direct(
+        &models,
+        &sources,
+        &Selection::new(&model_graph(&models), Some(selected)),
+        &|relation| relation != "tbl__customer_names",
+    )
     .expect_err("missing");
     assert!(
         error.message.contains("'customer_names' is read by the selection but does not exist (built by pipeline pl__customers; add it to the selection)"),
@@ -168,7 +189,13 @@ fn scheduled_pulls_are_not_replayed_and_mutable_refs_warn() {
     sources[1].scheduled_pull = true;
     sources[1].framework_managed = true;
     models[2].has_mutable_ref = true;
-    let plan = plan_direct(&models, &sources, None, &everything_exists).expect("plan");
+    let plan = plan_direct(
+        &models,
+        &sources,
+        &Selection::new(&model_graph(&models), None),
+        &everything_exists,
+    )
+    .expect("plan");
     let roots: Vec<&str> = plan.replay_roots.iter().map(|r| r.model.as_str()).collect();
     assert_eq!(roots, ["clean"]);
     assert_eq!(plan.warnings.len(), 1);
