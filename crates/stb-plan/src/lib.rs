@@ -3,4 +3,5 @@
 
 pub mod direct;
 pub mod options;
+pub mod replay;
 pub mod sql_change;

@@ -1,0 +1,457 @@
+//! Replay boundaries: the capture query that measures what the driving input holds, the
+//! predicate that bounds the replay to it, and the replay `INSERT` itself.
+//!
+//! The boundary filter is always applied to the driving input, inside a subquery that
+//! replaces the input's reference in the author's query. That keeps aggregates honest (the
+//! `GROUP BY` sees only the window), filters offsets on the landed rows before any parsing
+//! (reference fix 0.40.1), and cannot hide a column the author did not project (the
+//! reference's outer-`WHERE` variant had to parenthesise authored `OR`s and needed the
+//! boundary columns in the output). For row-wise queries both placements select the same
+//! rows.
+
+use crate::options::StartTime;
+
+/// How a pipeline's rows are positioned in their retained history.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BoundaryMode {
+    /// Per-partition offsets (Kafka landing, adopted tables with partition and offset).
+    Offsets,
+    /// The event timestamp.
+    Timestamp,
+    /// When the row landed (managed Kafka sources).
+    LandedAt,
+    /// A monotonically increasing cursor column (adopted tables).
+    Cursor,
+}
+
+pub const PARTITION: &str = "_replay_partition";
+pub const OFFSET: &str = "_replay_offset";
+pub const TIMESTAMP: &str = "_replay_timestamp";
+pub const LANDED_AT: &str = "_replay_landed_at";
+pub const CURSOR: &str = "_replay_cursor";
+
+impl BoundaryMode {
+    #[must_use]
+    pub fn parse(text: &str) -> Option<Self> {
+        match text {
+            "offsets" => Some(Self::Offsets),
+            "timestamp" => Some(Self::Timestamp),
+            "landed_at" => Some(Self::LandedAt),
+            "cursor" => Some(Self::Cursor),
+            _ => None,
+        }
+    }
+
+    #[must_use]
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Offsets => "offsets",
+            Self::Timestamp => "timestamp",
+            Self::LandedAt => "landed_at",
+            Self::Cursor => "cursor",
+        }
+    }
+
+    /// The column whose value bounds a scalar replay.
+    fn scalar_column(self) -> &'static str {
+        match self {
+            Self::Timestamp => TIMESTAMP,
+            Self::LandedAt => LANDED_AT,
+            Self::Cursor => CURSOR,
+            Self::Offsets => OFFSET,
+        }
+    }
+}
+
+/// The columns a mode needs on the driving input; `time_column` is the one a start time
+/// is compared with, when one is given.
+///
+/// # Errors
+/// The first missing column, by name.
+pub fn required_columns(
+    mode: BoundaryMode,
+    available: &[String],
+    with_start_time: bool,
+) -> Result<Option<&'static str>, String> {
+    let has = |c: &str| available.iter().any(|a| a == c);
+    let needed: &[&str] = match mode {
+        BoundaryMode::Offsets => &[PARTITION, OFFSET],
+        BoundaryMode::Timestamp => &[TIMESTAMP],
+        BoundaryMode::LandedAt => &[LANDED_AT],
+        BoundaryMode::Cursor => &[CURSOR],
+    };
+    if let Some(missing) = needed.iter().find(|c| !has(c)) {
+        return Err((*missing).to_owned());
+    }
+    if !with_start_time {
+        return Ok(None);
+    }
+    let time = match mode {
+        // The landing time is what "landed at or before T" means; the event time is the
+        // fallback for adopted tables, which have no landing stamp.
+        BoundaryMode::Offsets if has(LANDED_AT) => LANDED_AT,
+        BoundaryMode::Offsets | BoundaryMode::Cursor | BoundaryMode::Timestamp => TIMESTAMP,
+        BoundaryMode::LandedAt => LANDED_AT,
+    };
+    if has(time) {
+        Ok(Some(time))
+    } else {
+        Err(time.to_owned())
+    }
+}
+
+/// What a replay reads: the driving input as the model's query references it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Anchor {
+    /// The relation text (`db.raw__orders`, or an aliasing subquery for adopted tables).
+    pub relation: String,
+    pub mode: BoundaryMode,
+    /// The column a `--start-time` is compared with, when one is given.
+    pub time_column: Option<&'static str>,
+}
+
+fn time_literal(value: &str) -> String {
+    format!("toDateTime64({}, 3, 'UTC')", stb_ddl::string_literal(value))
+}
+
+/// The capture query: run after the new views have been live for the stabilisation
+/// period, with the warehouse's clock. Offsets: one row per contiguous run of present
+/// offsets per partition (`partition, run_lower, run_upper, captured_at`). Scalar modes:
+/// one row (`cutoff, lower, rows, captured_at`).
+#[must_use]
+pub fn capture_sql(anchor: &Anchor, start: Option<&StartTime>) -> String {
+    let relation = &anchor.relation;
+    let captured_at = "toString(now64(3, 'UTC')) AS captured_at";
+    match anchor.mode {
+        BoundaryMode::Offsets => {
+            let positions = match (start, anchor.time_column) {
+                (Some(start), Some(time)) => format!(
+                    // The inclusive frontier: per partition, the last offset landed at or
+                    // before T and everything after it; partitions with nothing that old
+                    // replay whole (the LEFT JOIN's default frontier is 0).
+                    "SELECT DISTINCT r.{PARTITION} AS p, r.{OFFSET} AS o FROM {relation} AS r \
+                     LEFT JOIN (SELECT {PARTITION} AS fp, max({OFFSET}) AS fo FROM {relation} \
+                     WHERE {time} <= {} GROUP BY fp) AS f ON r.{PARTITION} = f.fp \
+                     WHERE r.{OFFSET} >= f.fo",
+                    time_literal(start.as_str())
+                ),
+                _ => format!("SELECT DISTINCT {PARTITION} AS p, {OFFSET} AS o FROM {relation}"),
+            };
+            format!(
+                "SELECT toString(p) AS partition, toString(min(o)) AS run_lower, \
+                 toString(max(o)) AS run_upper, {captured_at} \
+                 FROM (SELECT p, o, toInt64(o) - toInt64(row_number() OVER (PARTITION BY p ORDER BY o)) AS island \
+                 FROM ({positions})) GROUP BY p, island ORDER BY p, min(o) \
+                 SETTINGS join_use_nulls = 0"
+            )
+        }
+        BoundaryMode::Cursor => {
+            let (lower, rows) = match (start, anchor.time_column) {
+                (Some(start), Some(time)) => {
+                    let since = format!("{time} >= {}", time_literal(start.as_str()));
+                    (
+                        format!("toString(minIf({CURSOR}, {since}))"),
+                        format!("countIf({since})"),
+                    )
+                }
+                _ => (format!("toString(min({CURSOR}))"), "count()".to_owned()),
+            };
+            format!(
+                "SELECT toString(max({CURSOR})) AS cutoff, {lower} AS lower, {rows} AS rows, \
+                 {captured_at} FROM {relation}"
+            )
+        }
+        BoundaryMode::Timestamp | BoundaryMode::LandedAt => {
+            let column = anchor.mode.scalar_column();
+            let window = start.map_or_else(String::new, |s| {
+                format!(" WHERE {column} >= {}", time_literal(s.as_str()))
+            });
+            format!(
+                "SELECT toString(now64(3, 'UTC')) AS cutoff, toString(min({column})) AS lower, \
+                 count() AS rows, {captured_at} FROM {relation}{window}"
+            )
+        }
+    }
+}
+
+/// One run of present offsets in one partition.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct OffsetRun {
+    pub partition: i128,
+    pub lower: i128,
+    pub upper: i128,
+}
+
+/// What a capture found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Capture {
+    Offsets {
+        runs: Vec<OffsetRun>,
+        captured_at: Option<String>,
+    },
+    Scalar {
+        /// `None`: nothing to replay.
+        cutoff: Option<String>,
+        lower: Option<String>,
+        captured_at: Option<String>,
+    },
+}
+
+impl Capture {
+    #[must_use]
+    pub fn captured_at(&self) -> Option<&str> {
+        match self {
+            Self::Offsets { captured_at, .. } | Self::Scalar { captured_at, .. } => {
+                captured_at.as_deref()
+            }
+        }
+    }
+}
+
+fn integer(text: &str, what: &str) -> Result<i128, String> {
+    text.parse()
+        .map_err(|_| format!("capture returned a {what} that is not an integer: '{text}'"))
+}
+
+/// Reads a capture's rows (by column name through `cell`), checking every value: they are
+/// spliced into the replay statement, so only integers and timestamps pass.
+///
+/// # Errors
+/// A row that does not have the shape the capture query produces.
+pub fn parse_capture(
+    anchor: &Anchor,
+    start: Option<&StartTime>,
+    rows: usize,
+    cell: &dyn Fn(usize, &str) -> Option<String>,
+) -> Result<Capture, String> {
+    let captured_at = (rows > 0)
+        .then(|| cell(0, "captured_at"))
+        .flatten()
+        .map(|t| check_time(&t))
+        .transpose()?;
+    match anchor.mode {
+        BoundaryMode::Offsets => {
+            let mut runs = Vec::with_capacity(rows);
+            for row in 0..rows {
+                let get = |c: &str| cell(row, c).ok_or_else(|| format!("capture row lacks {c}"));
+                runs.push(OffsetRun {
+                    partition: integer(&get("partition")?, "partition")?,
+                    lower: integer(&get("run_lower")?, "offset")?,
+                    upper: integer(&get("run_upper")?, "offset")?,
+                });
+            }
+            Ok(Capture::Offsets { runs, captured_at })
+        }
+        mode => {
+            if rows != 1 {
+                return Err(format!("capture returned {rows} rows instead of one"));
+            }
+            let count = integer(&cell(0, "rows").unwrap_or_default(), "row count")?;
+            if count == 0 {
+                return Ok(Capture::Scalar {
+                    cutoff: None,
+                    lower: None,
+                    captured_at,
+                });
+            }
+            let check = |value: String| {
+                if mode == BoundaryMode::Cursor {
+                    integer(&value, "cursor").map(|v| v.to_string())
+                } else {
+                    check_time(&value)
+                }
+            };
+            let cutoff = cell(0, "cutoff").map(check).transpose()?;
+            // A scalar window starts at T itself; without one the replay is unbounded below.
+            let lower = match (mode, start) {
+                (BoundaryMode::Cursor, Some(_)) => cell(0, "lower").map(check).transpose()?,
+                (_, Some(start)) => Some(start.as_str().to_owned()),
+                (_, None) => None,
+            };
+            Ok(Capture::Scalar {
+                cutoff,
+                lower,
+                captured_at,
+            })
+        }
+    }
+}
+
+/// `YYYY-MM-DD HH:MM:SS[.fff...]` only.
+fn check_time(text: &str) -> Result<String, String> {
+    let ok = text.len() >= 19
+        && text.bytes().enumerate().all(|(i, b)| match i {
+            4 | 7 => b == b'-',
+            10 => b == b' ',
+            13 | 16 => b == b':',
+            19 => b == b'.',
+            _ => b.is_ascii_digit(),
+        });
+    if ok {
+        Ok(text.to_owned())
+    } else {
+        Err(format!("capture returned an unreadable time '{text}'"))
+    }
+}
+
+/// The boundary predicate on the driving input's canonical columns; `0` when the capture
+/// found nothing (an empty capture replays nothing, never everything).
+#[must_use]
+pub fn predicate(mode: BoundaryMode, capture: &Capture, start: Option<&StartTime>) -> String {
+    match capture {
+        Capture::Offsets { runs, .. } => {
+            let mut partitions: Vec<(i128, i128, i128)> = Vec::new();
+            for run in runs {
+                match partitions.iter_mut().find(|p| p.0 == run.partition) {
+                    Some(p) => {
+                        p.1 = p.1.min(run.lower);
+                        p.2 = p.2.max(run.upper);
+                    }
+                    None => partitions.push((run.partition, run.lower, run.upper)),
+                }
+            }
+            if partitions.is_empty() {
+                return "0".to_owned();
+            }
+            partitions
+                .iter()
+                .map(|(partition, lower, cutoff)| {
+                    let floor = if start.is_some() {
+                        format!(" AND {OFFSET} >= {lower}")
+                    } else {
+                        String::new()
+                    };
+                    format!("({PARTITION} = {partition} AND {OFFSET} <= {cutoff}{floor})")
+                })
+                .collect::<Vec<_>>()
+                .join(" OR ")
+        }
+        Capture::Scalar { cutoff: None, .. } => "0".to_owned(),
+        Capture::Scalar {
+            cutoff: Some(cutoff),
+            lower,
+            ..
+        } => {
+            let column = mode.scalar_column();
+            let value = |v: &str| {
+                if mode == BoundaryMode::Cursor {
+                    v.to_owned()
+                } else {
+                    time_literal(v)
+                }
+            };
+            let mut text = format!("{column} <= {}", value(cutoff));
+            if let Some(lower) = lower {
+                text.push_str(&format!(" AND {column} >= {}", value(lower)));
+            }
+            text
+        }
+    }
+}
+
+/// A replay statement before its boundary is known.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReplayTemplate {
+    /// The root's table, qualified.
+    pub target: String,
+    /// The model's compiled query split at each reference to the driving input.
+    pub query_parts: Vec<String>,
+    pub anchor: Anchor,
+    /// Appended as `SETTINGS k = v`.
+    pub settings: Vec<(String, String)>,
+}
+
+/// Words that can follow a relation in `FROM`/`JOIN` without being its alias.
+const NOT_AN_ALIAS: &[&str] = &[
+    "WHERE",
+    "GROUP",
+    "ORDER",
+    "LIMIT",
+    "JOIN",
+    "INNER",
+    "LEFT",
+    "RIGHT",
+    "FULL",
+    "CROSS",
+    "ANY",
+    "ALL",
+    "ASOF",
+    "SEMI",
+    "ANTI",
+    "ARRAY",
+    "GLOBAL",
+    "PREWHERE",
+    "HAVING",
+    "UNION",
+    "SETTINGS",
+    "FINAL",
+    "SAMPLE",
+    "ON",
+    "USING",
+    "WINDOW",
+    "QUALIFY",
+    "FORMAT",
+    "INTERSECT",
+    "EXCEPT",
+    "PASTE",
+    "OFFSET",
+    "INTO",
+];
+
+/// True when the text after a relation starts with its alias (`AS x` or a bare name).
+fn alias_follows(rest: &str) -> bool {
+    let word: String = rest
+        .trim_start()
+        .chars()
+        .take_while(|c| c.is_ascii_alphanumeric() || *c == '_' || *c == '`' || *c == '"')
+        .collect();
+    !word.is_empty() && !NOT_AN_ALIAS.contains(&word.to_ascii_uppercase().as_str())
+}
+
+/// Numbers and booleans bare, anything else as a string literal.
+fn setting_value(value: &str) -> String {
+    if value.parse::<f64>().is_ok() || value == "true" || value == "false" {
+        value.to_owned()
+    } else {
+        stb_ddl::string_literal(value)
+    }
+}
+
+impl ReplayTemplate {
+    /// The `INSERT` that replays the window `predicate` selects.
+    #[must_use]
+    pub fn render(&self, predicate: &str) -> String {
+        let relation = &self.anchor.relation;
+        // A plain table keeps its name visible to qualified column references.
+        let bare =
+            (!relation.starts_with('(')).then(|| relation.rsplit('.').next().unwrap_or(relation));
+        let mut query = String::new();
+        for (index, part) in self.query_parts.iter().enumerate() {
+            if index > 0 {
+                query.push_str(&format!("(SELECT * FROM {relation} WHERE {predicate})"));
+                if let Some(name) = bare
+                    && !alias_follows(part)
+                {
+                    query.push_str(&format!(" AS {name}"));
+                }
+            }
+            query.push_str(part);
+        }
+        let mut statement = format!("INSERT INTO {} {}", self.target, query.trim_end());
+        while statement.ends_with(';') {
+            statement.pop();
+        }
+        if !self.settings.is_empty() {
+            let settings: Vec<String> = self
+                .settings
+                .iter()
+                .map(|(k, v)| format!("{k} = {}", setting_value(v)))
+                .collect();
+            statement.push_str(&format!(" SETTINGS {}", settings.join(", ")));
+        }
+        statement
+    }
+}
+
+#[cfg(test)]
+mod tests;
