@@ -1,10 +1,12 @@
 //! The `stb` command line: argument parsing, dispatch and output.
 
+mod build;
 mod compile;
 mod discover;
 mod local;
 mod output;
 mod plan;
+mod run_artifacts;
 mod unlock;
 mod warehouse;
 
@@ -32,6 +34,9 @@ enum Command {
     Local(local::LocalCommand),
     /// Show what a direct build would rebuild and replay, read-only (virtual plans: not yet).
     Plan(plan::PlanArgs),
+    /// Rebuild direct pipelines: drop, recreate and replay the selection and everything
+    /// downstream from retained history (asks first; see docs/build.md).
+    Build(build::BuildArgs),
     /// Break the target's mutation lock left by a killed command (refused while its run
     /// still heartbeats).
     Unlock(unlock::UnlockArgs),
@@ -46,6 +51,7 @@ pub fn run() -> ExitCode {
         Command::Compile(args) => compile::run(&args),
         Command::Local(command) => local::run(command),
         Command::Plan(args) => plan::run(&args),
+        Command::Build(args) => build::run(&args),
         Command::Unlock(args) => unlock::run(&args),
     }
 }

@@ -7,7 +7,9 @@ use std::process::ExitCode;
 
 use clap::Args;
 use stb_plan::direct::{DirectPlan, Selection, model_graph, plan_direct};
+use stb_plan::options::{FLAG_CODE, ScopeFlags, StartTime, validate};
 use stb_plan::sql_change::{Baseline, SqlChange, sql_change};
+use stb_plan::workflow::{Workflow, WorkflowOptions, assemble};
 use stb_project::project_config::Mode;
 use stb_warehouse::adopted::{ADOPTED_CODE, AdoptedTable, validate_adopted};
 use stb_warehouse::fingerprints::{Fingerprints, latest_fingerprints};
@@ -19,16 +21,31 @@ use crate::warehouse::ConnectionArgs;
 /// Diff lines shown per model unless `--verbose`.
 const DIFF_LINES: usize = 12;
 
+/// What to rebuild; shared by `stb plan` and `stb build`.
+#[derive(Debug, Args)]
+pub(crate) struct ScopeArgs {
+    /// Models or pipelines to rebuild (`name`, `model:name`, `pipeline:name`); everything
+    /// downstream comes with them. Default: every model.
+    #[arg(long, short = 's', value_name = "SELECTOR")]
+    pub(crate) select: Vec<String>,
+    /// Replay only history from this UTC instant on (`YYYY-MM-DD` or
+    /// `YYYY-MM-DDTHH:MM:SS[.ffffff][Z]`); direct builds discard the rows before it.
+    /// Needs --select.
+    #[arg(long, value_name = "TIME")]
+    pub(crate) start_time: Option<String>,
+}
+
+/// Seconds the new views run before boundaries are captured (default 5).
+const STABILIZATION_ENV: &str = "STREAMBUILD_LIVE_STABILIZATION_SECONDS";
+
 #[derive(Debug, Args)]
 pub(crate) struct PlanArgs {
     #[command(flatten)]
     project: ProjectArgs,
     #[command(flatten)]
     connection: ConnectionArgs,
-    /// Models or pipelines to rebuild (`name`, `model:name`, `pipeline:name`); everything
-    /// downstream comes with them. Default: every model.
-    #[arg(long, short = 's', value_name = "SELECTOR")]
-    select: Vec<String>,
+    #[command(flatten)]
+    scope: ScopeArgs,
     /// Show whole SQL diffs.
     #[arg(long, short = 'v')]
     verbose: bool,
@@ -46,36 +63,64 @@ pub(crate) fn run(args: &PlanArgs) -> ExitCode {
         Ok(compiled) => compiled,
         Err(diagnostics) => return report(diagnostics, args.json),
     };
-    match plan(args, &project, &compiled) {
-        Ok(output) => {
-            output.print(args.json, args.verbose);
-            ExitCode::SUCCESS
-        }
-        Err(failure) => fail(&failure, args.json),
+    let prepared = match prepare(&project, &compiled, &args.connection, &args.scope) {
+        Ok(prepared) => prepared,
+        Err(failure) => return fail(&failure, args.json),
+    };
+    if let Err(failure) = crate::run_artifacts::write_plan(&project.root, &prepared) {
+        return fail(&failure, args.json);
     }
+    prepared.output.print(args.json, args.verbose);
+    ExitCode::SUCCESS
 }
 
-struct Output {
-    database: String,
-    plan: DirectPlan,
-    changes: Vec<(String, SqlChange)>,
+/// What a plan shows.
+pub(crate) struct Output {
+    pub(crate) database: String,
+    pub(crate) plan: DirectPlan,
+    pub(crate) changes: Vec<(String, SqlChange)>,
+    pub(crate) start_time: Option<StartTime>,
 }
 
-fn plan(
-    args: &PlanArgs,
+/// A plan ready to print or to run: the same preparation for `stb plan` and `stb build`.
+pub(crate) struct Prepared {
+    pub(crate) output: Output,
+    pub(crate) workflow: Workflow,
+    pub(crate) client: std::sync::Arc<stb_warehouse::Client>,
+    /// The compiled models, for fingerprints.
+    pub(crate) models: Vec<stb_plan::direct::PlanModel>,
+}
+
+/// Compiles nothing, reads the warehouse, plans and assembles the workflow.
+pub(crate) fn prepare(
     project: &stb_project::Project,
     compiled: &stb_compile::Compiled,
-) -> Result<Output, Failure> {
+    connection: &ConnectionArgs,
+    scope: &ScopeArgs,
+) -> Result<Prepared, Failure> {
+    let start_time = validate(
+        &ScopeFlags {
+            select: scope.select.clone(),
+            start_time: scope.start_time.clone(),
+            ..ScopeFlags::default()
+        },
+        stb_plan::options::Mode::Direct,
+    )
+    .map_err(|e| Failure {
+        code: FLAG_CODE,
+        message: e.message,
+        hint: e.hint.to_owned(),
+    })?;
     let graph = model_graph(&compiled.plan_models);
     let diagnostic = |d: stb_diagnostics::Diagnostic| Failure {
         code: d.code,
         message: d.message,
         hint: d.hint,
     };
-    let selected = if args.select.is_empty() {
+    let selected = if scope.select.is_empty() {
         None
     } else {
-        Some(stb_graph::select_for_build(&graph, &args.select).map_err(diagnostic)?)
+        Some(stb_graph::select_for_build(&graph, &scope.select).map_err(diagnostic)?)
     };
     let selection = Selection::new(&graph, selected);
     let execution = &selection.scope;
@@ -97,7 +142,7 @@ fn plan(
     }
     stb_graph::check_max_pipelines(&graph, execution, project.max_pipelines, &project.target)
         .map_err(diagnostic)?;
-    let (client, database) = args.connection.connect(project)?;
+    let (client, database) = connection.connect(project)?;
     let catalog = client
         .load_catalog(&database)
         .map_err(|e| Failure::from(&e))?;
@@ -158,13 +203,7 @@ fn plan(
         .zip(&identities)
         .map(|(entry, identity)| {
             let model = compiled.plan_models.iter().find(|m| m.name == entry.model);
-            let current = model
-                .and_then(|m| {
-                    compiled
-                        .files
-                        .get(&format!("compiled/models/{}/{}.sql", m.pipeline, m.name))
-                })
-                .map_or("", String::as_str);
+            let current = model.map_or("", |m| m.query.as_str());
             let baseline = match &fingerprints {
                 Fingerprints::Absent => Baseline::Absent,
                 Fingerprints::Unavailable(_) => Baseline::Unavailable,
@@ -175,15 +214,44 @@ fn plan(
             (entry.model.clone(), sql_change(current, &baseline))
         })
         .collect();
-    Ok(Output {
-        database,
-        plan,
-        changes,
+    let stabilization_seconds = match std::env::var(STABILIZATION_ENV) {
+        Ok(text) => text.trim().parse().map_err(|_| Failure {
+            code: FLAG_CODE,
+            message: format!("{STABILIZATION_ENV} must be a whole number of seconds, not '{text}'"),
+            hint: "unset it for the default of 5 seconds".to_owned(),
+        })?,
+        Err(_) => 5,
+    };
+    let workflow = assemble(
+        &plan,
+        &compiled.plan_models,
+        &compiled.plan_sources,
+        &WorkflowOptions {
+            database: database.clone(),
+            stabilization_seconds,
+            start_time: start_time.clone(),
+        },
+    )
+    .map_err(|e| Failure {
+        code: "STB-PLAN-004",
+        message: e.message,
+        hint: e.hint.to_owned(),
+    })?;
+    Ok(Prepared {
+        output: Output {
+            database,
+            plan,
+            changes,
+            start_time,
+        },
+        workflow,
+        client: std::sync::Arc::new(client),
+        models: compiled.plan_models.clone(),
     })
 }
 
 impl Output {
-    fn print(&self, json: bool, verbose: bool) {
+    pub(crate) fn print(&self, json: bool, verbose: bool) {
         if json {
             print_json(&self.json());
             return;
@@ -240,6 +308,12 @@ impl Output {
                 );
             }
         }
+        if let Some(start) = &self.start_time {
+            let _ = writeln!(
+                out,
+                "\nStart time  {start} UTC (history before it is not rebuilt)"
+            );
+        }
         if !self.plan.warnings.is_empty() {
             let _ = writeln!(out, "\nWarnings");
             for warning in &self.plan.warnings {
@@ -255,12 +329,13 @@ impl Output {
         );
     }
 
-    fn json(&self) -> serde_json::Value {
+    pub(crate) fn json(&self) -> serde_json::Value {
         let kind = |k: &stb_plan::direct::RelationKind| k.as_str();
         serde_json::json!({
             "mode": "direct",
             "adapter": "clickhouse",
             "database": self.database,
+            "start_time": self.start_time.as_ref().map(StartTime::as_str),
             "entries": self.plan.entries.iter().zip(&self.changes).map(|(e, (_, c))| serde_json::json!({
                 "model": e.model,
                 "reason": e.reason.as_str(),

@@ -196,7 +196,7 @@ pub fn compile(project: &Project) -> Result<Compiled, Diagnostics> {
     files.insert("streambuild_dag.json".to_owned(), dag);
     let warnings = tests.iter().flat_map(|t| t.warnings.clone()).collect();
     Ok(Compiled {
-        plan_models: planning::models(&order, &compiled_models),
+        plan_models: planning::models(project, &order, &compiled_models),
         plan_sources: planning::sources(project, &managed),
         files,
         pipelines: project.pipelines.len(),

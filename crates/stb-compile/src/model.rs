@@ -159,6 +159,9 @@ pub(crate) struct CompiledModel {
     pub retention: Option<AppliedRetention>,
     /// Table models: whether replay can restart this table from its lineage columns.
     pub replay: Option<ReplayFacts>,
+    /// Table models: the query split at each reference to the driving input, which a
+    /// replay replaces with the bounded input.
+    pub replay_query: Vec<String>,
 }
 
 /// What decides whether a table model can anchor a replay.
@@ -243,6 +246,7 @@ pub(crate) fn realise(
             materialized_view: None,
             retention: None,
             replay: None,
+            replay_query: Vec::new(),
         });
     }
     let column_names: Vec<&str> = analysed.columns.iter().map(|c| c.name.as_str()).collect();
@@ -321,6 +325,7 @@ pub(crate) fn realise(
         refresh,
     };
     Ok(CompiledModel {
+        replay_query: split_at_driving_input(analysed, relations),
         query,
         table: Some(table),
         materialized_view: Some(materialized_view),
@@ -328,6 +333,24 @@ pub(crate) fn realise(
         retention,
         replay: Some(replay),
     })
+}
+
+/// The spliced query cut at every reference to the model's driving input.
+fn split_at_driving_input(
+    analysed: &AnalysedModel<'_>,
+    relations: &BTreeMap<String, String>,
+) -> Vec<String> {
+    // NUL cannot occur in model text (discovery reads UTF-8 SQL), so it marks the cuts.
+    const CUT: &str = "\u{0}";
+    let driving = analysed.model.driving_input.as_deref();
+    let text = splice(analysed, |reference| {
+        if Some(reference.name.as_str()) == driving {
+            Some(CUT.to_owned())
+        } else {
+            relations.get(&reference.name).cloned()
+        }
+    });
+    text.split(CUT).map(str::to_owned).collect()
 }
 
 type TtlChoice = (Option<String>, Option<AppliedRetention>);

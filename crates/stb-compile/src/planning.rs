@@ -12,6 +12,7 @@ use crate::model::{AnalysedModel, CompiledModel};
 
 /// `order` holds `model:<name>` and `source:<name>` ids, upstream first.
 pub(crate) fn models(
+    project: &Project,
     order: &[String],
     compiled: &[(&AnalysedModel<'_>, CompiledModel)],
 ) -> Vec<PlanModel> {
@@ -25,14 +26,23 @@ pub(crate) fn models(
         .filter_map(|name| by_name.get(name))
         .map(|(item, objects)| {
             let mut relations = Vec::new();
+            let mut create_statements = Vec::new();
+            let mut reference = String::new();
+            let mut storage = String::new();
             if let Some(table) = &objects.table {
                 relations.push((RelationKind::Table, table.name.name.clone()));
+                create_statements.push(table.render());
+                reference = table.name.to_string();
+                storage = storage_identity(table);
             }
             if let Some(view) = &objects.materialized_view {
                 relations.push((RelationKind::MaterializedView, view.name.name.clone()));
+                create_statements.push(view.render());
             }
             if let Some(view) = &objects.view {
                 relations.push((RelationKind::View, view.name.name.clone()));
+                create_statements.push(view.render());
+                reference = view.name.to_string();
             }
             let model = item.model;
             let mut reads: Vec<String> = model.refs.iter().map(|r| r.name.clone()).collect();
@@ -49,9 +59,36 @@ pub(crate) fn models(
                     .refs
                     .iter()
                     .any(|r| r.ref_type == Some(RefType::Mutable)),
+                create_statements,
+                query: objects.query.clone(),
+                reference,
+                output_columns: item
+                    .columns
+                    .iter()
+                    .map(|c| (c.name.clone(), c.data_type.clone()))
+                    .collect(),
+                storage,
+                boundary_mode: crate::lineage_mode(project, item.pipeline).map(str::to_owned),
+                aggregate: objects.replay.is_some_and(|r| r.aggregate),
+                replay_query: objects.replay_query.clone(),
+                replay_settings: item.header.replay_settings.clone(),
             }
         })
         .collect()
+}
+
+/// What decides a table's physical layout, compared by `--changed`.
+fn storage_identity(table: &stb_ddl::Table) -> String {
+    let mut settings = table.settings.clone();
+    settings.sort();
+    serde_json::json!({
+        "engine": table.engine,
+        "order_by": table.order_by,
+        "partition_by": table.partition_by,
+        "ttl": table.ttl,
+        "settings": settings,
+    })
+    .to_string()
 }
 
 /// `managed` holds the landing objects of each Kafka source.
@@ -71,6 +108,23 @@ pub(crate) fn sources(
                 SourceKind::StreamTable => source.table_name.clone(),
                 // Read through the postgresql() table function.
                 SourceKind::Postgres => None,
+            },
+            reference: crate::relations::source_relation(crate::database(project), source),
+            replay_columns: match source.kind {
+                SourceKind::Kafka => [
+                    "_replay_partition",
+                    "_replay_offset",
+                    "_replay_timestamp",
+                    "_replay_landed_at",
+                ]
+                .map(str::to_owned)
+                .to_vec(),
+                SourceKind::StreamTable => source
+                    .columns
+                    .iter()
+                    .map(|(role, _)| role.clone())
+                    .collect(),
+                SourceKind::Postgres => Vec::new(),
             },
         })
         .collect()

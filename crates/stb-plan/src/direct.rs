@@ -27,7 +27,7 @@ impl RelationKind {
 }
 
 /// A compiled model as the planner sees it.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct PlanModel {
     pub name: String,
     pub pipeline: String,
@@ -41,10 +41,47 @@ pub struct PlanModel {
     pub driving_input: Option<String>,
     /// Reads a side input with `ref_type='mutable'`.
     pub has_mutable_ref: bool,
+    /// The `CREATE` statement of each of `relations`, same order, as executed.
+    pub create_statements: Vec<String>,
+    /// The compiled query (what fingerprints hash and diff).
+    pub query: String,
+    /// The text a reference to this model becomes (`db.table`).
+    pub reference: String,
+    /// Output columns: name and type.
+    pub output_columns: Vec<(String, String)>,
+    /// The storage identity of a table model (engine, keys, TTL, settings).
+    pub storage: String,
+    /// The pipeline's replay boundary mode (`offsets`, `timestamp`, ...).
+    pub boundary_mode: Option<String>,
+    /// Groups, aggregates, or merges rows.
+    pub aggregate: bool,
+    /// The compiled query split at each reference to the driving input.
+    pub replay_query: Vec<String>,
+    /// `execution_settings (replay (...))`.
+    pub replay_settings: Vec<(String, String)>,
+}
+
+impl PlanModel {
+    /// What `--changed` compares besides the query: kind, relation, output contract and
+    /// storage, as the JSON recorded with each fingerprint.
+    #[must_use]
+    pub fn identity(&self) -> String {
+        serde_json::json!({
+            "identity_version": 1,
+            "model_name": self.name,
+            "kind": if self.is_table { "table" } else { "view" },
+            "relation_name": self.relations.first().map(|(_, r)| r),
+            "output_columns": self.output_columns.iter()
+                .map(|(name, data_type)| serde_json::json!({"name": name, "type": data_type}))
+                .collect::<Vec<_>>(),
+            "storage": self.storage,
+        })
+        .to_string()
+    }
 }
 
 /// A source as the planner sees it.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct PlanSource {
     pub name: String,
     /// StreamBuild creates it (Kafka landing, Postgres pull); adopted tables are not.
@@ -54,6 +91,10 @@ pub struct PlanSource {
     /// The relation models read (landing table, adopted table); `None` when they read a
     /// table function, which has nothing to look for in the catalog.
     pub relation: Option<String>,
+    /// The text a reference to it becomes in model SQL.
+    pub reference: Option<String>,
+    /// The canonical `_replay_*` columns it exposes.
+    pub replay_columns: Vec<String>,
 }
 
 /// Why a model is in the plan.

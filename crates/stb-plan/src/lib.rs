@@ -5,3 +5,4 @@ pub mod direct;
 pub mod options;
 pub mod replay;
 pub mod sql_change;
+pub mod workflow;

@@ -14,6 +14,7 @@ fn table(name: &str, pipeline: &str, driving: &str, side: &[&str]) -> PlanModel 
         reads,
         driving_input: Some(driving.into()),
         has_mutable_ref: false,
+        ..PlanModel::default()
     }
 }
 
@@ -26,6 +27,7 @@ fn view(name: &str, reads: &[&str]) -> PlanModel {
         reads: reads.iter().map(|s| (*s).to_owned()).collect(),
         driving_input: None,
         has_mutable_ref: false,
+        ..PlanModel::default()
     }
 }
 
@@ -44,12 +46,14 @@ fn project() -> (Vec<PlanModel>, Vec<PlanSource>) {
             framework_managed: true,
             scheduled_pull: false,
             relation: Some("raw__orders".into()),
+            ..PlanSource::default()
         },
         PlanSource {
             name: "customers".into(),
             framework_managed: false,
             scheduled_pull: false,
             relation: Some("customers_table".into()),
+            ..PlanSource::default()
         },
     ];
     (models, sources)

@@ -1,0 +1,345 @@
+//! Runs a workflow: one statement at a time on one connection, each under its own query
+//! id, stopping at the first failure or interruption.
+//!
+//! A statement runs on a worker thread so an interrupt is noticed while it is in flight:
+//! the run stops waiting, asks the warehouse to kill the query by its id (the reference
+//! only abandons the request), and reports the run cancelled.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use stb_plan::replay::{Capture, OffsetRun, parse_capture, predicate};
+use stb_plan::workflow::{Action, Step, Workflow};
+use stb_warehouse::statements::PlannedStatement;
+use stb_warehouse::{Client, WarehouseError};
+
+use crate::secrets::resolve_secrets;
+
+/// How the run ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Status {
+    Succeeded,
+    Failed,
+    Cancelled,
+}
+
+/// What one statement did.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct StatementOutcome {
+    pub step_id: String,
+    pub error_message: Option<String>,
+    pub written_rows: Option<u64>,
+    pub returned_rows: Option<u64>,
+    pub elapsed_ms: u64,
+}
+
+/// A captured replay boundary.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct CapturedRoot {
+    pub model: String,
+    pub driving_input: String,
+    pub boundary_mode: &'static str,
+    pub captured_at: Option<String>,
+    /// Offsets: the runs of present offsets per partition.
+    pub ranges: Vec<OffsetRun>,
+    /// Scalar modes: the inclusive cutoff (`None`: nothing to replay).
+    pub cutoff: Option<String>,
+    pub lower: Option<String>,
+    /// The predicate the replay bounds its input with.
+    pub predicate: String,
+}
+
+/// Everything a run did, for records, artifacts and output.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct Execution {
+    pub status: Status,
+    pub completed_steps: Vec<String>,
+    pub failed_step: Option<String>,
+    pub error_message: Option<String>,
+    pub statement_outcomes: Vec<StatementOutcome>,
+    pub captured_roots: Vec<CapturedRoot>,
+    /// Models whose replay finished, with the rows the warehouse says it wrote.
+    pub replays: Vec<(String, Option<u64>)>,
+    /// The statements as recorded (secrets redacted), replays rendered once known.
+    #[serde(skip)]
+    pub statements: Vec<PlannedStatement>,
+}
+
+/// Where the run reports as it goes; the build command writes run events and re-records
+/// the statement list when a replay is rendered.
+pub trait Observer {
+    fn event(&self, kind: &str, step: Option<&Step>, payload: serde_json::Value);
+    /// The statement list changed (a replay was rendered): record it as `revision`.
+    ///
+    /// # Errors
+    /// The records could not be written; the run stops before the statement runs.
+    fn statements_changed(
+        &self,
+        statements: &[PlannedStatement],
+        revision: u64,
+    ) -> Result<(), WarehouseError>;
+}
+
+/// The statements of `workflow` as recorded before the run starts.
+#[must_use]
+pub fn planned_statements(workflow: &Workflow) -> Vec<PlannedStatement> {
+    workflow
+        .steps
+        .iter()
+        .map(|step| PlannedStatement {
+            step_id: step.id.clone(),
+            phase: step.phase.as_str().to_owned(),
+            intent: step.intent().to_owned(),
+            sql: workflow.recorded_sql(step),
+        })
+        .collect()
+}
+
+enum Answer {
+    Written(Option<u64>),
+    Rows(stb_warehouse::Rows),
+}
+
+enum Interrupted {
+    Failed(String),
+    Cancelled,
+}
+
+/// Runs `workflow` to the end, or to the first failure or interrupt.
+pub fn run(
+    client: &Arc<Client>,
+    workflow: &Workflow,
+    observer: &dyn Observer,
+    interrupt: &AtomicBool,
+) -> Execution {
+    let mut execution = Execution {
+        status: Status::Succeeded,
+        completed_steps: Vec::new(),
+        failed_step: None,
+        error_message: None,
+        statement_outcomes: Vec::new(),
+        captured_roots: Vec::new(),
+        replays: Vec::new(),
+        statements: planned_statements(workflow),
+    };
+    let mut captures: Vec<Option<Capture>> = vec![None; workflow.roots.len()];
+    let mut revision = 1;
+    for (index, step) in workflow.steps.iter().enumerate() {
+        if interrupt.load(Ordering::SeqCst) {
+            execution.status = Status::Cancelled;
+            execution.failed_step = Some(step.id.clone());
+            execution.error_message = Some("interrupted before this step".into());
+            break;
+        }
+        let sql = match &step.action {
+            Action::Statement(sql) => sql.clone(),
+            Action::Capture(root) => workflow.roots[*root].capture_sql.clone(),
+            Action::Replay(root) => {
+                let Some(capture) = &captures[*root] else {
+                    execution.status = Status::Failed;
+                    execution.failed_step = Some(step.id.clone());
+                    execution.error_message = Some("the replay boundary was not captured".into());
+                    break;
+                };
+                let template = &workflow.roots[*root].template;
+                let bound = predicate(template.anchor.mode, capture, workflow.start_time.as_ref());
+                let rendered = template.render(&bound);
+                execution.statements[index].sql.clone_from(&rendered);
+                revision += 1;
+                if let Err(error) = observer.statements_changed(&execution.statements, revision) {
+                    execution.status = Status::Failed;
+                    execution.failed_step = Some(step.id.clone());
+                    execution.error_message = Some(error.to_string());
+                    break;
+                }
+                rendered
+            }
+        };
+        let query_id = uuid::Uuid::new_v4().to_string();
+        let sequence = index + 1;
+        observer.event(
+            "statement_started",
+            Some(step),
+            statement_started(workflow, step, sequence, &query_id, captures.as_slice()),
+        );
+        let started = Instant::now();
+        let is_read = matches!(step.action, Action::Capture(_));
+        let result = resolve_secrets(&sql)
+            .map_err(Interrupted::Failed)
+            .and_then(|sql| run_one(client, sql, &query_id, is_read, interrupt));
+        let elapsed_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
+        let mut outcome = StatementOutcome {
+            step_id: step.id.clone(),
+            error_message: None,
+            written_rows: None,
+            returned_rows: None,
+            elapsed_ms,
+        };
+        let mut stop = None;
+        match result {
+            Ok(Answer::Written(rows)) => outcome.written_rows = rows,
+            Ok(Answer::Rows(rows)) => {
+                outcome.returned_rows = Some(rows.data.len() as u64);
+                if let Action::Capture(root) = step.action {
+                    match read_capture(workflow, root, &rows) {
+                        Ok((capture, record)) => {
+                            captures[root] = Some(capture);
+                            execution.captured_roots.push(record);
+                        }
+                        Err(message) => stop = Some(Interrupted::Failed(message)),
+                    }
+                }
+            }
+            Err(interrupted) => stop = Some(interrupted),
+        }
+        if let Some(Interrupted::Failed(message)) = &stop {
+            outcome.error_message = Some(message.clone());
+        }
+        observer.event(
+            "statement_completed",
+            Some(step),
+            serde_json::json!({
+                "statementSequence": sequence,
+                "intent": step.intent(),
+                "elapsedMs": elapsed_ms,
+                "writtenRows": outcome.written_rows,
+                "errorMessage": outcome.error_message,
+                "displayName": step.id,
+            }),
+        );
+        execution.statement_outcomes.push(outcome);
+        match stop {
+            None => {
+                if let Action::Replay(root) = step.action {
+                    let written = execution
+                        .statement_outcomes
+                        .last()
+                        .and_then(|o| o.written_rows);
+                    execution
+                        .replays
+                        .push((workflow.roots[root].model.clone(), written));
+                }
+                execution.completed_steps.push(step.id.clone());
+            }
+            Some(Interrupted::Failed(message)) => {
+                execution.status = Status::Failed;
+                execution.failed_step = Some(step.id.clone());
+                execution.error_message = Some(message);
+                break;
+            }
+            Some(Interrupted::Cancelled) => {
+                execution.status = Status::Cancelled;
+                execution.failed_step = Some(step.id.clone());
+                execution.error_message = Some("interrupted while this step ran".into());
+                break;
+            }
+        }
+    }
+    execution
+}
+
+fn statement_started(
+    workflow: &Workflow,
+    step: &Step,
+    sequence: usize,
+    query_id: &str,
+    captures: &[Option<Capture>],
+) -> serde_json::Value {
+    let mut payload = serde_json::json!({
+        "statementSequence": sequence,
+        "intent": step.intent(),
+        "queryId": query_id,
+        "displayName": step.id,
+    });
+    if let Action::Replay(root) = step.action
+        && let Some(Capture::Offsets { runs, .. }) = &captures[root]
+    {
+        payload["replayOffsetProgress"] = serde_json::json!({
+            "database": workflow.database,
+            "relation": workflow.roots[root].template.target,
+            "partitionColumn": stb_plan::replay::PARTITION,
+            "offsetColumn": stb_plan::replay::OFFSET,
+            "ranges": runs.iter().map(|r| serde_json::json!({
+                "partition": r.partition.to_string(),
+                "lowerOffset": r.lower.to_string(),
+                "upperOffset": r.upper.to_string(),
+            })).collect::<Vec<_>>(),
+        });
+    }
+    payload
+}
+
+fn read_capture(
+    workflow: &Workflow,
+    root: usize,
+    rows: &stb_warehouse::Rows,
+) -> Result<(Capture, CapturedRoot), String> {
+    let replay = &workflow.roots[root];
+    let anchor = &replay.template.anchor;
+    let cell = |row: usize, column: &str| rows.text(row, column);
+    let capture = parse_capture(anchor, workflow.start_time.as_ref(), rows.data.len(), &cell)
+        .map_err(|e| format!("replay boundary of '{}': {e}", replay.model))?;
+    let (ranges, cutoff, lower) = match &capture {
+        Capture::Offsets { runs, .. } => (runs.clone(), None, None),
+        Capture::Scalar { cutoff, lower, .. } => (Vec::new(), cutoff.clone(), lower.clone()),
+    };
+    let record = CapturedRoot {
+        model: replay.model.clone(),
+        driving_input: replay.driving_input.clone(),
+        boundary_mode: anchor.mode.as_str(),
+        captured_at: capture.captured_at().map(str::to_owned),
+        ranges,
+        cutoff,
+        lower,
+        predicate: predicate(anchor.mode, &capture, workflow.start_time.as_ref()),
+    };
+    Ok((capture, record))
+}
+
+/// How often a waiting run looks at the interrupt flag.
+const POLL: Duration = Duration::from_millis(50);
+
+fn run_one(
+    client: &Arc<Client>,
+    sql: String,
+    query_id: &str,
+    is_read: bool,
+    interrupt: &AtomicBool,
+) -> Result<Answer, Interrupted> {
+    let (done, answer) = mpsc::channel();
+    let worker = Arc::clone(client);
+    let id = query_id.to_owned();
+    std::thread::spawn(move || {
+        let result = if is_read {
+            worker.query(&sql).map(Answer::Rows)
+        } else {
+            worker
+                .execute(&sql, Some(&id))
+                .map(|summary| Answer::Written(summary.written_rows))
+        };
+        let _ = done.send(result);
+    });
+    loop {
+        match answer.recv_timeout(POLL) {
+            Ok(result) => return result.map_err(|e| Interrupted::Failed(e.to_string())),
+            Err(mpsc::RecvTimeoutError::Disconnected) => {
+                return Err(Interrupted::Failed("the statement's worker stopped".into()));
+            }
+            Err(mpsc::RecvTimeoutError::Timeout) if interrupt.load(Ordering::SeqCst) => {
+                // The warehouse would otherwise finish an abandoned INSERT ... SELECT.
+                let _ = client.execute(
+                    &format!(
+                        "KILL QUERY WHERE query_id = {} SYNC",
+                        stb_ddl::string_literal(query_id)
+                    ),
+                    None,
+                );
+                return Err(Interrupted::Cancelled);
+            }
+            Err(mpsc::RecvTimeoutError::Timeout) => {}
+        }
+    }
+}

@@ -1,0 +1,133 @@
+//! The lifecycle rows a build leaves: one fingerprint per rebuilt model (the baseline the
+//! next plan diffs against) and one terminal invocation row.
+
+use stb_plan::direct::PlanModel;
+use stb_plan::sql_change::sql_hash;
+use stb_warehouse::{Client, WarehouseError};
+
+fn literal(text: &str) -> String {
+    stb_ddl::string_literal(text)
+}
+
+fn table(database: &str, name: &str) -> String {
+    stb_ddl::QualifiedName::new(database, name).to_string()
+}
+
+/// Appends the direct fingerprints of `models` as built by `workflow_id`.
+///
+/// # Errors
+/// The insert failed (callers report it without failing the build).
+pub fn write_fingerprints(
+    client: &Client,
+    database: &str,
+    workflow_id: &str,
+    models: &[&PlanModel],
+) -> Result<(), WarehouseError> {
+    if models.is_empty() {
+        return Ok(());
+    }
+    let rows: Vec<String> = models
+        .iter()
+        .map(|model| {
+            let identity = format!("{database}.{}", model.name);
+            let hash = sql_hash(&model.query);
+            format!(
+                "({}, {}, {}, {}, {}, {}, {}, now64(3, 'UTC'))",
+                literal(&sql_hash(&format!("{identity}:{hash}:{workflow_id}"))),
+                literal(&identity),
+                literal(&model.query),
+                literal(&hash),
+                literal(&model.identity()),
+                literal(workflow_id),
+                literal(env!("CARGO_PKG_VERSION")),
+            )
+        })
+        .collect();
+    client.execute(
+        &format!(
+            "INSERT INTO {} (fingerprint_id, logical_model_identity, definition_sql, definition_hash, identity_metadata, workflow_id, tool_version, applied_at) VALUES {}",
+            table(database, "_streambuild_direct_fingerprints"),
+            rows.join(", ")
+        ),
+        None,
+    )?;
+    Ok(())
+}
+
+/// A command's terminal state.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Invocation<'a> {
+    pub invocation_id: &'a str,
+    pub project_identity: &'a str,
+    pub target_identity: &'a str,
+    pub command: &'a str,
+    pub mode: Option<&'a str>,
+    /// `succeeded`, `failed` or `cancelled`.
+    pub outcome: &'a str,
+    pub exit_code: i32,
+    /// `applied` or `failed` once the warehouse was touched.
+    pub materialized_outcome: Option<&'a str>,
+    pub workflow_id: Option<&'a str>,
+    pub selected_node_count: usize,
+    /// Milliseconds since the Unix epoch, UTC.
+    pub started_at_ms: u128,
+    pub duration_ms: u128,
+    pub error_message: Option<&'a str>,
+    pub summary_json: &'a str,
+}
+
+/// Longest error message kept (1 MiB) and summary (16 KiB).
+const MAX_ERROR_BYTES: usize = 1 << 20;
+const MAX_SUMMARY_BYTES: usize = 16 * 1024;
+
+fn cut(text: &str, limit: usize) -> &str {
+    if text.len() <= limit {
+        return text;
+    }
+    let mut end = limit;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    &text[..end]
+}
+
+/// Appends the invocation's terminal row.
+///
+/// # Errors
+/// The insert failed.
+pub fn write_invocation(
+    client: &Client,
+    database: &str,
+    invocation: &Invocation<'_>,
+) -> Result<(), WarehouseError> {
+    let optional = |value: Option<&str>| value.map_or_else(|| "NULL".to_owned(), literal);
+    let summary = if invocation.summary_json.len() > MAX_SUMMARY_BYTES {
+        serde_json::json!({"summary_truncated": true, "original_bytes": invocation.summary_json.len()})
+            .to_string()
+    } else {
+        invocation.summary_json.to_owned()
+    };
+    let started = invocation.started_at_ms;
+    client.execute(
+        &format!(
+            "INSERT INTO {} (invocation_id, project_identity, target_identity, command, mode, outcome, exit_code, materialized_outcome, deployment_id, workflow_id, selected_node_count, started_at, completed_at, duration_ms, error_message, summary_json, tool_version) VALUES ({}, {}, {}, {}, {}, {}, {}, {}, NULL, {}, {}, fromUnixTimestamp64Milli({started}, 'UTC'), now64(3, 'UTC'), {}, {}, {}, {})",
+            table(database, "_streambuild_invocations"),
+            literal(invocation.invocation_id),
+            literal(invocation.project_identity),
+            literal(invocation.target_identity),
+            literal(invocation.command),
+            optional(invocation.mode),
+            literal(invocation.outcome),
+            invocation.exit_code,
+            optional(invocation.materialized_outcome),
+            optional(invocation.workflow_id),
+            invocation.selected_node_count,
+            invocation.duration_ms,
+            optional(invocation.error_message.map(|m| cut(m, MAX_ERROR_BYTES))),
+            literal(&summary),
+            literal(env!("CARGO_PKG_VERSION")),
+        ),
+        None,
+    )?;
+    Ok(())
+}

@@ -1,0 +1,460 @@
+//! `stb build` for direct pipelines against the local stack: greenfield builds and replays
+//! from adopted tables in offsets, timestamp and cursor modes, rebuilds after a SQL
+//! change, selection closures, bounded start times, protection gates and declines.
+//!
+//! Every check compares multisets: the target's rows, sorted, against the model's query
+//! run directly over the adopted table.
+
+use std::path::Path;
+use std::process::Output;
+
+use assert_cmd::Command;
+use serde_json::Value;
+use stb_test_support::{TestDatabase, execute};
+
+const EVENTS: &str = "CREATE TABLE {db}.events_existing (p UInt32, o UInt64, ts DateTime64(3, 'UTC'), seq UInt64, kind String, amount UInt64) ENGINE = MergeTree ORDER BY (p, o)";
+
+/// The 4-model graph: clean (root) -> big (filter) and totals (aggregate) -> report (view).
+fn models(clean_amount: &str) -> Vec<(String, String)> {
+    vec![
+        (
+            "pipelines/pl__events/clean.sql".into(),
+            format!("MODEL (order_by [\"_replay_partition\", \"_replay_offset\"]);\nSELECT _replay_partition::UInt32 AS _replay_partition, _replay_offset::UInt64 AS _replay_offset, _replay_timestamp::DateTime64(3, 'UTC') AS _replay_timestamp, kind::String AS kind, ({clean_amount})::UInt64 AS amount\nFROM __source(\"events\") AS e\nWHERE kind != 'ignored'\n"),
+        ),
+        (
+            "pipelines/pl__events/big.sql".into(),
+            "MODEL (order_by [\"_replay_partition\", \"_replay_offset\"]);\nSELECT _replay_partition::UInt32 AS _replay_partition, _replay_offset::UInt64 AS _replay_offset, _replay_timestamp::DateTime64(3, 'UTC') AS _replay_timestamp, amount::UInt64 AS amount\nFROM __ref(\"clean\")\nWHERE amount > 10\n".into(),
+        ),
+        (
+            "pipelines/pl__events/totals.sql".into(),
+            "MODEL (order_by [\"kind\"], engine \"SummingMergeTree\");\nSELECT kind::String AS kind, sum(amount)::UInt64 AS amount, count()::UInt64 AS n\nFROM __ref(\"clean\")\nGROUP BY kind\n".into(),
+        ),
+        (
+            "pipelines/pl__events/report.sql".into(),
+            "MODEL (kind view);\nSELECT kind::String AS kind, sum(amount)::UInt64 AS amount FROM __ref(\"totals\") GROUP BY kind\n".into(),
+        ),
+    ]
+}
+
+fn project_files(
+    database: &str,
+    source: &str,
+    pipeline_toml: Option<&str>,
+) -> Vec<(String, String)> {
+    let mut files = vec![
+        (
+            "streambuild_project.toml".to_owned(),
+            format!(
+                "name = \"events\"\ndefault_target = \"dev\"\n[targets.dev]\ndatabase = \"{database}\"\n"
+            ),
+        ),
+        ("sources/events.yml".to_owned(), source.to_owned()),
+    ];
+    if let Some(toml) = pipeline_toml {
+        files.push((
+            "pipelines/pl__events/pipeline.toml".to_owned(),
+            toml.to_owned(),
+        ));
+    }
+    files
+}
+
+const OFFSETS_SOURCE: &str = "sources:\n  - name: events\n    kind: stream_table\n    table_name: events_existing\n    replay_boundary:\n      mode: offsets\n      columns:\n        _replay_partition: p\n        _replay_offset: o\n        _replay_timestamp: ts\n";
+
+fn offsets_project(
+    database: &str,
+    clean_amount: &str,
+    pipeline_toml: Option<&str>,
+) -> tempfile::TempDir {
+    let mut files = project_files(database, OFFSETS_SOURCE, pipeline_toml);
+    files.extend(models(clean_amount));
+    stb_test_support::project_dir(&files)
+}
+
+fn rewrite(dir: &Path, files: &[(String, String)]) {
+    for (path, text) in files {
+        std::fs::write(dir.join(path), text).expect("write");
+    }
+}
+
+fn stb(dir: &Path, args: &[&str], stdin: &str) -> Output {
+    Command::cargo_bin("stb")
+        .expect("stb")
+        .args(args)
+        .arg("--project-dir")
+        .arg(dir)
+        .envs(stb_test_support::warehouse_env())
+        .env("STREAMBUILD_LIVE_STABILIZATION_SECONDS", "1")
+        .write_stdin(stdin)
+        .output()
+        .expect("runs")
+}
+
+fn build(dir: &Path, extra: &[&str]) -> Value {
+    let mut args = vec!["build", "--auto-approve", "--json"];
+    args.extend_from_slice(extra);
+    let output = stb(dir, &args, "");
+    assert!(
+        output.status.success(),
+        "build failed\nstdout: {}\nstderr: {}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    serde_json::from_slice(&output.stdout).expect("JSON")
+}
+
+/// Rows `p, o, ts, seq, kind, amount` for offsets `from..to` in partitions 0..3.
+fn insert_events(database: &str, from: u64, to: u64, ts: &str) {
+    execute(&format!(
+        "INSERT INTO {database}.events_existing SELECT number % 3, intDiv(number, 3), toDateTime64('{ts}', 3, 'UTC'), number, ['a', 'b', 'ignored'][number % 7 % 3 + 1], number % 25 FROM numbers({}, {})",
+        from * 3,
+        (to - from) * 3
+    ));
+}
+
+/// A relation's rows as sorted text lines: the multiset to compare.
+fn rows(sql: &str) -> Vec<String> {
+    let text = execute(&format!("SELECT * FROM ({sql}) ORDER BY ALL FORMAT TSV"));
+    text.lines().map(str::to_owned).collect()
+}
+
+fn expected_clean(database: &str, amount: &str, filter: &str) -> Vec<String> {
+    rows(&format!(
+        "SELECT p AS _replay_partition, o AS _replay_offset, ts AS _replay_timestamp, kind, toUInt64({amount}) AS amount FROM {database}.events_existing WHERE kind != 'ignored'{filter}"
+    ))
+}
+
+fn assert_graph_matches(database: &str, amount: &str) {
+    let clean = expected_clean(database, amount, "");
+    assert!(!clean.is_empty());
+    assert_eq!(
+        rows(&format!("SELECT * FROM {database}.tbl__clean")),
+        clean,
+        "clean"
+    );
+    assert_eq!(
+        rows(&format!("SELECT * FROM {database}.tbl__big")),
+        rows(&format!(
+            "SELECT p, o, ts, toUInt64({amount}) AS a FROM {database}.events_existing WHERE kind != 'ignored' AND a > 10"
+        )),
+        "big"
+    );
+    assert_eq!(
+        rows(&format!(
+            "SELECT kind, sum(amount), sum(n) FROM {database}.tbl__totals GROUP BY kind"
+        )),
+        rows(&format!(
+            "SELECT kind, sum(toUInt64({amount})), count() FROM {database}.events_existing WHERE kind != 'ignored' GROUP BY kind"
+        )),
+        "totals"
+    );
+    assert_eq!(
+        rows(&format!("SELECT * FROM {database}.view__report")),
+        rows(&format!(
+            "SELECT kind, sum(toUInt64({amount})) FROM {database}.events_existing WHERE kind != 'ignored' GROUP BY kind"
+        )),
+        "report"
+    );
+}
+
+fn show_create(database: &str) -> String {
+    execute(&format!("SHOW CREATE TABLE {database}.events_existing"))
+}
+
+fn table_uuid(database: &str, table: &str) -> String {
+    execute(&format!(
+        "SELECT uuid FROM system.tables WHERE database = '{database}' AND name = '{table}'"
+    ))
+}
+
+#[test]
+fn greenfield_build_replays_history_then_new_rows_flow_live() {
+    let db = TestDatabase::create("build_offsets");
+    execute(&EVENTS.replace("{db}", &db.name));
+    insert_events(&db.name, 0, 40, "2026-11-01 00:00:00");
+    let adopted = show_create(&db.name);
+    let dir = offsets_project(&db.name, "amount", None);
+    let result = build(dir.path(), &[]);
+    assert_eq!(result["status"], "succeeded", "{result}");
+    assert_eq!(result["replays"][0]["model"], "clean");
+    assert_graph_matches(&db.name, "amount");
+    // Live: rows inserted after the build reach every model through the new views.
+    insert_events(&db.name, 40, 60, "2026-11-02 00:00:00");
+    assert_graph_matches(&db.name, "amount");
+    assert_eq!(
+        show_create(&db.name),
+        adopted,
+        "the adopted table is never altered"
+    );
+    // The run left its records: fingerprints, an invocation, every statement.
+    let plan = stb(dir.path(), &["plan", "--json"], "");
+    let plan: Value = serde_json::from_slice(&plan.stdout).expect("JSON");
+    assert_eq!(
+        plan["entries"][0]["sql_change"]["status"], "no_query_change",
+        "{plan}"
+    );
+    assert_eq!(
+        execute(&format!(
+            "SELECT outcome, exit_code FROM {}._streambuild_invocations FORMAT TSV",
+            db.name
+        ))
+        .trim(),
+        "succeeded\t0"
+    );
+    let statements = execute(&format!(
+        "SELECT count() FROM {}._streambuild_run_statements FINAL WHERE sql LIKE 'INSERT INTO%' FORMAT TSV",
+        db.name
+    ));
+    assert_eq!(statements.trim(), "1", "the rendered replay is recorded");
+    let lock = execute(&format!(
+        "SELECT count() FROM system.tables WHERE database = '{}' AND name = '_streambuild_target_mutation_lock'",
+        db.name
+    ));
+    assert_eq!(lock.trim(), "0", "the lock is released");
+    let execution: Value = serde_json::from_str(
+        &std::fs::read_to_string(dir.path().join("target/run/build/execution.json"))
+            .expect("artifact"),
+    )
+    .expect("JSON");
+    assert_eq!(execution["status"], "succeeded");
+    assert_eq!(
+        execution["captured_roots"][0]["ranges"]
+            .as_array()
+            .map(Vec::len),
+        Some(3)
+    );
+}
+
+#[test]
+fn a_sql_change_rebuilds_the_closure_and_selection_limits_it() {
+    let db = TestDatabase::create("build_change");
+    execute(&EVENTS.replace("{db}", &db.name));
+    insert_events(&db.name, 0, 30, "2026-11-01 00:00:00");
+    let dir = offsets_project(&db.name, "amount", None);
+    build(dir.path(), &[]);
+    assert_graph_matches(&db.name, "amount");
+
+    // Selecting a leaf rebuilds it alone, replayed from clean's lineage columns.
+    let clean_uuid = table_uuid(&db.name, "tbl__clean");
+    let totals_uuid = table_uuid(&db.name, "tbl__totals");
+    let result = build(dir.path(), &["--select", "big"]);
+    assert_eq!(
+        result["created"],
+        serde_json::json!(["tbl__big", "mv__big"]),
+        "{result}"
+    );
+    assert_eq!(table_uuid(&db.name, "tbl__clean"), clean_uuid);
+    assert_eq!(table_uuid(&db.name, "tbl__totals"), totals_uuid);
+    assert_graph_matches(&db.name, "amount");
+
+    // A changed query: the plan shows it, the build rebuilds clean and its closure.
+    rewrite(dir.path(), &models("amount * 2")[..1]);
+    let plan = stb(dir.path(), &["plan", "--select", "clean"], "");
+    let text = String::from_utf8_lossy(&plan.stdout);
+    assert!(
+        text.contains("clean  query_changed  (reason: selected)"),
+        "{text}"
+    );
+    assert!(text.contains("+SELECT"), "{text}");
+    let result = build(dir.path(), &["--select", "clean"]);
+    let created = result["created"].as_array().map(Vec::len);
+    assert_eq!(created, Some(7), "clean, big, totals and report: {result}");
+    assert_graph_matches(&db.name, "amount * 2");
+    insert_events(&db.name, 30, 35, "2026-11-02 00:00:00");
+    assert_graph_matches(&db.name, "amount * 2");
+}
+
+#[test]
+fn a_bounded_start_time_keeps_the_inclusive_frontier() {
+    let db = TestDatabase::create("build_start");
+    execute(&EVENTS.replace("{db}", &db.name));
+    // Partition 0 only: offsets 1 and 2 before T, 3 and 4 after.
+    execute(&format!(
+        "INSERT INTO {}.events_existing VALUES (0, 1, '2026-11-01 00:00:00', 1, 'a', 1), (0, 2, '2026-11-01 06:00:00', 2, 'a', 2), (0, 3, '2026-11-02 00:00:00', 3, 'a', 3), (0, 4, '2026-11-03 00:00:00', 4, 'a', 4)",
+        db.name
+    ));
+    let dir = offsets_project(&db.name, "amount", None);
+    build(dir.path(), &[]);
+    let result = build(
+        dir.path(),
+        &["--select", "clean", "--start-time", "2026-11-01T12:00:00Z"],
+    );
+    assert_eq!(result["start_time"], "2026-11-01 12:00:00.000");
+    assert_eq!(
+        rows(&format!(
+            "SELECT _replay_offset FROM {}.tbl__clean",
+            db.name
+        )),
+        ["2", "3", "4"],
+        "the last offset landed at or before T is included"
+    );
+    assert_eq!(
+        result["boundaries"][0]["ranges"],
+        serde_json::json!([{"partition": 0, "lower": 2, "upper": 4}])
+    );
+    // A start time without a selection is refused before anything runs.
+    let output = stb(
+        dir.path(),
+        &[
+            "build",
+            "--auto-approve",
+            "--json",
+            "--start-time",
+            "2026-11-01",
+        ],
+        "",
+    );
+    assert!(!output.status.success());
+    let json: Value = serde_json::from_slice(&output.stdout).expect("JSON");
+    assert_eq!(json["error"]["code"], "STB-PLAN-001", "{json}");
+}
+
+fn scalar_project(database: &str, mode: &str) -> tempfile::TempDir {
+    let (mapping, position) = match mode {
+        "timestamp" => (
+            "_replay_timestamp: ts",
+            "_replay_timestamp::DateTime64(3, 'UTC') AS _replay_timestamp",
+        ),
+        _ => (
+            "_replay_cursor: seq\n        _replay_timestamp: ts",
+            "_replay_cursor::UInt64 AS _replay_cursor",
+        ),
+    };
+    let source = format!(
+        "sources:\n  - name: events\n    kind: stream_table\n    table_name: events_existing\n    replay_boundary:\n      mode: {mode}\n      columns:\n        {mapping}\n"
+    );
+    let mut files = project_files(database, &source, None);
+    files.push((
+        "pipelines/pl__events/clean.sql".into(),
+        format!("MODEL (order_by [\"seq\"]);\nSELECT seq::UInt64 AS seq, {position}, kind::String AS kind\nFROM __source(\"events\")\n"),
+    ));
+    stb_test_support::project_dir(&files)
+}
+
+#[test]
+fn timestamp_and_cursor_modes_replay_history_exactly_once() {
+    for mode in ["timestamp", "cursor"] {
+        let db = TestDatabase::create(&format!("build_{mode}"));
+        execute(&EVENTS.replace("{db}", &db.name));
+        insert_events(&db.name, 0, 20, "2026-11-01 00:00:00");
+        let dir = scalar_project(&db.name, mode);
+        let result = build(dir.path(), &[]);
+        assert_eq!(result["boundaries"][0]["boundary_mode"], mode, "{result}");
+        let expected = |db: &str| rows(&format!("SELECT seq FROM {db}.events_existing"));
+        assert_eq!(
+            rows(&format!("SELECT seq FROM {}.tbl__clean", db.name)),
+            expected(&db.name),
+            "{mode}"
+        );
+        // New rows (event time now, cursor above the cutoff) flow live; a rebuild replays
+        // everything once more into fresh tables.
+        execute(&format!(
+            "INSERT INTO {0}.events_existing SELECT 0, 1000 + number, now64(3, 'UTC'), 1000 + number, 'a', 1 FROM numbers(10)",
+            db.name
+        ));
+        assert_eq!(
+            rows(&format!("SELECT seq FROM {}.tbl__clean", db.name)),
+            expected(&db.name),
+            "{mode} live"
+        );
+        build(dir.path(), &[]);
+        assert_eq!(
+            rows(&format!("SELECT seq FROM {}.tbl__clean", db.name)),
+            expected(&db.name),
+            "{mode} rebuilt"
+        );
+    }
+}
+
+#[test]
+fn protected_pipelines_need_their_token_and_a_decline_writes_nothing() {
+    let db = TestDatabase::create("build_protect");
+    execute(&EVENTS.replace("{db}", &db.name));
+    insert_events(&db.name, 0, 10, "2026-11-01 00:00:00");
+    let dir = offsets_project(
+        &db.name,
+        "amount",
+        Some("[protection]\nwarning = \"Feeds billing.\"\nconfirmation = \"BILLING\"\n"),
+    );
+    let relations = || {
+        execute(&format!(
+            "SELECT name FROM system.tables WHERE database = '{}' AND name NOT LIKE '\\_streambuild\\_%' ORDER BY name",
+            db.name
+        ))
+    };
+    let before = relations();
+    let output = stb(dir.path(), &["build", "--auto-approve", "--json"], "");
+    assert_eq!(output.status.code(), Some(1));
+    let json: Value = serde_json::from_slice(&output.stdout).expect("JSON");
+    assert_eq!(json["error"]["code"], "STB-BUILD-002");
+    assert!(
+        json["error"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("--confirm BILLING"))
+    );
+    assert!(
+        String::from_utf8_lossy(&output.stderr)
+            .contains("PROTECTED PIPELINE: pl__events\nFeeds billing.")
+    );
+    // Typed wrong: declined.
+    let output = stb(dir.path(), &["build"], "billing\n");
+    assert_eq!(output.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&output.stdout).contains("Build cancelled."));
+    assert_eq!(
+        relations(),
+        before,
+        "a declined build creates and drops nothing"
+    );
+    let outcomes = execute(&format!(
+        "SELECT outcome FROM {}._streambuild_invocations ORDER BY completed_at FORMAT TSV",
+        db.name
+    ));
+    assert_eq!(
+        outcomes.lines().collect::<Vec<_>>(),
+        ["failed", "cancelled"]
+    );
+    // The token on the command line, or typed, lets it run.
+    build(dir.path(), &["--confirm", "BILLING"]);
+    assert_graph_matches(&db.name, "amount");
+    let output = stb(dir.path(), &["build", "--select", "big"], "BILLING\n");
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+}
+
+#[test]
+fn an_unprotected_build_asks_and_a_no_changes_nothing() {
+    let db = TestDatabase::create("build_decline");
+    execute(&EVENTS.replace("{db}", &db.name));
+    insert_events(&db.name, 0, 10, "2026-11-01 00:00:00");
+    let dir = offsets_project(&db.name, "amount", None);
+    build(dir.path(), &[]);
+    let uuid = table_uuid(&db.name, "tbl__clean");
+    let output = stb(dir.path(), &["build"], "n\n");
+    assert_eq!(output.status.code(), Some(1));
+    let text = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        text.contains("Direct plan"),
+        "the plan is shown first: {text}"
+    );
+    assert!(text.contains("Build cancelled."), "{text}");
+    assert_eq!(
+        table_uuid(&db.name, "tbl__clean"),
+        uuid,
+        "nothing was rebuilt"
+    );
+    // --json without --auto-approve is refused outright.
+    let output = stb(dir.path(), &["build", "--json"], "");
+    let json: Value = serde_json::from_slice(&output.stdout).expect("JSON");
+    assert_eq!(json["error"]["code"], "STB-BUILD-001");
+    let output = stb(dir.path(), &["build"], "yes\n");
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert_ne!(table_uuid(&db.name, "tbl__clean"), uuid, "rebuilt");
+    assert_graph_matches(&db.name, "amount");
+}
