@@ -63,6 +63,8 @@ pub struct Execution {
     pub captured_roots: Vec<CapturedRoot>,
     /// Models whose replay finished, with the rows the warehouse says it wrote.
     pub replays: Vec<(String, Option<u64>)>,
+    /// Things the operator should know about a run that otherwise went as planned.
+    pub warnings: Vec<String>,
     /// The statements as recorded (secrets redacted), replays rendered once known.
     #[serde(skip)]
     pub statements: Vec<PlannedStatement>,
@@ -123,6 +125,7 @@ pub fn run(
         statement_outcomes: Vec::new(),
         captured_roots: Vec::new(),
         replays: Vec::new(),
+        warnings: Vec::new(),
         statements: planned_statements(workflow),
     };
     let mut captures: Vec<Option<Capture>> = vec![None; workflow.roots.len()];
@@ -137,6 +140,7 @@ pub fn run(
         let sql = match &step.action {
             Action::Statement(sql) => sql.clone(),
             Action::Capture(root) => workflow.roots[*root].capture_sql.clone(),
+            Action::SettleInserts => stb_plan::workflow::RUNNING_INSERTS_SQL.to_owned(),
             Action::Replay(root) => {
                 let Some(capture) = &captures[*root] else {
                     execution.status = Status::Failed;
@@ -166,10 +170,18 @@ pub fn run(
             statement_started(workflow, step, sequence, &query_id, captures.as_slice()),
         );
         let started = Instant::now();
-        let is_read = matches!(step.action, Action::Capture(_));
-        let result = resolve_secrets(&sql)
+        let is_read = matches!(step.action, Action::Capture(_) | Action::SettleInserts);
+        let mut result = resolve_secrets(&sql)
             .map_err(Interrupted::Failed)
             .and_then(|sql| run_one(client, sql, &query_id, is_read, interrupt));
+        if let (Action::SettleInserts, Ok(Answer::Rows(running))) = (&step.action, &result) {
+            result = settle(client, running, interrupt).map(|late| {
+                if let Some(warning) = late {
+                    execution.warnings.push(warning);
+                }
+                Answer::Written(None)
+            });
+        }
         let elapsed_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
         let mut outcome = StatementOutcome {
             step_id: step.id.clone(),
@@ -297,6 +309,49 @@ fn read_capture(
         predicate: predicate(anchor.mode, &capture, workflow.start_time.as_ref()),
     };
     Ok((capture, record))
+}
+
+/// The longest a build waits for inserts that were running at capture time.
+const SETTLE_LIMIT: Duration = Duration::from_secs(60);
+
+/// Waits until none of the `running` inserts is left in `system.processes`. Past the
+/// limit the build goes on with a warning rather than fail on an unrelated slow insert.
+fn settle(
+    client: &Client,
+    running: &stb_warehouse::Rows,
+    interrupt: &AtomicBool,
+) -> Result<Option<String>, Interrupted> {
+    let ids: Vec<String> = (0..running.data.len())
+        .filter_map(|row| running.text(row, "query_id"))
+        .map(|id| stb_ddl::string_literal(&id))
+        .collect();
+    if ids.is_empty() {
+        return Ok(None);
+    }
+    let check = format!(
+        "SELECT count() AS n FROM system.processes WHERE query_id IN ({})",
+        ids.join(", ")
+    );
+    let started = Instant::now();
+    loop {
+        if interrupt.load(Ordering::SeqCst) {
+            return Err(Interrupted::Cancelled);
+        }
+        let rows = client
+            .query(&check)
+            .map_err(|e| Interrupted::Failed(e.to_string()))?;
+        let left = rows.text(0, "n").unwrap_or_default();
+        if left == "0" {
+            return Ok(None);
+        }
+        if started.elapsed() > SETTLE_LIMIT {
+            return Ok(Some(format!(
+                "{left} inserts running when the boundaries were captured were still running after {} s; rows they add to a driving input may be replayed twice",
+                SETTLE_LIMIT.as_secs()
+            )));
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
 }
 
 /// How often a waiting run looks at the interrupt flag.

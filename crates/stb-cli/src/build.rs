@@ -367,6 +367,7 @@ fn summary(prepared: &Prepared, execution: &Execution) -> serde_json::Value {
         "completed_steps": execution.completed_steps.len(),
         "failed_step": execution.failed_step,
         "error_message": execution.error_message,
+        "warnings": execution.warnings,
     })
 }
 
@@ -430,7 +431,7 @@ fn print_result(prepared: &Prepared, execution: &Execution, notes: &[String]) {
             "  The scope may be half rebuilt. Rerun the same build: it drops and recreates the whole scope and replays from retained history."
         );
     }
-    for note in notes {
+    for note in notes.iter().chain(&execution.warnings) {
         let _ = writeln!(out, "\nwarning: {note}");
     }
 }

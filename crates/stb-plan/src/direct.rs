@@ -147,7 +147,8 @@ pub struct DirectPlan {
     pub replay_roots: Vec<ReplayRoot>,
     /// Views, then materialized views, then tables, each in reverse entry order.
     pub teardown: Vec<(RelationKind, String)>,
-    /// Tables, then materialized views, then views, in entry order.
+    /// Tables in entry order, materialized views in reverse entry order (leaves first),
+    /// then views in entry order.
     pub creation: Vec<(RelationKind, String)>,
     /// `mutable_ref_replay_not_guaranteed` per model that reads a mutable side input.
     pub warnings: Vec<String>,
@@ -247,7 +248,14 @@ pub fn plan_direct(
         prerequisites,
         replay_roots,
         teardown: ordered(&[View, MaterializedView, Table], true),
-        creation: ordered(&[Table, MaterializedView, View], false),
+        // Materialized views go live leaves first: when a view starts writing, every view
+        // downstream of it already listens, so each row it writes reaches the whole closure.
+        creation: [
+            ordered(&[Table], false),
+            ordered(&[MaterializedView], true),
+            ordered(&[View], false),
+        ]
+        .concat(),
         warnings: in_scope
             .iter()
             .filter(|m| m.has_mutable_ref)

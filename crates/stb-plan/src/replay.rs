@@ -359,6 +359,26 @@ pub struct ReplayTemplate {
     pub anchor: Anchor,
     /// Appended as `SETTINGS k = v`.
     pub settings: Vec<(String, String)>,
+    /// Lineage key columns the root keeps one-to-one from its input: rows whose key the
+    /// new view already wrote are left out of the replay (see [`existing_keys`]).
+    pub skip_existing: Option<&'static [&'static str]>,
+}
+
+/// The lineage key a lineage-preserving, non-aggregating root carries unchanged from its
+/// input, when the mode has one: (partition, offset) or the cursor. Timestamps are not
+/// unique, so timestamp and landed-at replays keep the overlap window.
+#[must_use]
+pub fn existing_keys(
+    mode: BoundaryMode,
+    aggregate: bool,
+    output_columns: &[String],
+) -> Option<&'static [&'static str]> {
+    let keys: &'static [&'static str] = match mode {
+        BoundaryMode::Offsets => &[PARTITION, OFFSET],
+        BoundaryMode::Cursor => &[CURSOR],
+        BoundaryMode::Timestamp | BoundaryMode::LandedAt => return None,
+    };
+    (!aggregate && keys.iter().all(|k| output_columns.iter().any(|c| c == k))).then_some(keys)
 }
 
 /// Words that can follow a relation in `FROM`/`JOIN` without being its alias.
@@ -422,6 +442,18 @@ impl ReplayTemplate {
     #[must_use]
     pub fn render(&self, predicate: &str) -> String {
         let relation = &self.anchor.relation;
+        // The target was created empty by this build, so every key in it was written by
+        // the new view since it went live: replaying those rows again would double them.
+        let predicate = match self.skip_existing {
+            Some(keys) => {
+                let keys = keys.join(", ");
+                format!(
+                    "({predicate}) AND ({keys}) NOT IN (SELECT {keys} FROM {})",
+                    self.target
+                )
+            }
+            None => predicate.to_owned(),
+        };
         // A plain table keeps its name visible to qualified column references.
         let bare =
             (!relation.starts_with('(')).then(|| relation.rsplit('.').next().unwrap_or(relation));

@@ -9,7 +9,9 @@ use std::collections::BTreeMap;
 
 use crate::direct::{DirectPlan, PlanError, PlanModel, PlanSource};
 use crate::options::StartTime;
-use crate::replay::{Anchor, BoundaryMode, ReplayTemplate, capture_sql, required_columns};
+use crate::replay::{
+    Anchor, BoundaryMode, ReplayTemplate, capture_sql, existing_keys, required_columns,
+};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Phase {
@@ -42,9 +44,17 @@ pub enum Action {
     Statement(String),
     /// Runs root `n`'s capture query and keeps its answer.
     Capture(usize),
+    /// Waits until the inserts running when the boundaries were captured have finished,
+    /// so every row they committed to a driving input has reached the new views' tables
+    /// before a replay looks for rows the views already wrote.
+    SettleInserts,
     /// Renders and runs root `n`'s replay from its capture.
     Replay(usize),
 }
+
+/// The running inserts a settle step waits for.
+pub const RUNNING_INSERTS_SQL: &str =
+    "SELECT query_id FROM system.processes WHERE query_kind = 'Insert'";
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Step {
@@ -58,7 +68,7 @@ impl Step {
     #[must_use]
     pub fn intent(&self) -> &'static str {
         match self.action {
-            Action::Capture(_) => "query",
+            Action::Capture(_) | Action::SettleInserts => "query",
             Action::Statement(_) if self.phase == Phase::Stabilization => "query",
             Action::Statement(_) | Action::Replay(_) => "mutation",
         }
@@ -105,6 +115,7 @@ impl Workflow {
         match &step.action {
             Action::Statement(sql) => sql.clone(),
             Action::Capture(root) => self.roots[*root].capture_sql.clone(),
+            Action::SettleInserts => RUNNING_INSERTS_SQL.to_owned(),
             Action::Replay(root) => self.roots[*root].placeholder(),
         }
     }
@@ -196,6 +207,13 @@ pub fn assemble(
             id: format!("capture_replay_{}", root.model),
             phase: Phase::Boundary,
             action: Action::Capture(index),
+        });
+    }
+    if roots.iter().any(|r| r.template.skip_existing.is_some()) {
+        steps.push(Step {
+            id: "wait_for_inflight_inserts".into(),
+            phase: Phase::Boundary,
+            action: Action::SettleInserts,
         });
     }
     for (index, root) in roots.iter().enumerate() {
@@ -297,6 +315,15 @@ fn root_replay(
             query_parts: model.replay_query.clone(),
             anchor,
             settings: model.replay_settings.clone(),
+            skip_existing: existing_keys(
+                mode,
+                model.aggregate,
+                &model
+                    .output_columns
+                    .iter()
+                    .map(|(name, _)| name.clone())
+                    .collect::<Vec<_>>(),
+            ),
         },
     })
 }

@@ -114,7 +114,7 @@ fn everything_is_planned_with_one_root_per_driving_chain() {
     );
     assert_eq!(
         names(&plan.creation),
-        "tbl__clean tbl__customer_names tbl__enriched mv__clean mv__customer_names mv__enriched vw__summary"
+        "tbl__clean tbl__customer_names tbl__enriched mv__enriched mv__customer_names mv__clean vw__summary"
     );
     let prerequisites: Vec<(&str, bool)> = plan
         .prerequisites

@@ -179,6 +179,7 @@ fn the_replay_filters_the_driving_input_where_the_author_wrote_it() {
             ("max_threads".into(), "2".into()),
             ("insert_deduplication_token".into(), "x".into()),
         ],
+        skip_existing: None,
     };
     assert_eq!(
         template.render("_replay_offset <= 3"),
@@ -212,4 +213,33 @@ fn capture_queries_read_the_anchor_with_the_warehouse_clock() {
     let scalar = capture_sql(&anchor(BoundaryMode::LandedAt, Some(LANDED_AT)), None);
     assert!(scalar.starts_with("SELECT toString(now64(3, 'UTC')) AS cutoff"));
     assert!(!scalar.contains("WHERE"));
+}
+
+#[test]
+fn lineage_preserving_roots_skip_rows_the_new_view_already_wrote() {
+    let lineage = columns(&["id", PARTITION, OFFSET]);
+    assert_eq!(
+        existing_keys(BoundaryMode::Offsets, false, &lineage),
+        Some(&[PARTITION, OFFSET][..])
+    );
+    assert_eq!(existing_keys(BoundaryMode::Offsets, true, &lineage), None);
+    assert_eq!(
+        existing_keys(BoundaryMode::Offsets, false, &columns(&["id"])),
+        None
+    );
+    assert_eq!(
+        existing_keys(BoundaryMode::Timestamp, false, &columns(&[TIMESTAMP])),
+        None
+    );
+    let template = ReplayTemplate {
+        target: "db.t".into(),
+        query_parts: vec!["SELECT * FROM ".into(), String::new()],
+        anchor: anchor(BoundaryMode::Offsets, None),
+        settings: Vec::new(),
+        skip_existing: existing_keys(BoundaryMode::Offsets, false, &lineage),
+    };
+    assert_eq!(
+        template.render("_replay_offset <= 3"),
+        "INSERT INTO db.t SELECT * FROM (SELECT * FROM db.raw__orders WHERE (_replay_offset <= 3) AND (_replay_partition, _replay_offset) NOT IN (SELECT _replay_partition, _replay_offset FROM db.t)) AS raw__orders"
+    );
 }

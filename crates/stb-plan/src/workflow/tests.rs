@@ -110,11 +110,12 @@ fn phases_run_in_order_and_every_capture_precedes_every_replay() {
             "drop_tbl__clean",
             "realize_tbl__clean",
             "realize_tbl__counts",
-            "realize_mv__clean",
             "realize_mv__counts",
+            "realize_mv__clean",
             "realize_vw__report",
             "wait_for_live_stabilization",
             "capture_replay_clean",
+            "wait_for_inflight_inserts",
             "replay_clean",
         ]
     );
@@ -124,10 +125,10 @@ fn phases_run_in_order_and_every_capture_precedes_every_replay() {
     assert_eq!(root.propagated, ["counts"]);
     assert_eq!(root.template.anchor.relation, "db.events");
     assert_eq!(
-        workflow.recorded_sql(&workflow.steps[13]),
+        workflow.recorded_sql(&workflow.steps[14]),
         "-- replay_clean: INSERT INTO db.tbl__clean from events bounded by capture_replay_clean (offsets boundary); rendered at runtime"
     );
-    assert_eq!(workflow.steps[13].intent(), "mutation");
+    assert_eq!(workflow.steps[14].intent(), "mutation");
     assert_eq!(workflow.steps[12].intent(), "query");
 }
 
