@@ -536,3 +536,140 @@ fn rebuilds_while_a_writer_inserts_lose_no_row_and_double_none() {
     assert_eq!(duplicated, 0, "no row may be written twice");
     assert_graph_matches(&db.name, "amount");
 }
+
+fn spawn_build(dir: &Path, invocation: &str) -> std::process::Child {
+    std::process::Command::new(assert_cmd::cargo::cargo_bin("stb"))
+        .args(["build", "--auto-approve", "--json", "--project-dir"])
+        .arg(dir)
+        .envs(stb_test_support::warehouse_env())
+        .env("STREAMBUILD_LIVE_STABILIZATION_SECONDS", "1")
+        .env("STREAMBUILD_RUN_INVOCATION_ID", invocation)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("spawns")
+}
+
+/// Waits until the run has completed `k` statements (by its own events).
+fn wait_for_statements(database: &str, invocation: &str, k: u64) {
+    let started = std::time::Instant::now();
+    loop {
+        let exists = execute(&format!(
+            "SELECT count() FROM system.tables WHERE database = '{database}' AND name = '_streambuild_run_events' FORMAT TSV"
+        ));
+        if exists.trim() == "0" {
+            std::thread::sleep(std::time::Duration::from_millis(5));
+            continue;
+        }
+        let done = execute(&format!(
+            "SELECT countIf(event_kind = 'statement_completed') FROM {database}._streambuild_run_events WHERE invocation_id = '{invocation}' FORMAT TSV"
+        ));
+        if done.trim().parse::<u64>().unwrap_or(0) >= k {
+            return;
+        }
+        assert!(
+            started.elapsed().as_secs() < 60,
+            "statement {k} never completed"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(2));
+    }
+}
+
+fn lock_owner(database: &str) -> String {
+    execute(&format!(
+        "SELECT comment FROM system.tables WHERE database = '{database}' AND name = '_streambuild_target_mutation_lock' FORMAT TSV"
+    ))
+    .trim()
+    .to_owned()
+}
+
+#[test]
+fn a_build_killed_after_any_statement_is_unlocked_and_rerun_to_the_right_rows() {
+    // The rebuild after a SQL change runs 19 statements: prepare, 7 drops, 7 creates,
+    // the stabilisation wait, the capture, the settle wait and the replay.
+    let points = [1_u64, 5, 9, 13, 16, 18];
+    let mut killed = Vec::new();
+    for k in points {
+        let db = TestDatabase::create(&format!("build_kill_{k}"));
+        execute(&EVENTS.replace("{db}", &db.name));
+        insert_events(&db.name, 0, 30, "2026-11-01 00:00:00");
+        let dir = offsets_project(&db.name, "amount", None);
+        build(dir.path(), &[]);
+        rewrite(dir.path(), &models("amount * 2")[..1]);
+        let invocation = format!("kill-{k}-{}", db.name);
+        let mut child = spawn_build(dir.path(), &invocation);
+        wait_for_statements(&db.name, &invocation, k);
+        child.kill().expect("SIGKILL");
+        let _ = child.wait();
+        killed.push((db, dir, invocation));
+    }
+    for (db, dir, invocation) in &killed {
+        assert!(
+            lock_owner(&db.name).ends_with(invocation.as_str()),
+            "the killed run holds the lock"
+        );
+        // Its heartbeat is recent: the documented recovery refuses for now.
+        let output = stb(dir.path(), &["unlock", "--json"], "");
+        let json: Value = serde_json::from_slice(&output.stdout).expect("JSON");
+        assert_eq!(json["error"]["code"], "STB-LOCK-003", "{json}");
+        // A new build is refused while the lock is held.
+        let output = stb(dir.path(), &["build", "--auto-approve", "--json"], "");
+        let json: Value = serde_json::from_slice(&output.stdout).expect("JSON");
+        assert_eq!(json["error"]["code"], "STB-LOCK-001", "{json}");
+    }
+    // 45 s of silence by the warehouse clock mark the run as stopped.
+    std::thread::sleep(std::time::Duration::from_secs(46));
+    for (db, dir, invocation) in &killed {
+        let output = stb(dir.path(), &["unlock", "--json"], "");
+        let json: Value = serde_json::from_slice(&output.stdout).expect("JSON");
+        assert_eq!(json["broken_owner"], invocation.as_str(), "{json}");
+        build(dir.path(), &[]);
+        assert_graph_matches(&db.name, "amount * 2");
+        insert_events(&db.name, 30, 33, "2026-11-02 00:00:00");
+        assert_graph_matches(&db.name, "amount * 2");
+    }
+}
+
+#[test]
+fn an_interrupted_build_stops_releases_the_lock_and_reruns_cleanly() {
+    let db = TestDatabase::create("build_interrupt");
+    execute(&EVENTS.replace("{db}", &db.name));
+    insert_events(&db.name, 0, 30, "2026-11-01 00:00:00");
+    let dir = offsets_project(&db.name, "amount", None);
+    let invocation = format!("interrupt-{}", db.name);
+    let child = spawn_build(dir.path(), &invocation);
+    // Statement 16 is the stabilisation wait: interrupt while it runs.
+    wait_for_statements(&db.name, &invocation, 15);
+    let status = std::process::Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .expect("kill");
+    assert!(status.success());
+    let output = child.wait_with_output().expect("exits");
+    assert_eq!(
+        output.status.code(),
+        Some(130),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let json: Value = serde_json::from_slice(&output.stdout).expect("JSON");
+    assert_eq!(json["status"], "cancelled", "{json}");
+    assert_eq!(lock_owner(&db.name), "", "the lock is released");
+    assert_eq!(
+        execute(&format!(
+            "SELECT outcome, exit_code FROM {}._streambuild_invocations WHERE invocation_id = '{invocation}' FORMAT TSV",
+            db.name
+        ))
+        .trim(),
+        "cancelled\t130"
+    );
+    let execution: Value = serde_json::from_str(
+        &std::fs::read_to_string(dir.path().join("target/run/build/execution.json"))
+            .expect("artifact"),
+    )
+    .expect("JSON");
+    assert_eq!(execution["status"], "cancelled");
+    assert_eq!(execution["failed_step"], "wait_for_live_stabilization");
+    build(dir.path(), &[]);
+    assert_graph_matches(&db.name, "amount");
+}
