@@ -250,7 +250,80 @@ pub fn run(
             }
         }
     }
+    if execution.status != Status::Succeeded {
+        recover_landings(client, workflow, observer, &mut execution);
+    }
     execution
+}
+
+/// Resumes every landing view the run paused and did not resume: a stopped build must
+/// never leave ingestion stopped. Failures are added to the error, never replace it.
+fn recover_landings(
+    client: &Client,
+    workflow: &Workflow,
+    observer: &dyn Observer,
+    execution: &mut Execution,
+) {
+    let reached = |step: &str| {
+        execution.completed_steps.iter().any(|s| s == step)
+            || execution.failed_step.as_deref() == Some(step)
+    };
+    let pending: Vec<_> = workflow
+        .paused_landings
+        .iter()
+        .filter(|l| reached(&l.pause_step) && !execution.completed_steps.contains(&l.activate_step))
+        .collect();
+    for landing in pending {
+        let step = Step {
+            id: format!("recover_source_{}", landing.source),
+            phase: stb_plan::workflow::Phase::Activation,
+            action: Action::Statement(landing.resume_sql.clone()),
+            recorded: None,
+        };
+        let sequence = execution.statements.len() + 1;
+        let query_id = uuid::Uuid::new_v4().to_string();
+        observer.event(
+            "statement_started",
+            Some(&step),
+            serde_json::json!({"statementSequence": sequence, "intent": "mutation", "queryId": query_id, "displayName": step.id}),
+        );
+        let started = Instant::now();
+        let result = client.execute(&landing.resume_sql, Some(&query_id));
+        let error = result.err().map(|e| e.to_string());
+        let elapsed_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
+        observer.event(
+            "statement_completed",
+            Some(&step),
+            serde_json::json!({"statementSequence": sequence, "intent": "mutation", "elapsedMs": elapsed_ms, "errorMessage": error, "displayName": step.id}),
+        );
+        execution.statements.push(PlannedStatement {
+            step_id: step.id.clone(),
+            phase: "recovery".into(),
+            intent: "mutation".into(),
+            sql: landing.resume_sql.clone(),
+        });
+        execution.statement_outcomes.push(StatementOutcome {
+            step_id: step.id.clone(),
+            error_message: error.clone(),
+            written_rows: None,
+            returned_rows: None,
+            elapsed_ms,
+        });
+        match error {
+            None => execution.completed_steps.push(step.id),
+            Some(error) => {
+                let note = format!(
+                    "note: landing of source '{}' could not be resumed ({error}); rerun the build to resume it",
+                    landing.source
+                );
+                let message = execution.error_message.get_or_insert_with(String::new);
+                if !message.is_empty() {
+                    message.push('\n');
+                }
+                message.push_str(&note);
+            }
+        }
+    }
 }
 
 fn statement_started(

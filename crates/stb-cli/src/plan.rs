@@ -231,6 +231,7 @@ pub(crate) fn prepare(
             stabilization_seconds,
             start_time: start_time.clone(),
         },
+        &present,
     )
     .map_err(|e| Failure {
         code: "STB-PLAN-004",

@@ -126,6 +126,20 @@ pub(crate) fn sources(
                     .collect(),
                 SourceKind::Postgres => Vec::new(),
             },
+            landing: managed
+                .get(&source.name)
+                .map(|objects| stb_plan::direct::Landing {
+                    raw_table: objects.raw.name.name.clone(),
+                    view: objects.landing.name.name.clone(),
+                    create_kafka: objects
+                        .kafka
+                        .render_if_not_exists(stb_ddl::Audience::Runtime),
+                    create_kafka_recorded: objects
+                        .kafka
+                        .render_if_not_exists(stb_ddl::Audience::Artifact),
+                    create_raw: objects.raw.render_if_not_exists(),
+                    create_view: objects.landing.render_if_not_exists(),
+                }),
         })
         .collect()
 }

@@ -88,6 +88,16 @@ pub struct KafkaTable {
 impl KafkaTable {
     #[must_use]
     pub fn render(&self, audience: Audience) -> String {
+        self.render_with(audience, "CREATE TABLE")
+    }
+
+    /// `CREATE TABLE IF NOT EXISTS`: builds create a missing landing, never replace one.
+    #[must_use]
+    pub fn render_if_not_exists(&self, audience: Audience) -> String {
+        self.render_with(audience, "CREATE TABLE IF NOT EXISTS")
+    }
+
+    fn render_with(&self, audience: Audience, create: &str) -> String {
         let redact = audience == Audience::Artifact;
         // A broker list with credentials (user:pass@host) never reaches an artifact.
         let brokers = if redact && self.broker_list.contains('@') {
@@ -113,7 +123,7 @@ impl KafkaTable {
             .map(|(k, v)| format!("{k} = {}", string_literal(v)))
             .collect();
         format!(
-            "CREATE TABLE {} (\n    message String\n) ENGINE = Kafka\nSETTINGS {}",
+            "{create} {} (\n    message String\n) ENGINE = Kafka\nSETTINGS {}",
             self.name,
             rendered.join(", ")
         )
@@ -215,7 +225,17 @@ pub struct MaterializedView {
 impl MaterializedView {
     #[must_use]
     pub fn render(&self) -> String {
-        let mut text = format!("CREATE MATERIALIZED VIEW {}\n", self.name);
+        self.render_with("CREATE MATERIALIZED VIEW")
+    }
+
+    /// `CREATE MATERIALIZED VIEW IF NOT EXISTS`, for resuming a paused landing.
+    #[must_use]
+    pub fn render_if_not_exists(&self) -> String {
+        self.render_with("CREATE MATERIALIZED VIEW IF NOT EXISTS")
+    }
+
+    fn render_with(&self, create: &str) -> String {
+        let mut text = format!("{create} {}\n", self.name);
         if let Some(refresh) = &self.refresh {
             let _ = writeln!(
                 text,

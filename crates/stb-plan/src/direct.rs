@@ -95,6 +95,25 @@ pub struct PlanSource {
     pub reference: Option<String>,
     /// The canonical `_replay_*` columns it exposes.
     pub replay_columns: Vec<String>,
+    /// Managed Kafka sources: the landing objects a build creates, pauses and resumes.
+    pub landing: Option<Landing>,
+}
+
+/// A managed Kafka source's landing: `kafka__S` feeds `raw__S` through `mv__S`.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Landing {
+    /// `raw__S`, unqualified.
+    pub raw_table: String,
+    /// `mv__S`, unqualified.
+    pub view: String,
+    /// `CREATE TABLE IF NOT EXISTS kafka__S`, as run (it may hold broker secrets).
+    pub create_kafka: String,
+    /// The same with secrets redacted, as recorded.
+    pub create_kafka_recorded: String,
+    /// `CREATE TABLE IF NOT EXISTS raw__S`.
+    pub create_raw: String,
+    /// `CREATE MATERIALIZED VIEW IF NOT EXISTS mv__S`.
+    pub create_view: String,
 }
 
 /// Why a model is in the plan.

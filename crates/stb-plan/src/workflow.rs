@@ -7,7 +7,7 @@
 
 use std::collections::BTreeMap;
 
-use crate::direct::{DirectPlan, PlanError, PlanModel, PlanSource};
+use crate::direct::{DirectPlan, Landing, PlanError, PlanModel, PlanSource};
 use crate::options::StartTime;
 use crate::replay::{
     Anchor, BoundaryMode, ReplayTemplate, capture_sql, existing_keys, required_columns,
@@ -21,6 +21,7 @@ pub enum Phase {
     Stabilization,
     Boundary,
     Replay,
+    Activation,
 }
 
 impl Phase {
@@ -33,6 +34,7 @@ impl Phase {
             Self::Stabilization => "stabilization",
             Self::Boundary => "boundary",
             Self::Replay => "replay",
+            Self::Activation => "activation",
         }
     }
 }
@@ -61,6 +63,28 @@ pub struct Step {
     pub id: String,
     pub phase: Phase,
     pub action: Action,
+    /// What the records hold instead of the statement, when it carries secrets.
+    pub recorded: Option<String>,
+}
+
+impl Step {
+    fn statement(id: String, phase: Phase, sql: String) -> Self {
+        Self {
+            id,
+            phase,
+            action: Action::Statement(sql),
+            recorded: None,
+        }
+    }
+
+    fn of(id: String, phase: Phase, action: Action) -> Self {
+        Self {
+            id,
+            phase,
+            action,
+            recorded: None,
+        }
+    }
 }
 
 impl Step {
@@ -106,12 +130,28 @@ pub struct Workflow {
     pub steps: Vec<Step>,
     pub roots: Vec<RootReplay>,
     pub start_time: Option<StartTime>,
+    /// Landing views paused for the build: (source, step that pauses it, the statement
+    /// that resumes it). Every exit after a pause must resume them.
+    pub paused_landings: Vec<PausedLanding>,
+}
+
+/// A managed source's landing view that the build stops and must start again.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PausedLanding {
+    pub source: String,
+    pub pause_step: String,
+    pub activate_step: String,
+    /// `CREATE MATERIALIZED VIEW IF NOT EXISTS` of the landing view.
+    pub resume_sql: String,
 }
 
 impl Workflow {
     /// The statement a step records before it runs (replays: their placeholder).
     #[must_use]
     pub fn recorded_sql(&self, step: &Step) -> String {
+        if let Some(recorded) = &step.recorded {
+            return recorded.clone();
+        }
         match &step.action {
             Action::Statement(sql) => sql.clone(),
             Action::Capture(root) => self.roots[*root].capture_sql.clone(),
@@ -135,7 +175,8 @@ fn qualified(database: &str, relation: &str) -> String {
     stb_ddl::QualifiedName::new(database, relation).to_string()
 }
 
-/// Assembles the direct workflow of `plan`.
+/// Assembles the direct workflow of `plan`; `present` says whether a relation exists in
+/// the target database now.
 ///
 /// # Errors
 /// A replay root whose driving input lacks the columns its boundary mode needs.
@@ -144,27 +185,30 @@ pub fn assemble(
     models: &[PlanModel],
     sources: &[PlanSource],
     options: &WorkflowOptions,
+    present: &dyn Fn(&str) -> bool,
 ) -> Result<Workflow, PlanError> {
     let by_name: BTreeMap<&str, &PlanModel> = models.iter().map(|m| (m.name.as_str(), m)).collect();
     let database = &options.database;
-    let mut steps = vec![Step {
-        id: "prepare_target_database".into(),
-        phase: Phase::Preparation,
-        action: Action::Statement(format!(
+    let mut steps = vec![Step::statement(
+        "prepare_target_database".into(),
+        Phase::Preparation,
+        format!(
             "CREATE DATABASE IF NOT EXISTS {}",
             stb_ddl::identifier(database)
-        )),
-    }];
+        ),
+    )];
+    let landings = relevant_landings(plan, &by_name, sources);
+    let paused_landings = prepare_landings(&landings, options, present, &mut steps);
     for (_, relation) in &plan.teardown {
         // DROP TABLE drops views too, so a model that changed kind is still torn down.
-        steps.push(Step {
-            id: format!("drop_{relation}"),
-            phase: Phase::Teardown,
-            action: Action::Statement(format!(
+        steps.push(Step::statement(
+            format!("drop_{relation}"),
+            Phase::Teardown,
+            format!(
                 "DROP TABLE IF EXISTS {} SYNC",
                 qualified(database, relation)
-            )),
-        });
+            ),
+        ));
     }
     for (kind, relation) in &plan.creation {
         let statement = models
@@ -177,11 +221,11 @@ pub fn assemble(
                     .and_then(|i| m.create_statements.get(i))
             });
         if let Some(statement) = statement {
-            steps.push(Step {
-                id: format!("realize_{relation}"),
-                phase: Phase::Realization,
-                action: Action::Statement(statement.clone()),
-            });
+            steps.push(Step::statement(
+                format!("realize_{relation}"),
+                Phase::Realization,
+                statement.clone(),
+            ));
         }
     }
     let roots = plan
@@ -190,45 +234,137 @@ pub fn assemble(
         .map(|root| root_replay(root, &by_name, sources, options))
         .collect::<Result<Vec<_>, _>>()?;
     if !roots.is_empty() && options.stabilization_seconds > 0 {
-        let seconds = options.stabilization_seconds;
-        steps.push(Step {
-            id: "wait_for_live_stabilization".into(),
-            phase: Phase::Stabilization,
-            // Server-side, so the wait is part of the recorded workflow; at most one second
-            // per row keeps it under ClickHouse's per-block sleep limit.
-            action: Action::Statement(format!(
-                "SELECT sleepEachRow(1) FROM numbers({seconds}) SETTINGS max_block_size = 1, function_sleep_max_microseconds_per_block = {}",
-                u64::from(seconds) * 1_000_000
-            )),
-        });
+        steps.push(Step::statement(
+            "wait_for_live_stabilization".into(),
+            Phase::Stabilization,
+            sleep_sql(options.stabilization_seconds),
+        ));
     }
     for (index, root) in roots.iter().enumerate() {
-        steps.push(Step {
-            id: format!("capture_replay_{}", root.model),
-            phase: Phase::Boundary,
-            action: Action::Capture(index),
-        });
+        steps.push(Step::of(
+            format!("capture_replay_{}", root.model),
+            Phase::Boundary,
+            Action::Capture(index),
+        ));
     }
     if roots.iter().any(|r| r.template.skip_existing.is_some()) {
-        steps.push(Step {
-            id: "wait_for_inflight_inserts".into(),
-            phase: Phase::Boundary,
-            action: Action::SettleInserts,
-        });
+        steps.push(Step::of(
+            "wait_for_inflight_inserts".into(),
+            Phase::Boundary,
+            Action::SettleInserts,
+        ));
     }
     for (index, root) in roots.iter().enumerate() {
-        steps.push(Step {
-            id: format!("replay_{}", root.model),
-            phase: Phase::Replay,
-            action: Action::Replay(index),
-        });
+        steps.push(Step::of(
+            format!("replay_{}", root.model),
+            Phase::Replay,
+            Action::Replay(index),
+        ));
+    }
+    for landing in &paused_landings {
+        steps.push(Step::statement(
+            landing.activate_step.clone(),
+            Phase::Activation,
+            landing.resume_sql.clone(),
+        ));
     }
     Ok(Workflow {
         database: database.clone(),
         steps,
         roots,
         start_time: options.start_time.clone(),
+        paused_landings,
     })
+}
+
+/// A server-side wait, part of the recorded workflow; one second per row keeps it under
+/// ClickHouse's per-block sleep limit.
+fn sleep_sql(seconds: u32) -> String {
+    format!(
+        "SELECT sleepEachRow(1) FROM numbers({seconds}) SETTINGS max_block_size = 1, function_sleep_max_microseconds_per_block = {}",
+        u64::from(seconds) * 1_000_000
+    )
+}
+
+/// Managed sources whose landing feeds the scope: read by a rebuilt model.
+fn relevant_landings<'s>(
+    plan: &DirectPlan,
+    by_name: &BTreeMap<&str, &PlanModel>,
+    sources: &'s [PlanSource],
+) -> Vec<(&'s str, &'s Landing)> {
+    sources
+        .iter()
+        .filter(|source| {
+            plan.entries.iter().any(|entry| {
+                by_name
+                    .get(entry.model.as_str())
+                    .is_some_and(|m| m.reads.contains(&source.name))
+            })
+        })
+        .filter_map(|source| source.landing.as_ref().map(|l| (source.name.as_str(), l)))
+        .collect()
+}
+
+/// Creates missing landings (letting retained messages land for a moment), then pauses
+/// every landing view: from here on the landing tables are frozen, so history is replayed
+/// once and everything later flows through the new views once.
+fn prepare_landings(
+    landings: &[(&str, &Landing)],
+    options: &WorkflowOptions,
+    present: &dyn Fn(&str) -> bool,
+    steps: &mut Vec<Step>,
+) -> Vec<PausedLanding> {
+    let mut bootstrapped = false;
+    for (source, landing) in landings {
+        if present(&landing.raw_table) {
+            continue;
+        }
+        let mut kafka = Step::statement(
+            format!("prepare_source_kafka__{source}"),
+            Phase::Preparation,
+            landing.create_kafka.clone(),
+        );
+        kafka.recorded = Some(landing.create_kafka_recorded.clone());
+        steps.push(kafka);
+        steps.push(Step::statement(
+            format!("prepare_source_raw__{source}"),
+            Phase::Preparation,
+            landing.create_raw.clone(),
+        ));
+        steps.push(Step::statement(
+            format!("bootstrap_source_{}", landing.view),
+            Phase::Preparation,
+            landing.create_view.clone(),
+        ));
+        bootstrapped = true;
+    }
+    if bootstrapped && options.stabilization_seconds > 0 {
+        steps.push(Step::statement(
+            "wait_for_source_bootstrap".into(),
+            Phase::Preparation,
+            sleep_sql(options.stabilization_seconds),
+        ));
+    }
+    landings
+        .iter()
+        .map(|(source, landing)| {
+            let pause_step = format!("pause_source_{}", landing.view);
+            steps.push(Step::statement(
+                pause_step.clone(),
+                Phase::Preparation,
+                format!(
+                    "DROP TABLE IF EXISTS {} SYNC",
+                    qualified(&options.database, &landing.view)
+                ),
+            ));
+            PausedLanding {
+                source: (*source).to_owned(),
+                pause_step,
+                activate_step: format!("activate_source_{}", landing.view),
+                resume_sql: landing.create_view.clone(),
+            }
+        })
+        .collect()
 }
 
 fn root_replay(

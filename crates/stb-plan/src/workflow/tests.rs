@@ -97,6 +97,7 @@ fn phases_run_in_order_and_every_capture_precedes_every_replay() {
         &models,
         &sources,
         &options(None),
+        &|_| true,
     )
     .expect("workflow");
     assert_eq!(
@@ -141,6 +142,7 @@ fn a_root_below_the_source_needs_lineage_columns_on_its_input() {
         &models,
         &sources,
         &options(None),
+        &|_| true,
     )
     .expect("workflow");
     assert_eq!(workflow.roots[0].template.anchor.relation, "db.tbl__clean");
@@ -150,6 +152,7 @@ fn a_root_below_the_source_needs_lineage_columns_on_its_input() {
         &models,
         &sources,
         &options(Some("2026-11-01")),
+        &|_| true,
     )
     .expect_err("no time column");
     assert!(
@@ -168,6 +171,7 @@ fn view_only_scopes_neither_wait_nor_replay() {
         &models,
         &sources,
         &options(None),
+        &|_| true,
     )
     .expect("workflow");
     assert_eq!(

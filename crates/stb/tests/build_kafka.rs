@@ -1,0 +1,184 @@
+//! `stb build` with a managed Kafka source: the build creates the landing, pauses it while
+//! it rebuilds and replays the frozen landing table, and resumes it on success and on
+//! failure. Rows are compared as multisets of (partition, offset).
+
+use std::path::Path;
+use std::time::Duration;
+
+use assert_cmd::Command;
+use serde_json::Value;
+use stb_test_support::kafka::{Record, create_topic, produce};
+use stb_test_support::{TestDatabase, execute, stack, unique_name, wait_for};
+
+fn project(database: &str, topic: &str, extra_column: &str) -> tempfile::TempDir {
+    let files = [
+        (
+            "streambuild_project.toml".to_owned(),
+            format!(
+                "name = \"shop\"\ndefault_target = \"dev\"\n[targets.dev]\ndatabase = \"{database}\"\n"
+            ),
+        ),
+        (
+            "sources/orders.yml".to_owned(),
+            format!(
+                "sources:\n  - name: orders\n    kind: kafka\n    broker_list: \"{}\"\n    topic: {topic}\n    replay_boundary: {{mode: offsets}}\n    settings:\n      kafka_poll_timeout_ms: \"200\"\n",
+                stack().kafka_brokers
+            ),
+        ),
+        (
+            "pipelines/pl__shop/order_lines.sql".to_owned(),
+            format!(
+                "MODEL (order_by [\"_replay_partition\", \"_replay_offset\"]);\nSELECT _replay_partition::Int32 AS _replay_partition, _replay_offset::Int64 AS _replay_offset, JSONExtractUInt(kafka_value, 'id')::UInt64 AS id{extra_column}\nFROM __source(\"orders\")\n"
+            ),
+        ),
+    ];
+    stb_test_support::project_dir(&files)
+}
+
+fn stb(dir: &Path, args: &[&str]) -> std::process::Output {
+    Command::cargo_bin("stb")
+        .expect("stb")
+        .args(args)
+        .arg("--project-dir")
+        .arg(dir)
+        .envs(stb_test_support::warehouse_env())
+        .env("STREAMBUILD_LIVE_STABILIZATION_SECONDS", "1")
+        .output()
+        .expect("runs")
+}
+
+fn send(topic: &str, ids: std::ops::Range<u64>) {
+    let records: Vec<Record> = ids
+        .map(|id| Record {
+            partition: i32::try_from(id % 3).expect("partition"),
+            key: id.to_string(),
+            value: format!("{{\"id\": {id}}}"),
+            headers: Vec::new(),
+            timestamp_ms: 1_790_000_000_000 + i64::try_from(id).expect("id"),
+        })
+        .collect();
+    produce(&stack().kafka_brokers, topic, &records);
+}
+
+fn ids(database: &str) -> Vec<u64> {
+    execute(&format!(
+        "SELECT id FROM {database}.tbl__order_lines ORDER BY id FORMAT TSV"
+    ))
+    .lines()
+    .map(|l| l.parse().expect("id"))
+    .collect()
+}
+
+/// Waits until the target holds exactly `0..n`, once each.
+fn assert_exactly(database: &str, n: u64) {
+    let expected: Vec<u64> = (0..n).collect();
+    let reached = wait_for(Duration::from_secs(90), || {
+        ids(database).len() >= expected.len()
+    });
+    assert!(reached, "only {} of {n} rows arrived", ids(database).len());
+    // Give any duplicate a moment to show up before comparing.
+    std::thread::sleep(Duration::from_millis(500));
+    assert_eq!(ids(database), expected);
+}
+
+fn landing_view_exists(database: &str) -> bool {
+    execute(&format!(
+        "SELECT count() FROM system.tables WHERE database = '{database}' AND name = 'mv__orders' FORMAT TSV"
+    ))
+    .trim()
+        == "1"
+}
+
+#[test]
+fn a_managed_landing_is_created_paused_replayed_and_resumed() {
+    let db = TestDatabase::create("build_kafka");
+    let topic = unique_name("orders");
+    create_topic(&stack().kafka_brokers, &topic, 3);
+    send(&topic, 0..30);
+    let dir = project(&db.name, &topic, "");
+    let output = stb(dir.path(), &["build", "--auto-approve", "--json"]);
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let result: Value = serde_json::from_slice(&output.stdout).expect("JSON");
+    assert_eq!(result["status"], "succeeded");
+    assert!(landing_view_exists(&db.name), "landing resumed");
+    assert_exactly(&db.name, 30);
+    // Messages produced after the build flow through the resumed landing.
+    send(&topic, 30..45);
+    assert_exactly(&db.name, 45);
+    // A rebuild replays the frozen landing table and resumes it: still exactly once.
+    let output = stb(dir.path(), &["build", "--auto-approve", "--json"]);
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let steps = std::fs::read_to_string(dir.path().join("target/run/build/workflow.sql"))
+        .expect("workflow");
+    assert!(
+        steps.contains("-- step: pause_source_mv__orders"),
+        "{steps}"
+    );
+    assert!(
+        steps.contains("-- step: activate_source_mv__orders"),
+        "{steps}"
+    );
+    assert!(
+        !steps.contains("prepare_source_kafka__orders"),
+        "the landing exists already"
+    );
+    send(&topic, 45..60);
+    assert_exactly(&db.name, 60);
+}
+
+#[test]
+fn a_failed_build_resumes_the_landing_it_paused() {
+    let db = TestDatabase::create("build_kafka_fail");
+    let topic = unique_name("orders");
+    create_topic(&stack().kafka_brokers, &topic, 3);
+    send(&topic, 0..9);
+    let dir = project(&db.name, &topic, "");
+    let output = stb(dir.path(), &["build", "--auto-approve", "--json"]);
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert_exactly(&db.name, 9);
+    // A model the warehouse refuses when its view is created, after the landing paused.
+    let broken = project(
+        &db.name,
+        &topic,
+        ", streambuildNoSuchFunction(1)::UInt64 AS broken",
+    );
+    let output = stb(broken.path(), &["build", "--auto-approve", "--json"]);
+    assert_eq!(output.status.code(), Some(1));
+    let execution: Value = serde_json::from_str(
+        &std::fs::read_to_string(broken.path().join("target/run/build/execution.json"))
+            .expect("artifact"),
+    )
+    .expect("JSON");
+    assert_eq!(execution["status"], "failed");
+    assert_eq!(
+        execution["failed_step"], "realize_mv__order_lines",
+        "{execution}"
+    );
+    let completed = execution["completed_steps"].to_string();
+    assert!(completed.contains("recover_source_orders"), "{execution}");
+    assert!(
+        landing_view_exists(&db.name),
+        "ingestion is not left stopped"
+    );
+    // Landing goes on; the fixed project's rebuild replays it all once.
+    send(&topic, 9..18);
+    let output = stb(dir.path(), &["build", "--auto-approve", "--json"]);
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert_exactly(&db.name, 18);
+}
