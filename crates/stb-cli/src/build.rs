@@ -118,6 +118,20 @@ pub(crate) fn run(args: &BuildArgs) -> ExitCode {
         }
     };
     let planning_ms = planning_started.elapsed().as_millis();
+    if prepared.output.nothing_changed {
+        if args.json {
+            print_json(
+                &serde_json::json!({"mode": "direct", "database": database, "status": "nothing_changed", "message": crate::plan::NOTHING_CHANGED}),
+            );
+        } else {
+            let _ = writeln!(std::io::stdout().lock(), "{}", crate::plan::NOTHING_CHANGED);
+        }
+        recorder.finish(&Ending {
+            exit_code: 0,
+            ..Ending::early("succeeded", None, 0)
+        });
+        return ExitCode::SUCCESS;
+    }
     let sink = Arc::new(RunEventSink::new(
         Arc::clone(&observation),
         &database,

@@ -6,7 +6,7 @@ use std::io::Write;
 use std::process::ExitCode;
 
 use clap::Args;
-use stb_plan::direct::{DirectPlan, Selection, model_graph, plan_direct};
+use stb_plan::direct::{DirectPlan, Reason, Selection, model_graph, plan_direct};
 use stb_plan::options::{FLAG_CODE, ScopeFlags, StartTime, validate};
 use stb_plan::sql_change::{Baseline, SqlChange, sql_change};
 use stb_plan::workflow::{Workflow, WorkflowOptions, assemble};
@@ -33,6 +33,13 @@ pub(crate) struct ScopeArgs {
     /// Needs --select.
     #[arg(long, value_name = "TIME")]
     pub(crate) start_time: Option<String>,
+    /// Rebuild the models whose query or identity differs from their last successful
+    /// build (and those never built), with everything downstream. Excludes --select.
+    #[arg(long)]
+    pub(crate) changed: bool,
+    /// Also rebuild upstream models the selection reads that do not exist in the target.
+    #[arg(long)]
+    pub(crate) include_missing_upstream: bool,
 }
 
 /// Seconds the new views run before boundaries are captured (default 5).
@@ -80,7 +87,12 @@ pub(crate) struct Output {
     pub(crate) plan: DirectPlan,
     pub(crate) changes: Vec<(String, SqlChange)>,
     pub(crate) start_time: Option<StartTime>,
+    /// `--changed` found nothing to rebuild.
+    pub(crate) nothing_changed: bool,
 }
+
+/// What `--changed` says when every model matches its last build.
+pub(crate) const NOTHING_CHANGED: &str = "No changed models to build.";
 
 /// A plan ready to print or to run: the same preparation for `stb plan` and `stb build`.
 pub(crate) struct Prepared {
@@ -102,6 +114,8 @@ pub(crate) fn prepare(
         &ScopeFlags {
             select: scope.select.clone(),
             start_time: scope.start_time.clone(),
+            changed: scope.changed,
+            include_missing_upstream: scope.include_missing_upstream,
             ..ScopeFlags::default()
         },
         stb_plan::options::Mode::Direct,
@@ -122,7 +136,56 @@ pub(crate) fn prepare(
     } else {
         Some(stb_graph::select_for_build(&graph, &scope.select).map_err(diagnostic)?)
     };
-    let selection = Selection::new(&graph, selected);
+    let (client, database) = connection.connect(project)?;
+    let catalog = client
+        .load_catalog(&database)
+        .map_err(|e| Failure::from(&e))?;
+    let present = |relation: &str| catalog.relation(relation).is_some();
+    // One read of the latest baselines, whatever the scope: --changed compares them all.
+    let identities: Vec<String> = compiled
+        .plan_models
+        .iter()
+        .map(|m| format!("{database}.{}", m.name))
+        .collect();
+    let fingerprints =
+        latest_fingerprints(&client, &database, &identities).map_err(|e| Failure::from(&e))?;
+    let mut selection = if scope.changed {
+        let direct: Vec<stb_plan::direct::PlanModel> = compiled
+            .plan_models
+            .iter()
+            .filter(|m| {
+                project
+                    .pipelines
+                    .iter()
+                    .any(|p| p.name == m.pipeline && p.mode == Mode::Direct)
+            })
+            .cloned()
+            .collect();
+        let found = match &fingerprints {
+            Fingerprints::Found(found) => Some(found),
+            Fingerprints::Absent => None,
+            Fingerprints::Unavailable(reason) => {
+                return Err(Failure {
+                    code: "STB-PLAN-005",
+                    message: format!(
+                        "--changed cannot tell what changed: the build records could not be read ({reason})"
+                    ),
+                    hint: "select the models to rebuild with --select instead".to_owned(),
+                });
+            }
+        };
+        let baseline = |name: &str| {
+            found
+                .and_then(|f| f.get(&format!("{database}.{name}")))
+                .map(|f| (f.definition_hash.clone(), f.identity_metadata.clone()))
+        };
+        Selection::changed(&graph, &direct, &baseline)
+    } else {
+        Selection::new(&graph, selected)
+    };
+    if scope.include_missing_upstream {
+        selection = selection.with_missing_upstream(&graph, &compiled.plan_models, &present);
+    }
     let execution = &selection.scope;
     let virtual_pipelines: Vec<&str> = project
         .pipelines
@@ -142,10 +205,6 @@ pub(crate) fn prepare(
     }
     stb_graph::check_max_pipelines(&graph, execution, project.max_pipelines, &project.target)
         .map_err(diagnostic)?;
-    let (client, database) = connection.connect(project)?;
-    let catalog = client
-        .load_catalog(&database)
-        .map_err(|e| Failure::from(&e))?;
     let mut adopted_problems = Vec::new();
     for source in project
         .sources
@@ -178,7 +237,7 @@ pub(crate) fn prepare(
             hint: first.hint.to_owned(),
         });
     }
-    let present = |relation: &str| catalog.relation(relation).is_some();
+    let execution_empty = selection.scope.is_empty();
     let plan = plan_direct(
         &compiled.plan_models,
         &compiled.plan_sources,
@@ -190,25 +249,18 @@ pub(crate) fn prepare(
         message: e.message,
         hint: e.hint.to_owned(),
     })?;
-    let identities: Vec<String> = plan
-        .entries
-        .iter()
-        .map(|e| format!("{database}.{}", e.model))
-        .collect();
-    let fingerprints =
-        latest_fingerprints(&client, &database, &identities).map_err(|e| Failure::from(&e))?;
     let changes = plan
         .entries
         .iter()
-        .zip(&identities)
-        .map(|(entry, identity)| {
+        .map(|entry| {
+            let identity = format!("{database}.{}", entry.model);
             let model = compiled.plan_models.iter().find(|m| m.name == entry.model);
             let current = model.map_or("", |m| m.query.as_str());
             let baseline = match &fingerprints {
                 Fingerprints::Absent => Baseline::Absent,
                 Fingerprints::Unavailable(_) => Baseline::Unavailable,
                 Fingerprints::Found(found) => found
-                    .get(identity)
+                    .get(&identity)
                     .map_or(Baseline::Absent, |f| Baseline::Recorded(&f.definition_sql)),
             };
             (entry.model.clone(), sql_change(current, &baseline))
@@ -244,6 +296,7 @@ pub(crate) fn prepare(
             plan,
             changes,
             start_time,
+            nothing_changed: scope.changed && execution_empty,
         },
         workflow,
         client: std::sync::Arc::new(client),
@@ -258,6 +311,10 @@ impl Output {
             return;
         }
         let mut out = std::io::stdout().lock();
+        if self.nothing_changed {
+            let _ = writeln!(out, "{NOTHING_CHANGED}");
+            return;
+        }
         let _ = writeln!(out, "Direct plan  {}", self.database);
         let _ = writeln!(out, "\nRebuild paths");
         for root in &self.plan.replay_roots {
@@ -337,6 +394,7 @@ impl Output {
             "adapter": "clickhouse",
             "database": self.database,
             "start_time": self.start_time.as_ref().map(StartTime::as_str),
+            "selection_mode": if self.nothing_changed || self.plan.entries.iter().any(|e| e.reason == Reason::Changed) { "changed" } else if self.plan.entries.iter().all(|e| e.reason == Reason::AllModels) { "all" } else { "selected" },
             "entries": self.plan.entries.iter().zip(&self.changes).map(|(e, (_, c))| serde_json::json!({
                 "model": e.model,
                 "reason": e.reason.as_str(),

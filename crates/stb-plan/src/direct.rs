@@ -121,6 +121,10 @@ pub struct Landing {
 pub enum Reason {
     AllModels,
     Selected,
+    /// Picked by `--changed`: no baseline, or its query or identity differs from it.
+    Changed,
+    /// Added by `--include-missing-upstream`: read by the selection, absent from the target.
+    MissingUpstream,
     DownstreamOfSelected,
 }
 
@@ -130,6 +134,8 @@ impl Reason {
         match self {
             Self::AllModels => "all_models",
             Self::Selected => "selected",
+            Self::Changed => "changed",
+            Self::MissingUpstream => "missing_upstream",
             Self::DownstreamOfSelected => "downstream_of_selected",
         }
     }
@@ -179,6 +185,10 @@ pub struct DirectPlan {
 pub struct Selection {
     pub selected: Option<BTreeSet<String>>,
     pub scope: BTreeSet<String>,
+    /// Why the selected models are in: `Selected` (by selectors) or `Changed`.
+    pub selected_reason: Reason,
+    /// Upstream models added because they do not exist yet.
+    pub missing_upstream: BTreeSet<String>,
 }
 
 impl Selection {
@@ -188,7 +198,79 @@ impl Selection {
             Some(chosen) => stb_graph::execution_models(graph, chosen),
             None => graph.models(),
         };
-        Self { selected, scope }
+        Self {
+            selected,
+            scope,
+            selected_reason: Reason::Selected,
+            missing_upstream: BTreeSet::new(),
+        }
+    }
+
+    /// The models `--changed` picks: every model whose baseline is missing or whose query
+    /// or identity differs from it. `baseline` gives a model's recorded query hash and
+    /// identity JSON.
+    #[must_use]
+    pub fn changed(
+        graph: &stb_graph::ModelGraph,
+        models: &[PlanModel],
+        baseline: &dyn Fn(&str) -> Option<(String, String)>,
+    ) -> Self {
+        let changed: BTreeSet<String> = models
+            .iter()
+            .filter(|model| match baseline(&model.name) {
+                None => true,
+                Some((hash, identity)) => {
+                    hash != crate::sql_change::sql_hash(&model.query)
+                        || !same_identity(&identity, &model.identity())
+                }
+            })
+            .map(|model| model.name.clone())
+            .collect();
+        Self {
+            selected_reason: Reason::Changed,
+            ..Self::new(graph, Some(changed))
+        }
+    }
+
+    /// Adds, again and again, the upstream models of the scope whose relations are absent
+    /// (`present` says whether a relation exists), with everything downstream of them.
+    #[must_use]
+    pub fn with_missing_upstream(
+        mut self,
+        graph: &stb_graph::ModelGraph,
+        models: &[PlanModel],
+        present: &dyn Fn(&str) -> bool,
+    ) -> Self {
+        let by_name: BTreeMap<&str, &PlanModel> =
+            models.iter().map(|m| (m.name.as_str(), m)).collect();
+        loop {
+            let missing: BTreeSet<String> = self
+                .scope
+                .iter()
+                .filter_map(|name| by_name.get(name.as_str()))
+                .flat_map(|model| model.reads.iter())
+                .filter(|read| !self.scope.contains(*read))
+                .filter_map(|read| by_name.get(read.as_str()))
+                .filter(|upstream| !upstream.relations.iter().all(|(_, r)| present(r)))
+                .map(|upstream| upstream.name.clone())
+                .collect();
+            if missing.is_empty() {
+                return self;
+            }
+            self.scope.extend(graph.with_descendants(&missing));
+            self.missing_upstream.extend(missing);
+        }
+    }
+}
+
+/// Identities compare as JSON values, so key order and spacing do not count.
+fn same_identity(recorded: &str, current: &str) -> bool {
+    match (
+        serde_json::from_str::<serde_json::Value>(recorded),
+        serde_json::from_str::<serde_json::Value>(current),
+    ) {
+        (Ok(a), Ok(b)) => a == b,
+        _ => false,
     }
 }
 
@@ -238,8 +320,9 @@ pub fn plan_direct(
         .map(|m| Entry {
             model: m.name.clone(),
             reason: match &selection.selected {
+                _ if selection.missing_upstream.contains(&m.name) => Reason::MissingUpstream,
                 None => Reason::AllModels,
-                Some(chosen) if chosen.contains(&m.name) => Reason::Selected,
+                Some(chosen) if chosen.contains(&m.name) => selection.selected_reason,
                 Some(_) => Reason::DownstreamOfSelected,
             },
             is_replay_root: root_names.contains(m.name.as_str()),

@@ -673,3 +673,79 @@ fn an_interrupted_build_stops_releases_the_lock_and_reruns_cleanly() {
     build(dir.path(), &[]);
     assert_graph_matches(&db.name, "amount");
 }
+
+#[test]
+fn changed_rebuilds_what_differs_and_missing_upstream_fills_gaps() {
+    let db = TestDatabase::create("build_changed");
+    execute(&EVENTS.replace("{db}", &db.name));
+    insert_events(&db.name, 0, 20, "2026-11-01 00:00:00");
+    let dir = offsets_project(&db.name, "amount", None);
+    // Nothing built yet: selecting a leaf alone is refused, unless its missing upstream
+    // comes with it.
+    let output = stb(
+        dir.path(),
+        &["build", "--auto-approve", "--json", "--select", "big"],
+        "",
+    );
+    let json: Value = serde_json::from_slice(&output.stdout).expect("JSON");
+    assert_eq!(json["error"]["code"], "STB-PLAN-003", "{json}");
+    let plan = stb(
+        dir.path(),
+        &[
+            "plan",
+            "--json",
+            "--select",
+            "big",
+            "--include-missing-upstream",
+        ],
+        "",
+    );
+    let plan: Value = serde_json::from_slice(&plan.stdout).expect("JSON");
+    let reasons: Vec<(String, String)> = plan["entries"]
+        .as_array()
+        .expect("entries")
+        .iter()
+        .map(|e| (e["model"].to_string(), e["reason"].to_string()))
+        .collect();
+    assert!(
+        reasons.contains(&("\"clean\"".into(), "\"missing_upstream\"".into())),
+        "{reasons:?}"
+    );
+    build(
+        dir.path(),
+        &["--select", "big", "--include-missing-upstream"],
+    );
+    // clean's closure (big, totals and the report) came with it.
+    assert_graph_matches(&db.name, "amount");
+
+    let output = stb(dir.path(), &["plan", "--changed"], "");
+    assert_eq!(
+        String::from_utf8_lossy(&output.stdout).trim(),
+        "No changed models to build."
+    );
+    let result = build(dir.path(), &["--changed"]);
+    assert_eq!(result["status"], "nothing_changed", "{result}");
+
+    // A changed leaf is all --changed rebuilds.
+    let mut leaf = models("amount");
+    leaf[1].1 = leaf[1].1.replace("amount > 10", "amount > 12");
+    rewrite(dir.path(), &leaf[1..2]);
+    let clean_uuid = table_uuid(&db.name, "tbl__clean");
+    let result = build(dir.path(), &["--changed"]);
+    assert_eq!(
+        result["created"],
+        serde_json::json!(["tbl__big", "mv__big"]),
+        "{result}"
+    );
+    assert_eq!(table_uuid(&db.name, "tbl__clean"), clean_uuid);
+    assert_eq!(
+        rows(&format!(
+            "SELECT _replay_offset, _replay_partition FROM {}.tbl__big",
+            db.name
+        )),
+        rows(&format!(
+            "SELECT o, p FROM {}.events_existing WHERE kind != 'ignored' AND amount > 12",
+            db.name
+        ))
+    );
+}

@@ -205,3 +205,73 @@ fn scheduled_pulls_are_not_replayed_and_mutable_refs_warn() {
     assert_eq!(plan.warnings.len(), 1);
     assert!(plan.warnings[0].starts_with("mutable_ref_replay_not_guaranteed: 'enriched'"));
 }
+
+#[test]
+fn changed_picks_models_without_a_matching_baseline_and_their_downstream() {
+    let (mut models, sources) = project();
+    for model in &mut models {
+        model.query = format!("SELECT 1 AS {}", model.name);
+    }
+    let graph = model_graph(&models);
+    let recorded = |name: &str| {
+        let model = models.iter().find(|m| m.name == name)?;
+        match name {
+            // No baseline: changed.
+            "customer_names" => None,
+            // Same query, same identity (written with other spacing): unchanged.
+            "clean" => Some((
+                crate::sql_change::sql_hash(&model.query),
+                model.identity().replace(':', ": "),
+            )),
+            // Same query, another output contract: changed.
+            "enriched" => Some((
+                crate::sql_change::sql_hash(&model.query),
+                model.identity().replace(
+                    "\"output_columns\":[]",
+                    "\"output_columns\":[{\"name\":\"x\",\"type\":\"UInt8\"}]",
+                ),
+            )),
+            _ => Some((crate::sql_change::sql_hash(&model.query), model.identity())),
+        }
+    };
+    let selection = Selection::changed(&graph, &models, &recorded);
+    let plan = plan_direct(&models, &sources, &selection, &everything_exists).expect("plan");
+    let reasons: Vec<(&str, &str)> = plan
+        .entries
+        .iter()
+        .map(|e| (e.model.as_str(), e.reason.as_str()))
+        .collect();
+    assert_eq!(
+        reasons,
+        [
+            ("customer_names", "changed"),
+            ("enriched", "changed"),
+            ("summary", "downstream_of_selected"),
+        ]
+    );
+}
+
+#[test]
+fn missing_upstream_models_join_the_scope_until_nothing_is_missing() {
+    let (models, sources) = project();
+    let graph = model_graph(&models);
+    let selected: BTreeSet<String> = ["summary".to_owned()].into();
+    // enriched and clean were never built; customer_names was.
+    let present = |relation: &str| relation.ends_with("customer_names");
+    let selection =
+        Selection::new(&graph, Some(selected)).with_missing_upstream(&graph, &models, &present);
+    let plan = plan_direct(&models, &sources, &selection, &present).expect("plan");
+    let reasons: Vec<(&str, &str)> = plan
+        .entries
+        .iter()
+        .map(|e| (e.model.as_str(), e.reason.as_str()))
+        .collect();
+    assert_eq!(
+        reasons,
+        [
+            ("clean", "missing_upstream"),
+            ("enriched", "missing_upstream"),
+            ("summary", "selected"),
+        ]
+    );
+}
