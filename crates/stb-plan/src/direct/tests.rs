@@ -59,6 +59,13 @@ fn project() -> (Vec<PlanModel>, Vec<PlanSource>) {
     (models, sources)
 }
 
+fn reasons(plan: &DirectPlan) -> Vec<(&str, &str)> {
+    plan.entries
+        .iter()
+        .map(|e| (e.model.as_str(), e.reason.as_str()))
+        .collect()
+}
+
 fn everything_exists(_: &str) -> bool {
     true
 }
@@ -149,13 +156,8 @@ fn a_selection_takes_its_downstream_and_its_own_roots() {
         &everything_exists,
     )
     .expect("plan");
-    let reasons: Vec<(&str, &str)> = plan
-        .entries
-        .iter()
-        .map(|e| (e.model.as_str(), e.reason.as_str()))
-        .collect();
     assert_eq!(
-        reasons,
+        reasons(&plan),
         [
             ("enriched", "selected"),
             ("summary", "downstream_of_selected")
@@ -236,13 +238,8 @@ fn changed_picks_models_without_a_matching_baseline_and_their_downstream() {
     };
     let selection = Selection::changed(&graph, &models, &recorded);
     let plan = plan_direct(&models, &sources, &selection, &everything_exists).expect("plan");
-    let reasons: Vec<(&str, &str)> = plan
-        .entries
-        .iter()
-        .map(|e| (e.model.as_str(), e.reason.as_str()))
-        .collect();
     assert_eq!(
-        reasons,
+        reasons(&plan),
         [
             ("customer_names", "changed"),
             ("enriched", "changed"),
@@ -261,13 +258,8 @@ fn missing_upstream_models_join_the_scope_until_nothing_is_missing() {
     let selection =
         Selection::new(&graph, Some(selected)).with_missing_upstream(&graph, &models, &present);
     let plan = plan_direct(&models, &sources, &selection, &present).expect("plan");
-    let reasons: Vec<(&str, &str)> = plan
-        .entries
-        .iter()
-        .map(|e| (e.model.as_str(), e.reason.as_str()))
-        .collect();
     assert_eq!(
-        reasons,
+        reasons(&plan),
         [
             ("clean", "missing_upstream"),
             ("enriched", "missing_upstream"),
