@@ -131,3 +131,77 @@ pub fn write_invocation(
     )?;
     Ok(())
 }
+
+/// One relation StreamBuild owns in the target, as a manifest lists it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OwnedResource<'a> {
+    pub pipeline: &'a str,
+    /// `model` or `source`.
+    pub logical_type: &'a str,
+    pub logical_name: &'a str,
+    /// `table`, `materialized_view`, `view`, `kafka_table`, `landing_table`, `landing_view`.
+    pub role: &'a str,
+    pub relation: &'a str,
+}
+
+/// What a manifest row records about the project at the start of a build.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Manifest<'a> {
+    pub invocation_id: &'a str,
+    pub project_identity: &'a str,
+    pub target_name: &'a str,
+    /// SHA-256 of the compiled manifest.
+    pub fingerprint: &'a str,
+    pub pipelines: Vec<&'a str>,
+    pub resources: Vec<OwnedResource<'a>>,
+}
+
+/// Appends the project's manifest: which pipelines and relations this project owns in
+/// the target, so later destruction and diagnosis know what is StreamBuild's.
+///
+/// # Errors
+/// The insert failed.
+pub fn write_manifest(
+    client: &Client,
+    database: &str,
+    manifest: &Manifest<'_>,
+) -> Result<(), WarehouseError> {
+    let pipelines: Vec<String> = manifest.pipelines.iter().map(|p| literal(p)).collect();
+    let resources: Vec<String> = manifest
+        .resources
+        .iter()
+        .map(|r| {
+            format!(
+                "({}, {}, {}, {}, {}, {}, {})",
+                literal(r.pipeline),
+                literal(r.logical_type),
+                literal(r.logical_name),
+                literal(r.role),
+                literal(database),
+                literal(r.relation),
+                literal(r.role),
+            )
+        })
+        .collect();
+    let revision = std::env::var("STREAMBUILD_PROJECT_REVISION")
+        .ok()
+        .filter(|r| !r.trim().is_empty());
+    client.execute(
+        &format!(
+            "INSERT INTO {} (manifest_id, invocation_id, project_identity, target_name, target_database, is_production, project_revision, manifest_fingerprint, manifest_version, pipelines, resources, tool_version, published_at) VALUES ({}, {}, {}, {}, {}, false, {}, {}, 1, [{}], [{}], {}, now64(6, 'UTC'))",
+            table(database, "_streambuild_manifests"),
+            literal(&uuid::Uuid::new_v4().to_string()),
+            literal(manifest.invocation_id),
+            literal(manifest.project_identity),
+            literal(manifest.target_name),
+            literal(database),
+            revision.as_deref().map_or_else(|| "NULL".to_owned(), literal),
+            literal(manifest.fingerprint),
+            pipelines.join(", "),
+            resources.join(", "),
+            literal(env!("CARGO_PKG_VERSION")),
+        ),
+        None,
+    )?;
+    Ok(())
+}

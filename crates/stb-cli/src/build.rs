@@ -10,7 +10,9 @@ use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 use clap::Args;
 use stb_build::execute::{Execution, Observer, Status, planned_statements, run as execute};
-use stb_build::records::{Invocation, write_fingerprints, write_invocation};
+use stb_build::records::{
+    Invocation, Manifest, OwnedResource, write_fingerprints, write_invocation, write_manifest,
+};
 use stb_plan::workflow::Step;
 use stb_warehouse::events::{HEARTBEAT_INTERVAL, RunEventSink};
 use stb_warehouse::statements::{PlannedStatement, persist_statements, workflow_sha256};
@@ -99,6 +101,19 @@ pub(crate) fn run(args: &BuildArgs) -> ExitCode {
     let observability_started = Instant::now();
     // Even a build that is declined or fails to plan leaves its records.
     if let Err(error) = metadata::migrate(&observation, &database) {
+        return fail(&Failure::from(&error), args.json);
+    }
+    let manifest_hash = stb_plan::sql_change::sql_hash(
+        compiled
+            .files
+            .get("manifest.json")
+            .map_or("", String::as_str),
+    );
+    if let Err(error) = write_manifest(
+        &observation,
+        &database,
+        &manifest(&project, &compiled, &run.invocation_id, &manifest_hash),
+    ) {
         return fail(&Failure::from(&error), args.json);
     }
     let observability_ms = observability_started.elapsed().as_millis();
@@ -228,6 +243,56 @@ pub(crate) fn run(args: &BuildArgs) -> ExitCode {
             &workflow_id,
             &execution,
         ),
+    }
+}
+
+/// The project's manifest row: its pipelines and every relation it owns.
+fn manifest<'p>(
+    project: &'p stb_project::Project,
+    compiled: &'p stb_compile::Compiled,
+    invocation_id: &'p str,
+    fingerprint: &'p str,
+) -> Manifest<'p> {
+    let mut resources: Vec<OwnedResource<'p>> = compiled
+        .plan_models
+        .iter()
+        .flat_map(|model| {
+            model
+                .relations
+                .iter()
+                .map(move |(kind, relation)| OwnedResource {
+                    pipeline: &model.pipeline,
+                    logical_type: "model",
+                    logical_name: &model.name,
+                    role: kind.as_str(),
+                    relation,
+                })
+        })
+        .collect();
+    for source in &compiled.plan_sources {
+        if let Some(landing) = &source.landing {
+            for (role, relation) in [
+                ("kafka_table", landing.kafka_table.as_str()),
+                ("landing_table", landing.raw_table.as_str()),
+                ("landing_view", landing.view.as_str()),
+            ] {
+                resources.push(OwnedResource {
+                    pipeline: "",
+                    logical_type: "source",
+                    logical_name: &source.name,
+                    role,
+                    relation,
+                });
+            }
+        }
+    }
+    Manifest {
+        invocation_id,
+        project_identity: &project.name,
+        target_name: &project.target,
+        fingerprint,
+        pipelines: project.pipelines.iter().map(|p| p.name.as_str()).collect(),
+        resources,
     }
 }
 

@@ -129,6 +129,7 @@ pub(crate) fn sources(
             landing: managed
                 .get(&source.name)
                 .map(|objects| stb_plan::direct::Landing {
+                    kafka_table: objects.kafka.name.name.clone(),
                     raw_table: objects.raw.name.name.clone(),
                     view: objects.landing.name.name.clone(),
                     create_kafka: objects

@@ -102,6 +102,8 @@ pub struct PlanSource {
 /// A managed Kafka source's landing: `kafka__S` feeds `raw__S` through `mv__S`.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Landing {
+    /// `kafka__S`, unqualified.
+    pub kafka_table: String,
     /// `raw__S`, unqualified.
     pub raw_table: String,
     /// `mv__S`, unqualified.

@@ -201,6 +201,15 @@ fn greenfield_build_replays_history_then_new_rows_flow_live() {
         .trim(),
         "succeeded\t0"
     );
+    assert_eq!(
+        execute(&format!(
+            "SELECT length(resources), pipelines FROM {}._streambuild_manifests FORMAT TSV",
+            db.name
+        ))
+        .trim(),
+        "7\t['pl__events']",
+        "the manifest lists the tables, views and the report the project owns"
+    );
     let statements = execute(&format!(
         "SELECT count() FROM {}._streambuild_run_statements FINAL WHERE sql LIKE 'INSERT INTO%' FORMAT TSV",
         db.name
