@@ -758,3 +758,52 @@ fn changed_rebuilds_what_differs_and_missing_upstream_fills_gaps() {
         ))
     );
 }
+
+#[test]
+fn events_stream_one_json_line_per_run_event() {
+    let db = TestDatabase::create("build_events");
+    execute(&EVENTS.replace("{db}", &db.name));
+    insert_events(&db.name, 0, 5, "2026-11-01 00:00:00");
+    let dir = offsets_project(&db.name, "amount", None);
+    let output = stb(dir.path(), &["build", "--events"], "");
+    assert_eq!(output.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&output.stderr).contains("STB-BUILD-001"));
+    let output = stb(dir.path(), &["build", "--events", "--auto-approve"], "");
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let events: Vec<Value> = String::from_utf8_lossy(&output.stdout)
+        .lines()
+        .map(|line| serde_json::from_str(line).expect("every line is one JSON event"))
+        .collect();
+    assert_eq!(events[0]["event"], "run_started");
+    assert_eq!(events[0]["totalStatements"], 19);
+    assert_eq!(
+        events.last().map(|e| e["event"].clone()),
+        Some(Value::from("run_completed"))
+    );
+    let sequences: Vec<u64> = events
+        .iter()
+        .filter_map(|e| e["sequence"].as_u64())
+        .collect();
+    assert!(sequences.windows(2).all(|w| w[0] < w[1]), "{sequences:?}");
+    let replay = events
+        .iter()
+        .find(|e| e["event"] == "statement_started" && e["stepId"] == "replay_clean")
+        .expect("the replay starts");
+    assert_eq!(replay["phase"], "replay");
+    assert_eq!(
+        replay["replayOffsetProgress"]["ranges"]
+            .as_array()
+            .map(Vec::len),
+        Some(3)
+    );
+    // The same events are in the warehouse, in the same order.
+    let stored = execute(&format!(
+        "SELECT count() FROM {}._streambuild_run_events FORMAT TSV",
+        db.name
+    ));
+    assert!(stored.trim().parse::<usize>().expect("count") >= events.len());
+}
