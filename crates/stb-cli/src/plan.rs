@@ -249,13 +249,17 @@ pub(crate) fn prepare(
         message: e.message,
         hint: e.hint.to_owned(),
     })?;
+    let queries: std::collections::BTreeMap<&str, &str> = compiled
+        .plan_models
+        .iter()
+        .map(|m| (m.name.as_str(), m.query.as_str()))
+        .collect();
     let changes = plan
         .entries
         .iter()
         .map(|entry| {
             let identity = format!("{database}.{}", entry.model);
-            let model = compiled.plan_models.iter().find(|m| m.name == entry.model);
-            let current = model.map_or("", |m| m.query.as_str());
+            let current = queries.get(entry.model.as_str()).copied().unwrap_or("");
             let baseline = match &fingerprints {
                 Fingerprints::Absent => Baseline::Absent,
                 Fingerprints::Unavailable(_) => Baseline::Unavailable,

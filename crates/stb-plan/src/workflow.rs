@@ -7,7 +7,7 @@
 
 use std::collections::BTreeMap;
 
-use crate::direct::{DirectPlan, Landing, PlanError, PlanModel, PlanSource};
+use crate::direct::{DirectPlan, Landing, PlanError, PlanModel, PlanSource, RelationKind};
 use crate::options::StartTime;
 use crate::replay::{
     Anchor, BoundaryMode, ReplayTemplate, capture_sql, existing_keys, required_columns,
@@ -210,21 +210,24 @@ pub fn assemble(
             ),
         ));
     }
+    let statements: BTreeMap<(RelationKind, &str), &String> = plan
+        .entries
+        .iter()
+        .filter_map(|entry| by_name.get(entry.model.as_str()))
+        .flat_map(|model| {
+            model
+                .relations
+                .iter()
+                .zip(&model.create_statements)
+                .map(|((kind, relation), sql)| ((*kind, relation.as_str()), sql))
+        })
+        .collect();
     for (kind, relation) in &plan.creation {
-        let statement = models
-            .iter()
-            .filter(|m| plan.entries.iter().any(|e| e.model == m.name))
-            .find_map(|m| {
-                m.relations
-                    .iter()
-                    .position(|(k, r)| k == kind && r == relation)
-                    .and_then(|i| m.create_statements.get(i))
-            });
-        if let Some(statement) = statement {
+        if let Some(statement) = statements.get(&(*kind, relation.as_str())) {
             steps.push(Step::statement(
                 format!("realize_{relation}"),
                 Phase::Realization,
-                statement.clone(),
+                (*statement).clone(),
             ));
         }
     }
