@@ -318,25 +318,29 @@ fn a_bounded_start_time_keeps_the_inclusive_frontier() {
     assert_eq!(json["error"]["code"], "STB-PLAN-001", "{json}");
 }
 
+fn scalar_model(mode: &str, filter: &str) -> (String, String) {
+    let position = match mode {
+        "timestamp" => "_replay_timestamp::DateTime64(3, 'UTC') AS _replay_timestamp",
+        _ => "_replay_cursor::UInt64 AS _replay_cursor",
+    };
+    (
+        "pipelines/pl__events/clean.sql".into(),
+        format!(
+            "MODEL (order_by [\"seq\"]);\nSELECT seq::UInt64 AS seq, {position}, kind::String AS kind\nFROM __source(\"events\"){filter}\n"
+        ),
+    )
+}
+
 fn scalar_project(database: &str, mode: &str) -> tempfile::TempDir {
-    let (mapping, position) = match mode {
-        "timestamp" => (
-            "_replay_timestamp: ts",
-            "_replay_timestamp::DateTime64(3, 'UTC') AS _replay_timestamp",
-        ),
-        _ => (
-            "_replay_cursor: seq\n        _replay_timestamp: ts",
-            "_replay_cursor::UInt64 AS _replay_cursor",
-        ),
+    let mapping = match mode {
+        "timestamp" => "_replay_timestamp: ts",
+        _ => "_replay_cursor: seq\n        _replay_timestamp: ts",
     };
     let source = format!(
         "sources:\n  - name: events\n    kind: stream_table\n    table_name: events_existing\n    replay_boundary:\n      mode: {mode}\n      columns:\n        {mapping}\n"
     );
     let mut files = project_files(database, &source, None);
-    files.push((
-        "pipelines/pl__events/clean.sql".into(),
-        format!("MODEL (order_by [\"seq\"]);\nSELECT seq::UInt64 AS seq, {position}, kind::String AS kind\nFROM __source(\"events\")\n"),
-    ));
+    files.push(scalar_model(mode, ""));
     stb_test_support::project_dir(&files)
 }
 
@@ -371,6 +375,30 @@ fn timestamp_and_cursor_modes_replay_history_exactly_once() {
             rows(&format!("SELECT seq FROM {}.tbl__clean", db.name)),
             expected(&db.name),
             "{mode} rebuilt"
+        );
+        // A SQL change: the rebuild replays the whole history through the new query.
+        rewrite(dir.path(), &[scalar_model(mode, "\nWHERE seq % 2 = 0")]);
+        let even = |db: &str, since: &str| {
+            rows(&format!(
+                "SELECT seq FROM {db}.events_existing WHERE seq % 2 = 0 AND ts >= '{since}'"
+            ))
+        };
+        build(dir.path(), &[]);
+        assert_eq!(
+            rows(&format!("SELECT seq FROM {}.tbl__clean", db.name)),
+            even(&db.name, "1970-01-01 00:00:00"),
+            "{mode} after a SQL change"
+        );
+        // A bounded rebuild keeps only what happened from the start time on.
+        let result = build(
+            dir.path(),
+            &["--select", "clean", "--start-time", "2026-11-01T12:00:00Z"],
+        );
+        assert!(result["boundaries"][0]["lower"].is_string(), "{result}");
+        assert_eq!(
+            rows(&format!("SELECT seq FROM {}.tbl__clean", db.name)),
+            even(&db.name, "2026-11-01 12:00:00"),
+            "{mode} from the start time"
         );
     }
 }
