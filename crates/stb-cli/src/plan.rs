@@ -89,6 +89,10 @@ pub(crate) struct Output {
     pub(crate) start_time: Option<StartTime>,
     /// `--changed` found nothing to rebuild.
     pub(crate) nothing_changed: bool,
+    /// The replay roots as the workflow bounds them.
+    pub(crate) roots: Vec<stb_plan::workflow::RootReplay>,
+    /// Relation -> the model that owns it, for the models in scope.
+    pub(crate) owner: std::collections::BTreeMap<String, String>,
 }
 
 /// What `--changed` says when every model matches its last build.
@@ -238,6 +242,12 @@ pub(crate) fn prepare(
         });
     }
     let execution_empty = selection.scope.is_empty();
+    let owner = compiled
+        .plan_models
+        .iter()
+        .filter(|m| selection.scope.contains(&m.name))
+        .flat_map(|m| m.relations.iter().map(|(_, r)| (r.clone(), m.name.clone())))
+        .collect();
     let plan = plan_direct(
         &compiled.plan_models,
         &compiled.plan_sources,
@@ -301,6 +311,8 @@ pub(crate) fn prepare(
             changes,
             start_time,
             nothing_changed: scope.changed && execution_empty,
+            roots: workflow.roots.clone(),
+            owner,
         },
         workflow,
         client: std::sync::Arc::new(client),
@@ -321,8 +333,13 @@ impl Output {
         }
         let _ = writeln!(out, "Direct plan  {}", self.database);
         let _ = writeln!(out, "\nRebuild paths");
-        for root in &self.plan.replay_roots {
-            let _ = writeln!(out, "  [replay source] {}", root.driving_input);
+        for root in &self.roots {
+            let _ = writeln!(
+                out,
+                "  [replay source] {} [{}]",
+                root.driving_input,
+                root.template.anchor.mode.as_str()
+            );
             let _ = writeln!(out, "  └── [replay root] {}", root.model);
             for model in &root.propagated {
                 let _ = writeln!(out, "      └── [rebuild] {model}");
@@ -391,6 +408,19 @@ impl Output {
         );
     }
 
+    fn relations_of(&self, model: &str) -> Vec<&str> {
+        self.plan
+            .creation
+            .iter()
+            .filter(|(_, relation)| {
+                self.owner
+                    .get(relation.as_str())
+                    .is_some_and(|m| m == model)
+            })
+            .map(|(_, relation)| relation.as_str())
+            .collect()
+    }
+
     pub(crate) fn json(&self) -> serde_json::Value {
         let kind = |k: &stb_plan::direct::RelationKind| k.as_str();
         serde_json::json!({
@@ -402,6 +432,7 @@ impl Output {
             "entries": self.plan.entries.iter().zip(&self.changes).map(|(e, (_, c))| serde_json::json!({
                 "model": e.model,
                 "reason": e.reason.as_str(),
+                "relation_names": self.relations_of(&e.model),
                 "is_replay_root": e.is_replay_root,
                 "sql_change": {
                     "status": c.status.as_str(),
@@ -413,8 +444,16 @@ impl Output {
             "prerequisite_scope": self.plan.prerequisites.iter().map(|p| serde_json::json!({
                 "name": p.name, "present": p.present, "framework_managed": p.framework_managed,
             })).collect::<Vec<_>>(),
-            "replay_roots": self.plan.replay_roots.iter().map(|r| serde_json::json!({
-                "model": r.model, "driving_input": r.driving_input, "propagated_models": r.propagated,
+            "execution_scope": self.plan.entries.iter().map(|e| &e.model).collect::<Vec<_>>(),
+            "replay_roots": self.roots.iter().map(|r| serde_json::json!({
+                "model": r.model,
+                "driving_input": r.driving_input,
+                "driving_input_relation": r.template.anchor.relation,
+                "replay_boundary_mode": r.template.anchor.mode.as_str(),
+                "start_time_column": r.template.anchor.time_column,
+                "skips_keys_already_written": r.template.skip_existing,
+                "propagated_models": r.propagated,
+                "settings": r.template.settings.iter().map(|(k, v)| serde_json::json!({"name": k, "value": v})).collect::<Vec<_>>(),
             })).collect::<Vec<_>>(),
             "teardown": self.plan.teardown.iter().map(|(k, n)| serde_json::json!({"kind": kind(k), "relation": n})).collect::<Vec<_>>(),
             "creation": self.plan.creation.iter().map(|(k, n)| serde_json::json!({"kind": kind(k), "relation": n})).collect::<Vec<_>>(),

@@ -66,6 +66,26 @@ fn a_direct_plan_reads_only_and_reports_sql_changes() {
     assert_eq!(json["entries"][0]["is_replay_root"], true);
     assert_eq!(json["entries"][0]["sql_change"]["status"], "first_baseline");
     assert_eq!(json["replay_roots"][0]["driving_input"], "customers");
+    assert_eq!(json["replay_roots"][0]["replay_boundary_mode"], "timestamp");
+    assert_eq!(
+        json["replay_roots"][0]["skips_keys_already_written"],
+        serde_json::Value::Null,
+        "timestamps are no key"
+    );
+    assert_eq!(
+        json["entries"][0]["relation_names"],
+        serde_json::json!(["tbl__customer_names", "mv__customer_names"])
+    );
+    let artifact: Value = serde_json::from_str(
+        &std::fs::read_to_string(dir.path().join("target/run/plan/plan.json")).expect("plan.json"),
+    )
+    .expect("JSON");
+    let steps = artifact["steps"].as_array().expect("steps");
+    assert_eq!(steps[0]["step_id"], "prepare_target_database");
+    assert_eq!(
+        steps.last().map(|s| s["template"].clone()),
+        Some(Value::Bool(true))
+    );
     assert_eq!(json["entries"][1]["model"], "name_counts");
     assert_eq!(json["prerequisite_scope"][0]["name"], "customers");
     assert_eq!(
