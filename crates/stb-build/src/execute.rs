@@ -15,7 +15,7 @@ use stb_plan::workflow::{Action, Step, Workflow};
 use stb_warehouse::statements::PlannedStatement;
 use stb_warehouse::{Client, WarehouseError};
 
-use crate::secrets::resolve_secrets;
+use crate::secrets::{inline_secrets, resolve_secrets, scrub};
 
 /// How the run ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
@@ -171,9 +171,22 @@ pub fn run(
         );
         let started = Instant::now();
         let is_read = matches!(step.action, Action::Capture(_) | Action::SettleInserts);
+        let mut secrets = step
+            .recorded
+            .as_deref()
+            .map(|recorded| inline_secrets(&sql, recorded))
+            .unwrap_or_default();
         let mut result = resolve_secrets(&sql)
             .map_err(Interrupted::Failed)
-            .and_then(|sql| run_one(client, sql, &query_id, is_read, interrupt));
+            .and_then(|resolved| {
+                secrets.extend(resolved.secrets);
+                run_one(client, resolved.sql, &query_id, is_read, interrupt)
+            })
+            .map_err(|stopped| match stopped {
+                // The warehouse may quote the statement back: keep its secrets out.
+                Interrupted::Failed(message) => Interrupted::Failed(scrub(&message, &secrets)),
+                Interrupted::Cancelled => Interrupted::Cancelled,
+            });
         if let (Action::SettleInserts, Ok(Answer::Rows(running))) = (&step.action, &result) {
             result = settle(client, running, interrupt).map(|late| {
                 if let Some(warning) = late {

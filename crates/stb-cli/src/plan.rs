@@ -30,7 +30,7 @@ pub(crate) struct ScopeArgs {
     pub(crate) select: Vec<String>,
     /// Replay only history from this UTC instant on (`YYYY-MM-DD` or
     /// `YYYY-MM-DDTHH:MM:SS[.ffffff][Z]`); direct builds discard the rows before it.
-    /// Needs --select.
+    /// Needs --select or --changed.
     #[arg(long, value_name = "TIME")]
     pub(crate) start_time: Option<String>,
     /// Rebuild the models whose query or identity differs from their last successful
