@@ -2,26 +2,30 @@
 //! take the target lock, then drop, recreate and replay the scope statement by statement,
 //! recording every step.
 
-use std::io::{BufRead, Write};
+mod confirm;
+mod records;
+mod report;
+
+use std::io::Write;
 use std::process::ExitCode;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::AtomicBool;
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 use clap::Args;
 use stb_build::execute::{Execution, Observer, Status, planned_statements, run as execute};
-use stb_build::records::{
-    Invocation, Manifest, OwnedResource, write_fingerprints, write_invocation, write_manifest,
-};
-use stb_plan::workflow::Step;
+use stb_build::records::{write_fingerprints, write_manifest};
 use stb_warehouse::events::{HEARTBEAT_INTERVAL, RunEventSink};
-use stb_warehouse::statements::{PlannedStatement, persist_statements, workflow_sha256};
-use stb_warehouse::{Client, TargetLock, WarehouseError, metadata};
+use stb_warehouse::statements::{persist_statements, workflow_sha256};
+use stb_warehouse::{TargetLock, metadata};
 
 use crate::discover::{ProjectArgs, report};
 use crate::output::{Failure, fail, print_json};
 use crate::plan::{Prepared, ScopeArgs, prepare};
 use crate::warehouse::ConnectionArgs;
+use confirm::confirm;
+use records::{BuildObserver, Ending, Recorder, manifest};
+use report::{print_result, summary};
 
 #[derive(Debug, Args)]
 pub(crate) struct BuildArgs {
@@ -246,56 +250,6 @@ pub(crate) fn run(args: &BuildArgs) -> ExitCode {
     }
 }
 
-/// The project's manifest row: its pipelines and every relation it owns.
-fn manifest<'p>(
-    project: &'p stb_project::Project,
-    compiled: &'p stb_compile::Compiled,
-    invocation_id: &'p str,
-    fingerprint: &'p str,
-) -> Manifest<'p> {
-    let mut resources: Vec<OwnedResource<'p>> = compiled
-        .plan_models
-        .iter()
-        .flat_map(|model| {
-            model
-                .relations
-                .iter()
-                .map(move |(kind, relation)| OwnedResource {
-                    pipeline: &model.pipeline,
-                    logical_type: "model",
-                    logical_name: &model.name,
-                    role: kind.as_str(),
-                    relation,
-                })
-        })
-        .collect();
-    for source in &compiled.plan_sources {
-        if let Some(landing) = &source.landing {
-            for (role, relation) in [
-                ("kafka_table", landing.kafka_table.as_str()),
-                ("landing_table", landing.raw_table.as_str()),
-                ("landing_view", landing.view.as_str()),
-            ] {
-                resources.push(OwnedResource {
-                    pipeline: "",
-                    logical_type: "source",
-                    logical_name: &source.name,
-                    role,
-                    relation,
-                });
-            }
-        }
-    }
-    Manifest {
-        invocation_id,
-        project_identity: &project.name,
-        target_name: &project.target,
-        fingerprint,
-        pipelines: project.pipelines.iter().map(|p| p.name.as_str()).collect(),
-        resources,
-    }
-}
-
 /// Takes the lock, records the statements, runs them, gives the lock back.
 fn execute_locked(
     prepared: &Prepared,
@@ -426,297 +380,4 @@ fn compiled_model<'p>(
     name: &str,
 ) -> Option<&'p stb_plan::direct::PlanModel> {
     prepared.models.iter().find(|m| m.name == name)
-}
-
-fn summary(prepared: &Prepared, execution: &Execution) -> serde_json::Value {
-    let plan = &prepared.output.plan;
-    serde_json::json!({
-        "mode": "direct",
-        "adapter": "clickhouse",
-        "database": prepared.workflow.database,
-        "status": execution.status,
-        "start_time": prepared.output.start_time.as_ref().map(|s| s.as_str().to_owned()),
-        "dropped": plan.teardown.iter().map(|(_, r)| r).collect::<Vec<_>>(),
-        "created": plan.creation.iter().map(|(_, r)| r).collect::<Vec<_>>(),
-        "boundary_time": execution.captured_roots.first().and_then(|c| c.captured_at.clone()),
-        "boundaries": execution.captured_roots,
-        "replays": execution.replays.iter().map(|(model, rows)| serde_json::json!({
-            "model": model, "written_rows": rows,
-        })).collect::<Vec<_>>(),
-        "completed_steps": execution.completed_steps.len(),
-        "failed_step": execution.failed_step,
-        "error_message": execution.error_message,
-        "warnings": execution.warnings,
-    })
-}
-
-fn print_result(prepared: &Prepared, execution: &Execution, notes: &[String]) {
-    let mut out = std::io::stdout().lock();
-    let plan = &prepared.output.plan;
-    match execution.status {
-        Status::Succeeded => {
-            let _ = writeln!(out, "\nDirect Build Complete");
-        }
-        Status::Failed => {
-            let _ = writeln!(out, "\nDirect Build Failed");
-        }
-        Status::Cancelled => {
-            let _ = writeln!(
-                out,
-                "\nCancelled  Build interrupted and recorded as cancelled."
-            );
-        }
-    }
-    let _ = writeln!(out, "  adapter   clickhouse");
-    let _ = writeln!(out, "  mode      direct");
-    let _ = writeln!(out, "  database  {}", prepared.workflow.database);
-    if let Some(start) = &prepared.output.start_time {
-        let _ = writeln!(out, "  start     {start} UTC");
-    }
-    let _ = writeln!(
-        out,
-        "  replay roots executed  {}/{}",
-        execution.replays.len(),
-        prepared.workflow.roots.len()
-    );
-    let _ = writeln!(out, "\nRelations");
-    let _ = writeln!(out, "  dropped  {}", plan.teardown.len());
-    let _ = writeln!(out, "  created  {}", plan.creation.len());
-    if !execution.captured_roots.is_empty() {
-        let _ = writeln!(out, "\nReplay boundaries");
-        for root in &execution.captured_roots {
-            let _ = writeln!(
-                out,
-                "  {} replays {} where {}",
-                root.model, root.driving_input, root.predicate
-            );
-        }
-    }
-    if !execution.replays.is_empty() {
-        let _ = writeln!(out, "\nReplay execution");
-        for (model, rows) in &execution.replays {
-            let rows = rows.map_or_else(|| "unavailable".to_owned(), |r| r.to_string());
-            let _ = writeln!(out, "  {model}  warehouse-written rows: {rows}");
-        }
-    }
-    if let Some(step) = &execution.failed_step {
-        let _ = writeln!(
-            out,
-            "\nStopped at {step}: {}",
-            execution.error_message.as_deref().unwrap_or("")
-        );
-        let _ = writeln!(
-            out,
-            "  The scope may be half rebuilt. Rerun the same build: it drops and recreates the whole scope and replays from retained history."
-        );
-    }
-    for note in notes.iter().chain(&execution.warnings) {
-        let _ = writeln!(out, "\nwarning: {note}");
-    }
-}
-
-/// Asks for what the build needs: each protected pipeline's token, else a yes/no.
-fn confirm(
-    args: &BuildArgs,
-    project: &stb_project::Project,
-    prepared: &Prepared,
-) -> Result<bool, Failure> {
-    let executing: Vec<&str> = prepared
-        .output
-        .plan
-        .entries
-        .iter()
-        .map(|e| e.model.as_str())
-        .collect();
-    let protected: Vec<(&str, &stb_project::pipelines::Protection)> = project
-        .pipelines
-        .iter()
-        .filter(|p| {
-            p.models
-                .iter()
-                .any(|m| executing.contains(&m.name.as_str()))
-        })
-        .filter_map(|p| p.protection.as_ref().map(|guard| (p.name.as_str(), guard)))
-        .collect();
-    let unattended = args.auto_approve || args.json || args.events;
-    let stdin = std::io::stdin();
-    let answer = |prompt: &str| -> String {
-        let _ = write!(std::io::stderr().lock(), "{prompt}");
-        let _ = std::io::stderr().flush();
-        let mut line = String::new();
-        let _ = stdin.lock().read_line(&mut line);
-        line.trim().to_owned()
-    };
-    for (name, guard) in &protected {
-        let _ = writeln!(
-            std::io::stderr().lock(),
-            "PROTECTED PIPELINE: {name}\n{}",
-            guard.warning
-        );
-        if args.confirm.iter().any(|t| t == &guard.confirmation) {
-            continue;
-        }
-        if unattended {
-            return Err(Failure {
-                code: CODE_CONFIRMATION,
-                message: format!(
-                    "Confirmation required: rerun with --confirm {}",
-                    guard.confirmation
-                ),
-                hint: "protected pipelines need their token even with --auto-approve".into(),
-            });
-        }
-        if answer(&format!("Type {} to confirm: ", guard.confirmation)) != guard.confirmation {
-            return Ok(false);
-        }
-    }
-    if !protected.is_empty() || args.auto_approve {
-        return Ok(true);
-    }
-    let reply = answer("Proceed with build? [y/N] ").to_ascii_lowercase();
-    Ok(reply == "y" || reply == "yes")
-}
-
-/// Writes the run's events (and prints them with `--events`); persistence failures warn
-/// once and never stop the build.
-struct BuildObserver {
-    sink: Arc<RunEventSink>,
-    client: Arc<Client>,
-    database: String,
-    invocation_id: String,
-    print_events: bool,
-    warned: AtomicBool,
-}
-
-impl BuildObserver {
-    fn completed(&self, outcome: &str, exit_code: i32, error: Option<&str>) {
-        self.event(
-            "run_completed",
-            None,
-            serde_json::json!({"outcome": outcome, "exitCode": exit_code, "errorMessage": error}),
-        );
-    }
-}
-
-impl Observer for BuildObserver {
-    fn event(&self, kind: &str, step: Option<&Step>, payload: serde_json::Value) {
-        let step_id = step.map(|s| s.id.as_str());
-        let phase = step.map(|s| s.phase.as_str());
-        let sequence = match self.sink.emit(kind, step_id, phase, &payload) {
-            Ok(sequence) => Some(sequence),
-            Err(_) => {
-                if !self.warned.swap(true, Ordering::SeqCst) {
-                    let _ = writeln!(
-                        std::io::stderr().lock(),
-                        "warning: run observation failed; continuing execution and retrying"
-                    );
-                }
-                None
-            }
-        };
-        if self.print_events {
-            let mut line = serde_json::json!({
-                "event": kind,
-                "invocationId": self.invocation_id,
-                "sequence": sequence,
-                "stepId": step_id,
-                "phase": phase,
-            });
-            if let (Some(target), serde_json::Value::Object(fields)) =
-                (line.as_object_mut(), payload)
-            {
-                target.extend(fields);
-            }
-            let _ = writeln!(std::io::stdout().lock(), "{line}");
-        }
-    }
-
-    fn statements_changed(
-        &self,
-        statements: &[PlannedStatement],
-        revision: u64,
-    ) -> Result<(), WarehouseError> {
-        persist_statements(
-            &self.client,
-            &self.database,
-            &self.invocation_id,
-            statements,
-            revision,
-        )
-        .map(|_| ())
-    }
-}
-
-/// Writes the terminal invocation row; a failure is reported, never fatal.
-struct Recorder<'a> {
-    client: Arc<Client>,
-    database: String,
-    project: &'a stb_project::Project,
-    run: &'a Run,
-}
-
-/// How an invocation ended.
-struct Ending<'a> {
-    outcome: &'a str,
-    exit_code: i32,
-    materialized: Option<&'a str>,
-    workflow_id: Option<&'a str>,
-    error: Option<&'a str>,
-    selected: usize,
-    summary: &'a str,
-}
-
-impl<'a> Ending<'a> {
-    /// Ended before the warehouse's relations were touched.
-    fn early(outcome: &'a str, error: Option<&'a str>, selected: usize) -> Self {
-        Self {
-            outcome,
-            exit_code: 1,
-            materialized: None,
-            workflow_id: None,
-            error,
-            selected,
-            summary: "{}",
-        }
-    }
-}
-
-impl Recorder<'_> {
-    fn finish(&self, ending: &Ending<'_>) {
-        let Ending {
-            outcome,
-            exit_code,
-            materialized,
-            workflow_id,
-            error,
-            selected,
-            summary,
-        } = *ending;
-        let result = write_invocation(
-            &self.client,
-            &self.database,
-            &Invocation {
-                invocation_id: &self.run.invocation_id,
-                project_identity: &self.project.name,
-                target_identity: &self.project.target,
-                command: "build",
-                mode: Some("direct"),
-                outcome,
-                exit_code,
-                materialized_outcome: materialized,
-                workflow_id,
-                selected_node_count: selected,
-                started_at_ms: self.run.started_at_ms,
-                duration_ms: self.run.clock.elapsed().as_millis(),
-                error_message: error,
-                summary_json: summary,
-            },
-        );
-        if let Err(error) = result {
-            let _ = writeln!(
-                std::io::stderr().lock(),
-                "warning: the invocation was not recorded: {error}"
-            );
-        }
-    }
 }

@@ -1,0 +1,209 @@
+//! Where a build reports while it runs and when it ends: run events (and `--events`
+//! lines), re-recorded statements, the manifest and the terminal invocation row.
+
+use std::io::Write;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use stb_build::execute::Observer;
+use stb_build::records::{Invocation, Manifest, OwnedResource, write_invocation};
+use stb_plan::workflow::Step;
+use stb_warehouse::events::RunEventSink;
+use stb_warehouse::statements::{PlannedStatement, persist_statements};
+use stb_warehouse::{Client, WarehouseError};
+
+use super::Run;
+
+/// The project's manifest row: its pipelines and every relation it owns.
+pub(super) fn manifest<'p>(
+    project: &'p stb_project::Project,
+    compiled: &'p stb_compile::Compiled,
+    invocation_id: &'p str,
+    fingerprint: &'p str,
+) -> Manifest<'p> {
+    let mut resources: Vec<OwnedResource<'p>> = compiled
+        .plan_models
+        .iter()
+        .flat_map(|model| {
+            model
+                .relations
+                .iter()
+                .map(move |(kind, relation)| OwnedResource {
+                    pipeline: &model.pipeline,
+                    logical_type: "model",
+                    logical_name: &model.name,
+                    role: kind.as_str(),
+                    relation,
+                })
+        })
+        .collect();
+    for source in &compiled.plan_sources {
+        if let Some(landing) = &source.landing {
+            for (role, relation) in [
+                ("kafka_table", landing.kafka_table.as_str()),
+                ("landing_table", landing.raw_table.as_str()),
+                ("landing_view", landing.view.as_str()),
+            ] {
+                resources.push(OwnedResource {
+                    pipeline: "",
+                    logical_type: "source",
+                    logical_name: &source.name,
+                    role,
+                    relation,
+                });
+            }
+        }
+    }
+    Manifest {
+        invocation_id,
+        project_identity: &project.name,
+        target_name: &project.target,
+        fingerprint,
+        pipelines: project.pipelines.iter().map(|p| p.name.as_str()).collect(),
+        resources,
+    }
+}
+
+/// Writes the run's events (and prints them with `--events`); persistence failures warn
+/// once and never stop the build.
+pub(super) struct BuildObserver {
+    pub(super) sink: Arc<RunEventSink>,
+    pub(super) client: Arc<Client>,
+    pub(super) database: String,
+    pub(super) invocation_id: String,
+    pub(super) print_events: bool,
+    pub(super) warned: AtomicBool,
+}
+
+impl BuildObserver {
+    pub(super) fn completed(&self, outcome: &str, exit_code: i32, error: Option<&str>) {
+        self.event(
+            "run_completed",
+            None,
+            serde_json::json!({"outcome": outcome, "exitCode": exit_code, "errorMessage": error}),
+        );
+    }
+}
+
+impl Observer for BuildObserver {
+    fn event(&self, kind: &str, step: Option<&Step>, payload: serde_json::Value) {
+        let step_id = step.map(|s| s.id.as_str());
+        let phase = step.map(|s| s.phase.as_str());
+        let sequence = match self.sink.emit(kind, step_id, phase, &payload) {
+            Ok(sequence) => Some(sequence),
+            Err(_) => {
+                if !self.warned.swap(true, Ordering::SeqCst) {
+                    let _ = writeln!(
+                        std::io::stderr().lock(),
+                        "warning: run observation failed; continuing execution and retrying"
+                    );
+                }
+                None
+            }
+        };
+        if self.print_events {
+            let mut line = serde_json::json!({
+                "event": kind,
+                "invocationId": self.invocation_id,
+                "sequence": sequence,
+                "stepId": step_id,
+                "phase": phase,
+            });
+            if let (Some(target), serde_json::Value::Object(fields)) =
+                (line.as_object_mut(), payload)
+            {
+                target.extend(fields);
+            }
+            let _ = writeln!(std::io::stdout().lock(), "{line}");
+        }
+    }
+
+    fn statements_changed(
+        &self,
+        statements: &[PlannedStatement],
+        revision: u64,
+    ) -> Result<(), WarehouseError> {
+        persist_statements(
+            &self.client,
+            &self.database,
+            &self.invocation_id,
+            statements,
+            revision,
+        )
+        .map(|_| ())
+    }
+}
+
+/// Writes the terminal invocation row; a failure is reported, never fatal.
+pub(super) struct Recorder<'a> {
+    pub(super) client: Arc<Client>,
+    pub(super) database: String,
+    pub(super) project: &'a stb_project::Project,
+    pub(super) run: &'a Run,
+}
+
+/// How an invocation ended.
+pub(super) struct Ending<'a> {
+    pub(super) outcome: &'a str,
+    pub(super) exit_code: i32,
+    pub(super) materialized: Option<&'a str>,
+    pub(super) workflow_id: Option<&'a str>,
+    pub(super) error: Option<&'a str>,
+    pub(super) selected: usize,
+    pub(super) summary: &'a str,
+}
+
+impl<'a> Ending<'a> {
+    /// Ended before the warehouse's relations were touched.
+    pub(super) fn early(outcome: &'a str, error: Option<&'a str>, selected: usize) -> Self {
+        Self {
+            outcome,
+            exit_code: 1,
+            materialized: None,
+            workflow_id: None,
+            error,
+            selected,
+            summary: "{}",
+        }
+    }
+}
+
+impl Recorder<'_> {
+    pub(super) fn finish(&self, ending: &Ending<'_>) {
+        let Ending {
+            outcome,
+            exit_code,
+            materialized,
+            workflow_id,
+            error,
+            selected,
+            summary,
+        } = *ending;
+        let result = write_invocation(
+            &self.client,
+            &self.database,
+            &Invocation {
+                invocation_id: &self.run.invocation_id,
+                project_identity: &self.project.name,
+                target_identity: &self.project.target,
+                command: "build",
+                mode: Some("direct"),
+                outcome,
+                exit_code,
+                materialized_outcome: materialized,
+                workflow_id,
+                selected_node_count: selected,
+                started_at_ms: self.run.started_at_ms,
+                duration_ms: self.run.clock.elapsed().as_millis(),
+                error_message: error,
+                summary_json: summary,
+            },
+        );
+        if let Err(error) = result {
+            let _ = writeln!(
+                std::io::stderr().lock(),
+                "warning: the invocation was not recorded: {error}"
+            );
+        }
+    }
+}

@@ -1,0 +1,94 @@
+//! What a finished build prints: the text report and the `--json` summary.
+
+use std::io::Write;
+
+use stb_build::execute::{Execution, Status};
+
+use crate::plan::Prepared;
+
+pub(super) fn summary(prepared: &Prepared, execution: &Execution) -> serde_json::Value {
+    let plan = &prepared.output.plan;
+    serde_json::json!({
+        "mode": "direct",
+        "adapter": "clickhouse",
+        "database": prepared.workflow.database,
+        "status": execution.status,
+        "start_time": prepared.output.start_time.as_ref().map(|s| s.as_str().to_owned()),
+        "dropped": plan.teardown.iter().map(|(_, r)| r).collect::<Vec<_>>(),
+        "created": plan.creation.iter().map(|(_, r)| r).collect::<Vec<_>>(),
+        "boundary_time": execution.captured_roots.first().and_then(|c| c.captured_at.clone()),
+        "boundaries": execution.captured_roots,
+        "replays": execution.replays.iter().map(|(model, rows)| serde_json::json!({
+            "model": model, "written_rows": rows,
+        })).collect::<Vec<_>>(),
+        "completed_steps": execution.completed_steps.len(),
+        "failed_step": execution.failed_step,
+        "error_message": execution.error_message,
+        "warnings": execution.warnings,
+    })
+}
+
+pub(super) fn print_result(prepared: &Prepared, execution: &Execution, notes: &[String]) {
+    let mut out = std::io::stdout().lock();
+    let plan = &prepared.output.plan;
+    match execution.status {
+        Status::Succeeded => {
+            let _ = writeln!(out, "\nDirect Build Complete");
+        }
+        Status::Failed => {
+            let _ = writeln!(out, "\nDirect Build Failed");
+        }
+        Status::Cancelled => {
+            let _ = writeln!(
+                out,
+                "\nCancelled  Build interrupted and recorded as cancelled."
+            );
+        }
+    }
+    let _ = writeln!(out, "  adapter   clickhouse");
+    let _ = writeln!(out, "  mode      direct");
+    let _ = writeln!(out, "  database  {}", prepared.workflow.database);
+    if let Some(start) = &prepared.output.start_time {
+        let _ = writeln!(out, "  start     {start} UTC");
+    }
+    let _ = writeln!(
+        out,
+        "  replay roots executed  {}/{}",
+        execution.replays.len(),
+        prepared.workflow.roots.len()
+    );
+    let _ = writeln!(out, "\nRelations");
+    let _ = writeln!(out, "  dropped  {}", plan.teardown.len());
+    let _ = writeln!(out, "  created  {}", plan.creation.len());
+    if !execution.captured_roots.is_empty() {
+        let _ = writeln!(out, "\nReplay boundaries");
+        for root in &execution.captured_roots {
+            let _ = writeln!(
+                out,
+                "  {} replays {} where {}",
+                root.model, root.driving_input, root.predicate
+            );
+        }
+    }
+    if !execution.replays.is_empty() {
+        let _ = writeln!(out, "\nReplay execution");
+        for (model, rows) in &execution.replays {
+            let rows = rows.map_or_else(|| "unavailable".to_owned(), |r| r.to_string());
+            let _ = writeln!(out, "  {model}  warehouse-written rows: {rows}");
+        }
+    }
+    if let Some(step) = &execution.failed_step {
+        let _ = writeln!(
+            out,
+            "\nStopped at {step}: {}",
+            execution.error_message.as_deref().unwrap_or("")
+        );
+        let _ = writeln!(
+            out,
+            "  The scope may be half rebuilt. Rerun the same build: it drops and recreates the whole scope and replays from retained history."
+        );
+    }
+    for note in notes.iter().chain(&execution.warnings) {
+        let _ = writeln!(out, "\nwarning: {note}");
+    }
+}
