@@ -8,8 +8,10 @@ use crate::error::WarehouseError;
 
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 const READ_TIMEOUT: Duration = Duration::from_secs(300);
-/// Progress headers at least this often keep a long `INSERT ... SELECT` from idling into the
-/// read timeout: min(120 s, read timeout - 5 s).
+const KEEPALIVE: Duration = Duration::from_secs(30);
+/// Progress headers at least this often keep proxies and load balancers between us and the
+/// server from closing a long `INSERT ... SELECT` as idle (our own statement requests have
+/// no deadline; reads stop after `READ_TIMEOUT`).
 const PROGRESS_INTERVAL_MS: u64 = 120_000;
 /// Read-only requests are retried this many times after a transport failure.
 const READ_RETRIES: usize = 2;
@@ -48,6 +50,10 @@ pub struct Summary {
 #[derive(Debug)]
 pub struct Client {
     http: reqwest::blocking::Client,
+    /// For statements: no overall deadline, since an `INSERT ... SELECT` replaying a long
+    /// history may run for hours and the HTTP response only starts when it ends; TCP
+    /// keepalive still notices a server that went away.
+    statements: reqwest::blocking::Client,
     config: ConnectionConfig,
     requests: AtomicUsize,
 }
@@ -69,13 +75,19 @@ impl Client {
     /// # Errors
     /// The HTTP client cannot be built (no TLS or resolver available).
     pub fn new(config: ConnectionConfig) -> Result<Self, WarehouseError> {
-        let http = reqwest::blocking::Client::builder()
-            .connect_timeout(CONNECT_TIMEOUT)
-            .timeout(READ_TIMEOUT)
-            .build()
-            .map_err(|e| WarehouseError::transport(&e.to_string(), config.password.expose()))?;
+        let build = |timeout: Option<Duration>| {
+            reqwest::blocking::Client::builder()
+                .connect_timeout(CONNECT_TIMEOUT)
+                .timeout(timeout)
+                .tcp_keepalive(KEEPALIVE)
+                .build()
+                .map_err(|e| WarehouseError::transport(&e.to_string(), config.password.expose()))
+        };
+        let http = build(Some(READ_TIMEOUT))?;
+        let statements = build(None)?;
         Ok(Self {
             http,
+            statements,
             config,
             requests: AtomicUsize::new(0),
         })
@@ -173,8 +185,8 @@ impl Client {
         }
         self.requests.fetch_add(1, Ordering::Relaxed);
         // Credentials travel in headers, never in the URL a transport error might print.
-        let response = self
-            .http
+        let http = if read_only { &self.http } else { &self.statements };
+        let response = http
             .post(self.config.url())
             .query(&params)
             .header("X-ClickHouse-User", &self.config.username)
