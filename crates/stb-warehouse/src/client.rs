@@ -185,7 +185,11 @@ impl Client {
         }
         self.requests.fetch_add(1, Ordering::Relaxed);
         // Credentials travel in headers, never in the URL a transport error might print.
-        let http = if read_only { &self.http } else { &self.statements };
+        let http = if read_only {
+            &self.http
+        } else {
+            &self.statements
+        };
         let response = http
             .post(self.config.url())
             .query(&params)
