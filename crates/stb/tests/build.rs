@@ -663,6 +663,7 @@ fn a_build_killed_after_any_statement_is_unlocked_and_rerun_to_the_right_rows() 
     // the stabilisation wait, the capture, the settle wait and the replay.
     let points = [1_u64, 5, 9, 13, 16, 18];
     let mut killed = Vec::new();
+    let mut last_kill = std::time::Instant::now();
     for k in points {
         let db = TestDatabase::create(&format!("build_kill_{k}"));
         execute(&EVENTS.replace("{db}", &db.name));
@@ -675,9 +676,6 @@ fn a_build_killed_after_any_statement_is_unlocked_and_rerun_to_the_right_rows() 
         wait_for_statements(&db.name, &invocation, k);
         child.kill().expect("SIGKILL");
         let _ = child.wait();
-        killed.push((db, dir, invocation));
-    }
-    for (db, dir, invocation) in &killed {
         assert!(
             lock_owner(&db.name).ends_with(invocation.as_str()),
             "the killed run holds the lock"
@@ -690,9 +688,12 @@ fn a_build_killed_after_any_statement_is_unlocked_and_rerun_to_the_right_rows() 
         let output = stb(dir.path(), &["build", "--auto-approve", "--json"], "");
         let json: Value = serde_json::from_slice(&output.stdout).expect("JSON");
         assert_eq!(json["error"]["code"], "STB-LOCK-001", "{json}");
+        killed.push((db, dir, invocation));
+        last_kill = std::time::Instant::now();
     }
-    // 45 s of silence by the warehouse clock mark the run as stopped.
-    std::thread::sleep(std::time::Duration::from_secs(46));
+    // 45 s of silence by the warehouse clock mark a run as stopped.
+    let silence = std::time::Duration::from_secs(46);
+    std::thread::sleep(silence.saturating_sub(last_kill.elapsed()));
     for (db, dir, invocation) in &killed {
         let output = stb(dir.path(), &["unlock", "--json"], "");
         let json: Value = serde_json::from_slice(&output.stdout).expect("JSON");
