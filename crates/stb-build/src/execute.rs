@@ -141,6 +141,7 @@ pub fn run(
             Action::Statement(sql) => sql.clone(),
             Action::Capture(root) => workflow.roots[*root].capture_sql.clone(),
             Action::SettleInserts => stb_plan::workflow::RUNNING_INSERTS_SQL.to_owned(),
+            Action::ResetConsumerGroup(_) => workflow.recorded_sql(step),
             Action::Replay(root) => {
                 let Some(capture) = &captures[*root] else {
                     execution.status = Status::Failed;
@@ -176,17 +177,24 @@ pub fn run(
             .as_deref()
             .map(|recorded| inline_secrets(&sql, recorded))
             .unwrap_or_default();
-        let mut result = resolve_secrets(&sql)
-            .map_err(Interrupted::Failed)
-            .and_then(|resolved| {
-                secrets.extend(resolved.secrets);
-                run_one(client, resolved.sql, &query_id, is_read, interrupt)
-            })
-            .map_err(|stopped| match stopped {
-                // The warehouse may quote the statement back: keep its secrets out.
-                Interrupted::Failed(message) => Interrupted::Failed(scrub(&message, &secrets)),
-                Interrupted::Cancelled => Interrupted::Cancelled,
-            });
+        let mut result = if let Action::ResetConsumerGroup(fresh) = step.action {
+            execution
+                .warnings
+                .extend(reset_fresh_group(&workflow.fresh_groups[fresh]));
+            Ok(Answer::Written(None))
+        } else {
+            resolve_secrets(&sql)
+                .map_err(Interrupted::Failed)
+                .and_then(|resolved| {
+                    secrets.extend(resolved.secrets);
+                    run_one(client, resolved.sql, &query_id, is_read, interrupt)
+                })
+                .map_err(|stopped| match stopped {
+                    // The warehouse may quote the statement back: keep its secrets out.
+                    Interrupted::Failed(message) => Interrupted::Failed(scrub(&message, &secrets)),
+                    Interrupted::Cancelled => Interrupted::Cancelled,
+                })
+        };
         if let (Action::SettleInserts, Ok(Answer::Rows(running))) = (&step.action, &result) {
             result = settle(client, running, interrupt).map(|late| {
                 if let Some(warning) = late {
@@ -395,6 +403,24 @@ fn read_capture(
         predicate: predicate(anchor.mode, &capture, workflow.start_time.as_ref()),
     };
     Ok((capture, record))
+}
+
+/// Deletes a fresh landing's consumer group; a warning when that did not work (the build
+/// goes on: the landing may then resume from the stale offsets).
+fn reset_fresh_group(fresh: &stb_plan::workflow::FreshGroup) -> Option<String> {
+    let brokers = stb_kafka::Brokers {
+        list: fresh.brokers.clone(),
+        settings: fresh.settings.clone(),
+    };
+    match stb_kafka::reset_group(&brokers, &fresh.group) {
+        stb_kafka::GroupReset::Deleted | stb_kafka::GroupReset::NotFound => None,
+        stb_kafka::GroupReset::Failed(reason) => Some(format!(
+            "Kafka consumer group '{}' of source '{}' was not reset ({}): ingestion may resume from stale offsets; reset the group manually",
+            fresh.group,
+            fresh.source,
+            scrub(&reason, std::slice::from_ref(&fresh.brokers))
+        )),
+    }
 }
 
 /// The longest a build waits for inserts that were running at capture time.

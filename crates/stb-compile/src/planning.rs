@@ -140,6 +140,9 @@ pub(crate) fn sources(
                         .render_if_not_exists(stb_ddl::Audience::Artifact),
                     create_raw: objects.raw.render_if_not_exists(),
                     create_view: objects.landing.render_if_not_exists(),
+                    consumer_group: objects.kafka.group.clone(),
+                    brokers: objects.kafka.broker_list.clone(),
+                    settings: objects.kafka.settings.clone(),
                 }),
         })
         .collect()

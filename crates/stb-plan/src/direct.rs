@@ -116,6 +116,12 @@ pub struct Landing {
     pub create_raw: String,
     /// `CREATE MATERIALIZED VIEW IF NOT EXISTS mv__S`.
     pub create_view: String,
+    /// The effective consumer group (suffixed with the database).
+    pub consumer_group: String,
+    /// The broker list, as the Kafka table gets it (it may hold credentials).
+    pub brokers: String,
+    /// The source's extra Kafka settings (security and SASL ones concern a client too).
+    pub settings: Vec<(String, String)>,
 }
 
 /// Why a model is in the plan.

@@ -46,6 +46,8 @@ pub enum Action {
     Statement(String),
     /// Runs root `n`'s capture query and keeps its answer.
     Capture(usize),
+    /// Deletes the consumer group of fresh landing `n` (see [`Workflow::fresh_groups`]).
+    ResetConsumerGroup(usize),
     /// Waits until the inserts running when the boundaries were captured have finished,
     /// so every row they committed to a driving input has reached the new views' tables
     /// before a replay looks for rows the views already wrote.
@@ -93,6 +95,7 @@ impl Step {
     pub fn intent(&self) -> &'static str {
         match self.action {
             Action::Capture(_) | Action::SettleInserts => "query",
+            Action::ResetConsumerGroup(_) => "kafka",
             Action::Statement(_) if self.phase == Phase::Stabilization => "query",
             Action::Statement(_) | Action::Replay(_) => "mutation",
         }
@@ -133,6 +136,29 @@ pub struct Workflow {
     /// Landing views paused for the build: (source, step that pauses it, the statement
     /// that resumes it). Every exit after a pause must resume them.
     pub paused_landings: Vec<PausedLanding>,
+    /// Consumer groups of landings this build creates: their committed offsets belong to
+    /// an earlier landing and would skip history, so they are deleted first.
+    pub fresh_groups: Vec<FreshGroup>,
+}
+
+/// The consumer group of a landing the build creates.
+#[derive(Clone, PartialEq, Eq)]
+pub struct FreshGroup {
+    pub source: String,
+    pub group: String,
+    /// May hold credentials.
+    pub brokers: String,
+    pub settings: Vec<(String, String)>,
+}
+
+impl std::fmt::Debug for FreshGroup {
+    // Brokers and settings can hold credentials.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("FreshGroup")
+            .field("source", &self.source)
+            .field("group", &self.group)
+            .finish_non_exhaustive()
+    }
 }
 
 /// A managed source's landing view that the build stops and must start again.
@@ -156,6 +182,13 @@ impl Workflow {
             Action::Statement(sql) => sql.clone(),
             Action::Capture(root) => self.roots[*root].capture_sql.clone(),
             Action::SettleInserts => RUNNING_INSERTS_SQL.to_owned(),
+            Action::ResetConsumerGroup(index) => {
+                let fresh = &self.fresh_groups[*index];
+                format!(
+                    "-- Kafka: delete consumer group '{}' of source '{}', so its new landing starts from the earliest retained message",
+                    fresh.group, fresh.source
+                )
+            }
             Action::Replay(root) => self.roots[*root].placeholder(),
         }
     }
@@ -198,7 +231,9 @@ pub fn assemble(
         ),
     )];
     let landings = relevant_landings(plan, &by_name, sources);
-    let paused_landings = prepare_landings(&landings, options, present, &mut steps);
+    let mut fresh_groups = Vec::new();
+    let paused_landings =
+        prepare_landings(&landings, options, present, &mut steps, &mut fresh_groups);
     for (_, relation) in &plan.teardown {
         // DROP TABLE drops views too, so a model that changed kind is still torn down.
         steps.push(Step::statement(
@@ -277,6 +312,7 @@ pub fn assemble(
         roots,
         start_time: options.start_time.clone(),
         paused_landings,
+        fresh_groups,
     })
 }
 
@@ -316,12 +352,24 @@ fn prepare_landings(
     options: &WorkflowOptions,
     present: &dyn Fn(&str) -> bool,
     steps: &mut Vec<Step>,
+    fresh_groups: &mut Vec<FreshGroup>,
 ) -> Vec<PausedLanding> {
     let mut bootstrapped = false;
     for (source, landing) in landings {
         if present(&landing.raw_table) {
             continue;
         }
+        steps.push(Step::of(
+            format!("reset_consumer_group__{source}"),
+            Phase::Preparation,
+            Action::ResetConsumerGroup(fresh_groups.len()),
+        ));
+        fresh_groups.push(FreshGroup {
+            source: (*source).to_owned(),
+            group: landing.consumer_group.clone(),
+            brokers: landing.brokers.clone(),
+            settings: landing.settings.clone(),
+        });
         let mut kafka = Step::statement(
             format!("prepare_source_kafka__{source}"),
             Phase::Preparation,

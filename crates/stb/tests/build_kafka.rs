@@ -47,6 +47,17 @@ fn stb(dir: &Path, args: &[&str]) -> std::process::Output {
         .expect("runs")
 }
 
+/// Runs a build that must succeed; its JSON result.
+fn build(dir: &Path) -> Value {
+    let output = stb(dir, &["build", "--auto-approve", "--json"]);
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    serde_json::from_slice(&output.stdout).expect("JSON")
+}
+
 fn send(topic: &str, ids: std::ops::Range<u64>) {
     let records: Vec<Record> = ids
         .map(|id| Record {
@@ -96,13 +107,7 @@ fn a_managed_landing_is_created_paused_replayed_and_resumed() {
     create_topic(&stack().kafka_brokers, &topic, 3);
     send(&topic, 0..30);
     let dir = project(&db.name, &topic, "");
-    let output = stb(dir.path(), &["build", "--auto-approve", "--json"]);
-    assert!(
-        output.status.success(),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    let result: Value = serde_json::from_slice(&output.stdout).expect("JSON");
+    let result = build(dir.path());
     assert_eq!(result["status"], "succeeded");
     assert!(landing_view_exists(&db.name), "landing resumed");
     assert_exactly(&db.name, 30);
@@ -110,12 +115,7 @@ fn a_managed_landing_is_created_paused_replayed_and_resumed() {
     send(&topic, 30..45);
     assert_exactly(&db.name, 45);
     // A rebuild replays the frozen landing table and resumes it: still exactly once.
-    let output = stb(dir.path(), &["build", "--auto-approve", "--json"]);
-    assert!(
-        output.status.success(),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
+    build(dir.path());
     let steps = std::fs::read_to_string(dir.path().join("target/run/build/workflow.sql"))
         .expect("workflow");
     assert!(
@@ -141,12 +141,7 @@ fn a_failed_build_resumes_the_landing_it_paused() {
     create_topic(&stack().kafka_brokers, &topic, 3);
     send(&topic, 0..9);
     let dir = project(&db.name, &topic, "");
-    let output = stb(dir.path(), &["build", "--auto-approve", "--json"]);
-    assert!(
-        output.status.success(),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
+    build(dir.path());
     assert_exactly(&db.name, 9);
     // A model the warehouse refuses when its view is created, after the landing paused.
     let broken = project(
@@ -174,11 +169,32 @@ fn a_failed_build_resumes_the_landing_it_paused() {
     );
     // Landing goes on; the fixed project's rebuild replays it all once.
     send(&topic, 9..18);
-    let output = stb(dir.path(), &["build", "--auto-approve", "--json"]);
+    build(dir.path());
+    assert_exactly(&db.name, 18);
+}
+
+#[test]
+fn a_fresh_landing_starts_from_the_earliest_message_despite_committed_offsets() {
+    let db = TestDatabase::create("build_kafka_fresh");
+    let topic = unique_name("orders");
+    create_topic(&stack().kafka_brokers, &topic, 3);
+    send(&topic, 0..12);
+    let dir = project(&db.name, &topic, "");
+    build(dir.path());
+    // The landing consumed everything and its consumer group committed the offsets.
+    assert_exactly(&db.name, 12);
+    // The target loses its landing (the database is recreated); more messages arrive.
+    execute(&format!("DROP DATABASE {} SYNC", db.name));
+    execute(&format!("CREATE DATABASE {}", db.name));
+    send(&topic, 12..18);
+    let result = build(dir.path());
+    assert_eq!(result["warnings"], serde_json::json!([]), "{result}");
+    let steps = std::fs::read_to_string(dir.path().join("target/run/build/workflow.sql"))
+        .expect("workflow");
     assert!(
-        output.status.success(),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
+        steps.contains("-- step: reset_consumer_group__orders"),
+        "{steps}"
     );
+    // The new landing read the topic from its first message, not from the old commits.
     assert_exactly(&db.name, 18);
 }
