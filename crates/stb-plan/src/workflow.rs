@@ -271,7 +271,19 @@ pub fn assemble(
         .iter()
         .map(|root| root_replay(root, &by_name, sources, options))
         .collect::<Result<Vec<_>, _>>()?;
-    if !roots.is_empty() && options.stabilization_seconds > 0 {
+    // The wait lets inserts that began before the new views existed finish before the
+    // boundary is taken. A paused landing receives no inserts at all, so when every root
+    // replays one, there is nothing to wait for; anything else may be fed by writers or by
+    // streaming the warehouse does not list as queries, so it keeps the timed wait.
+    let frozen: Vec<&str> = paused_landings
+        .iter()
+        .filter_map(|l| sources.iter().find(|s| s.name == l.source))
+        .filter_map(|s| s.reference.as_deref())
+        .collect();
+    let all_frozen = roots
+        .iter()
+        .all(|r| frozen.contains(&r.template.anchor.relation.as_str()));
+    if !all_frozen && options.stabilization_seconds > 0 {
         steps.push(Step::statement(
             "wait_for_live_stabilization".into(),
             Phase::Stabilization,
@@ -344,8 +356,7 @@ fn relevant_landings<'s>(
         .collect()
 }
 
-/// Creates missing landings (letting retained messages land for a moment), then pauses
-/// every landing view: from here on the landing tables are frozen, so history is replayed
+/// Creates missing landings (without their view), then pauses every landing view: from here on the landing tables are frozen, so history is replayed
 /// once and everything later flows through the new views once.
 fn prepare_landings(
     landings: &[(&str, &Landing)],
@@ -354,7 +365,6 @@ fn prepare_landings(
     steps: &mut Vec<Step>,
     fresh_groups: &mut Vec<FreshGroup>,
 ) -> Vec<PausedLanding> {
-    let mut bootstrapped = false;
     for (source, landing) in landings {
         if present(&landing.raw_table) {
             continue;
@@ -382,20 +392,10 @@ fn prepare_landings(
             Phase::Preparation,
             landing.create_raw.clone(),
         ));
-        steps.push(Step::statement(
-            format!("bootstrap_source_{}", landing.view),
-            Phase::Preparation,
-            landing.create_view.clone(),
-        ));
-        bootstrapped = true;
     }
-    if bootstrapped && options.stabilization_seconds > 0 {
-        steps.push(Step::statement(
-            "wait_for_source_bootstrap".into(),
-            Phase::Preparation,
-            sleep_sql(options.stabilization_seconds),
-        ));
-    }
+    // A new landing's view is not created here (the reference creates it and waits 5 s
+    // for retained messages to land): it starts with the other landings at activation,
+    // and everything it lands then flows through the new views, once.
     landings
         .iter()
         .map(|(source, landing)| {

@@ -1,7 +1,7 @@
 use std::collections::BTreeSet;
 
 use super::*;
-use crate::direct::{RelationKind, Selection, model_graph, plan_direct};
+use crate::direct::{Landing, RelationKind, Selection, model_graph, plan_direct};
 use crate::options::parse_start_time;
 
 fn table(name: &str, driving: &str, columns: &[&str]) -> PlanModel {
@@ -181,5 +181,63 @@ fn view_only_scopes_neither_wait_nor_replay() {
             "drop_vw__report",
             "realize_vw__report"
         ]
+    );
+}
+
+#[test]
+fn roots_on_paused_landings_need_no_wait_and_a_fresh_landing_resets_its_group() {
+    let (mut models, mut sources) = project();
+    sources[0].reference = Some("db.raw__events".into());
+    sources[0].replay_columns.push("_replay_landed_at".into());
+    sources[0].landing = Some(Landing {
+        kafka_table: "kafka__events".into(),
+        raw_table: "raw__events".into(),
+        view: "mv__events".into(),
+        create_kafka: "CREATE TABLE IF NOT EXISTS db.kafka__events (message String) ENGINE = Kafka SETTINGS kafka_sasl_password = 's3cret'".into(),
+        create_kafka_recorded: "CREATE TABLE IF NOT EXISTS db.kafka__events (message String) ENGINE = Kafka SETTINGS kafka_sasl_password = '***'".into(),
+        create_raw: "CREATE TABLE IF NOT EXISTS db.raw__events (x UInt8) ENGINE = MergeTree ORDER BY x".into(),
+        create_view: "CREATE MATERIALIZED VIEW IF NOT EXISTS db.mv__events TO db.raw__events AS SELECT 1 AS x FROM db.kafka__events".into(),
+        consumer_group: "group_db".into(),
+        brokers: "b:9092".into(),
+        settings: Vec::new(),
+    });
+    models.truncate(1);
+    let plan = plan(&models, &sources, None);
+    // The landing does not exist yet.
+    let workflow = assemble(&plan, &models, &sources, &options(None), &|r| {
+        r != "raw__events"
+    })
+    .expect("workflow");
+    assert_eq!(
+        step_ids(&workflow),
+        [
+            "prepare_target_database",
+            "reset_consumer_group__events",
+            "prepare_source_kafka__events",
+            "prepare_source_raw__events",
+            "pause_source_mv__events",
+            "drop_mv__clean",
+            "drop_tbl__clean",
+            "realize_tbl__clean",
+            "realize_mv__clean",
+            "capture_replay_clean",
+            "wait_for_inflight_inserts",
+            "replay_clean",
+            "activate_source_mv__events",
+        ],
+        "no stabilisation wait: nothing inserts into a paused landing"
+    );
+    assert!(workflow.recorded_sql(&workflow.steps[2]).contains("'***'"));
+    assert!(!workflow.recorded_sql(&workflow.steps[2]).contains("s3cret"));
+    assert_eq!(workflow.steps[1].intent(), "kafka");
+    assert_eq!(workflow.fresh_groups[0].group, "group_db");
+    assert!(!format!("{:?}", workflow.fresh_groups).contains("b:9092"));
+    assert_eq!(
+        workflow.paused_landings[0].resume_sql,
+        sources[0]
+            .landing
+            .as_ref()
+            .map(|l| l.create_view.clone())
+            .unwrap_or_default()
     );
 }
