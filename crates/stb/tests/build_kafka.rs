@@ -198,3 +198,70 @@ fn a_fresh_landing_starts_from_the_earliest_message_despite_committed_offsets() 
     // The new landing read the topic from its first message, not from the old commits.
     assert_exactly(&db.name, 18);
 }
+
+#[test]
+fn rebuilds_while_a_producer_sends_deliver_every_message_exactly_once() {
+    use rdkafka::producer::{BaseRecord, Producer};
+    let db = TestDatabase::create("build_kafka_live");
+    let topic = unique_name("orders");
+    create_topic(&stack().kafka_brokers, &topic, 3);
+    send(&topic, 0..30);
+    let dir = project(&db.name, &topic, "");
+    build(dir.path());
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let producer = {
+        let stop = std::sync::Arc::clone(&stop);
+        let topic = topic.clone();
+        std::thread::spawn(move || {
+            // Batches of up to 50 records: a few hundred messages per second.
+            let producer: rdkafka::producer::ThreadedProducer<_> = rdkafka::ClientConfig::new()
+                .set("bootstrap.servers", &stack().kafka_brokers)
+                .set("linger.ms", "5")
+                .set("enable.idempotence", "false")
+                .create_with_context(stb_test_support::kafka::DeliveryLog::default())
+                .expect("a producer");
+            let started = std::time::Instant::now();
+            let mut next = 30_u64;
+            while !stop.load(std::sync::atomic::Ordering::SeqCst) {
+                let key = next.to_string();
+                let value = format!("{{\"id\": {next}}}");
+                let partition = i32::try_from(next % 3).expect("partition");
+                producer
+                    .send(
+                        BaseRecord::to(&topic)
+                            .partition(partition)
+                            .key(&key)
+                            .payload(&value),
+                    )
+                    .unwrap_or_else(|(error, _)| panic!("queueing {next}: {error}"));
+                next += 1;
+                if next % 50 == 0 {
+                    producer.flush(Duration::from_secs(30)).expect("delivered");
+                    std::thread::sleep(Duration::from_millis(100));
+                }
+            }
+            producer.flush(Duration::from_secs(30)).expect("delivered");
+            let failures = producer
+                .context()
+                .failures
+                .lock()
+                .map(|f| f.len())
+                .unwrap_or(1);
+            assert_eq!(failures, 0, "every message is delivered");
+            (next, started.elapsed())
+        })
+    };
+    for _ in 0..10 {
+        build(dir.path());
+    }
+    stop.store(true, std::sync::atomic::Ordering::SeqCst);
+    let (sent, elapsed) = producer.join().expect("producer");
+    eprintln!(
+        "10 rebuilds while producing: {sent} messages in {:.1} s ({:.0} per second)",
+        elapsed.as_secs_f64(),
+        (sent - 30) as f64 / elapsed.as_secs_f64()
+    );
+    // Every message reaches the model once: the ids are unique, so the multiset of ids
+    // is the multiset of (partition, offset).
+    assert_exactly(&db.name, sent);
+}
