@@ -235,7 +235,7 @@ fn rebuilds_while_a_producer_sends_deliver_every_message_exactly_once() {
                     )
                     .unwrap_or_else(|(error, _)| panic!("queueing {next}: {error}"));
                 next += 1;
-                if next % 50 == 0 {
+                if next.is_multiple_of(50) {
                     producer.flush(Duration::from_secs(30)).expect("delivered");
                     std::thread::sleep(Duration::from_millis(100));
                 }
