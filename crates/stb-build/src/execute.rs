@@ -295,55 +295,93 @@ fn recover_landings(
         .filter(|l| reached(&l.pause_step) && !execution.completed_steps.contains(&l.activate_step))
         .collect();
     for landing in pending {
-        let step = Step {
-            id: format!("recover_source_{}", landing.source),
-            phase: stb_plan::workflow::Phase::Activation,
-            action: Action::Statement(landing.resume_sql.clone()),
-            recorded: None,
-        };
-        let sequence = execution.statements.len() + 1;
-        let query_id = uuid::Uuid::new_v4().to_string();
-        observer.event(
-            "statement_started",
-            Some(&step),
-            serde_json::json!({"statementSequence": sequence, "intent": "mutation", "queryId": query_id, "displayName": step.id}),
+        // The Kafka table first: a build can stop inside a settings repair, between its
+        // drop and its creation.
+        let kafka = recover_statement(
+            client,
+            observer,
+            execution,
+            format!("recover_source_kafka__{}", landing.source),
+            &landing.kafka_sql,
+            &landing.kafka_recorded,
         );
-        let started = Instant::now();
-        let result = client.execute(&landing.resume_sql, Some(&query_id));
-        let error = result.err().map(|e| e.to_string());
-        let elapsed_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
-        observer.event(
-            "statement_completed",
-            Some(&step),
-            serde_json::json!({"statementSequence": sequence, "intent": "mutation", "elapsedMs": elapsed_ms, "errorMessage": error, "displayName": step.id}),
-        );
-        execution.statements.push(PlannedStatement {
-            step_id: step.id.clone(),
-            phase: "recovery".into(),
-            intent: "mutation".into(),
-            sql: landing.resume_sql.clone(),
+        let view = kafka.and_then(|()| {
+            recover_statement(
+                client,
+                observer,
+                execution,
+                format!("recover_source_{}", landing.source),
+                &landing.resume_sql,
+                &landing.resume_sql,
+            )
         });
-        execution.statement_outcomes.push(StatementOutcome {
-            step_id: step.id.clone(),
-            error_message: error.clone(),
-            written_rows: None,
-            returned_rows: None,
-            elapsed_ms,
-        });
-        match error {
-            None => execution.completed_steps.push(step.id),
-            Some(error) => {
-                let note = format!(
-                    "note: landing of source '{}' could not be resumed ({error}); rerun the build to resume it",
-                    landing.source
-                );
-                let message = execution.error_message.get_or_insert_with(String::new);
-                if !message.is_empty() {
-                    message.push('\n');
-                }
-                message.push_str(&note);
+        if let Err(error) = view {
+            let note = format!(
+                "note: landing of source '{}' could not be resumed ({error}); rerun the build to resume it",
+                landing.source
+            );
+            let message = execution.error_message.get_or_insert_with(String::new);
+            if !message.is_empty() {
+                message.push('\n');
             }
+            message.push_str(&note);
         }
+    }
+}
+
+/// Runs one recovery statement outside the workflow's own list, recording it like the
+/// others; its error (secrets masked) when it fails.
+fn recover_statement(
+    client: &Client,
+    observer: &dyn Observer,
+    execution: &mut Execution,
+    step_id: String,
+    sql: &str,
+    recorded: &str,
+) -> Result<(), String> {
+    let step = Step {
+        id: step_id,
+        phase: stb_plan::workflow::Phase::Activation,
+        action: Action::Statement(sql.to_owned()),
+        recorded: Some(recorded.to_owned()),
+    };
+    let sequence = execution.statements.len() + 1;
+    let query_id = uuid::Uuid::new_v4().to_string();
+    observer.event(
+        "statement_started",
+        Some(&step),
+        serde_json::json!({"statementSequence": sequence, "intent": "mutation", "queryId": query_id, "displayName": step.id}),
+    );
+    let started = Instant::now();
+    let error = client
+        .execute(sql, Some(&query_id))
+        .err()
+        .map(|e| scrub(&e.to_string(), &inline_secrets(sql, recorded)));
+    let elapsed_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
+    observer.event(
+        "statement_completed",
+        Some(&step),
+        serde_json::json!({"statementSequence": sequence, "intent": "mutation", "elapsedMs": elapsed_ms, "errorMessage": error, "displayName": step.id}),
+    );
+    execution.statements.push(PlannedStatement {
+        step_id: step.id.clone(),
+        phase: "recovery".into(),
+        intent: "mutation".into(),
+        sql: recorded.to_owned(),
+    });
+    execution.statement_outcomes.push(StatementOutcome {
+        step_id: step.id.clone(),
+        error_message: error.clone(),
+        written_rows: None,
+        returned_rows: None,
+        elapsed_ms,
+    });
+    match error {
+        None => {
+            execution.completed_steps.push(step.id);
+            Ok(())
+        }
+        Some(error) => Err(error),
     }
 }
 

@@ -7,9 +7,10 @@ use std::process::ExitCode;
 
 use clap::Args;
 use stb_plan::direct::{DirectPlan, Reason, Selection, model_graph, plan_direct};
+use stb_plan::drift::{Drift, LiveLanding, landing_drift};
 use stb_plan::options::{FLAG_CODE, ScopeFlags, StartTime, validate};
 use stb_plan::sql_change::{Baseline, SqlChange, sql_change};
-use stb_plan::workflow::{Workflow, WorkflowOptions, assemble};
+use stb_plan::workflow::{Workflow, WorkflowOptions, assemble, landings_read};
 use stb_project::project_config::Mode;
 use stb_warehouse::adopted::{ADOPTED_CODE, AdoptedTable, validate_adopted};
 use stb_warehouse::fingerprints::{Fingerprints, latest_fingerprints};
@@ -93,7 +94,54 @@ pub(crate) struct Output {
     pub(crate) roots: Vec<stb_plan::workflow::RootReplay>,
     /// Relation -> the model that owns it, for the models in scope.
     pub(crate) owner: std::collections::BTreeMap<String, String>,
+    /// Managed sources whose Kafka table is recreated, with what drifted.
+    pub(crate) recreations: Vec<(String, Vec<String>)>,
 }
+
+/// Compares every landing the scope reads with its declaration: settings drift is
+/// repaired by the build (returned with what changed); anything else stops it here, before
+/// anything is dropped.
+fn source_recreations(
+    plan: &DirectPlan,
+    compiled: &stb_compile::Compiled,
+    catalog: &stb_warehouse::Catalog,
+) -> Result<Vec<(String, Vec<String>)>, Failure> {
+    let mut recreations = Vec::new();
+    for source in landings_read(plan, &compiled.plan_models, &compiled.plan_sources) {
+        let Some(landing) = &source.landing else {
+            continue;
+        };
+        let live = LiveLanding {
+            kafka_create: catalog
+                .relation(&landing.kafka_table)
+                .map(|r| r.create_table_query.clone()),
+            raw_columns: catalog.relation(&landing.raw_table).map(|r| {
+                r.columns
+                    .iter()
+                    .map(|c| (c.name.clone(), c.data_type.clone()))
+                    .collect()
+            }),
+            view_create: catalog
+                .relation(&landing.view)
+                .map(|r| r.create_table_query.clone()),
+        };
+        match landing_drift(&source.name, landing, &live) {
+            Ok(Drift::None) => {}
+            Ok(Drift::Settings(changes)) => recreations.push((source.name.clone(), changes)),
+            Err(error) => {
+                return Err(Failure {
+                    code: SOURCE_DRIFT_CODE,
+                    message: error.message,
+                    hint: error.hint.to_owned(),
+                });
+            }
+        }
+    }
+    Ok(recreations)
+}
+
+/// A managed source's landing drifted in a way a build cannot repair.
+const SOURCE_DRIFT_CODE: &str = "STB-SOURCE-002";
 
 /// What `--changed` says when every model matches its last build.
 pub(crate) const NOTHING_CHANGED: &str = "No changed models to build.";
@@ -288,6 +336,7 @@ pub(crate) fn prepare(
         })?,
         Err(_) => 5,
     };
+    let recreations = source_recreations(&plan, compiled, &catalog)?;
     let workflow = assemble(
         &plan,
         &compiled.plan_models,
@@ -296,6 +345,7 @@ pub(crate) fn prepare(
             database: database.clone(),
             stabilization_seconds,
             start_time: start_time.clone(),
+            recreate_sources: recreations.iter().map(|(s, _)| s.clone()).collect(),
         },
         &present,
     )
@@ -313,6 +363,7 @@ pub(crate) fn prepare(
             nothing_changed: scope.changed && execution_empty,
             roots: workflow.roots.clone(),
             owner,
+            recreations,
         },
         workflow,
         client: std::sync::Arc::new(client),
@@ -387,6 +438,16 @@ impl Output {
                 );
             }
         }
+        if !self.recreations.is_empty() {
+            let _ = writeln!(out, "\nSource recreations");
+            for (source, changes) in &self.recreations {
+                let _ = writeln!(
+                    out,
+                    "  kafka__{source} is recreated, its landing table and rows kept: {}",
+                    changes.join(", ")
+                );
+            }
+        }
         if let Some(start) = &self.start_time {
             let _ = writeln!(
                 out,
@@ -457,6 +518,9 @@ impl Output {
             })).collect::<Vec<_>>(),
             "teardown": self.plan.teardown.iter().map(|(k, n)| serde_json::json!({"kind": kind(k), "relation": n})).collect::<Vec<_>>(),
             "creation": self.plan.creation.iter().map(|(k, n)| serde_json::json!({"kind": kind(k), "relation": n})).collect::<Vec<_>>(),
+            "source_recreations": self.recreations.iter().map(|(source, changes)| serde_json::json!({
+                "source": source, "changes": changes,
+            })).collect::<Vec<_>>(),
             "warnings": self.plan.warnings,
         })
     }

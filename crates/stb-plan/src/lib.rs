@@ -2,6 +2,7 @@
 //! decisions; the commands do the reading and the executing.
 
 pub mod direct;
+pub mod drift;
 pub mod options;
 pub mod replay;
 pub mod sql_change;

@@ -162,13 +162,28 @@ impl std::fmt::Debug for FreshGroup {
 }
 
 /// A managed source's landing view that the build stops and must start again.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Clone, PartialEq, Eq)]
 pub struct PausedLanding {
     pub source: String,
     pub pause_step: String,
     pub activate_step: String,
     /// `CREATE MATERIALIZED VIEW IF NOT EXISTS` of the landing view.
     pub resume_sql: String,
+    /// `CREATE TABLE IF NOT EXISTS` of the Kafka table (as run, and as recorded): a
+    /// recovery runs it first, in case the build stopped inside a settings repair.
+    pub kafka_sql: String,
+    pub kafka_recorded: String,
+}
+
+impl std::fmt::Debug for PausedLanding {
+    // The Kafka table's statement can hold credentials.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PausedLanding")
+            .field("source", &self.source)
+            .field("pause_step", &self.pause_step)
+            .field("activate_step", &self.activate_step)
+            .finish_non_exhaustive()
+    }
 }
 
 impl Workflow {
@@ -202,6 +217,8 @@ pub struct WorkflowOptions {
     /// before they existed have finished.
     pub stabilization_seconds: u32,
     pub start_time: Option<StartTime>,
+    /// Sources whose Kafka table is recreated because its settings drifted.
+    pub recreate_sources: Vec<String>,
 }
 
 fn qualified(database: &str, relation: &str) -> String {
@@ -337,7 +354,44 @@ fn sleep_sql(seconds: u32) -> String {
     )
 }
 
+/// Settings repair: the Kafka table is dropped and created as declared; the landing table
+/// and its rows stay, and the consumer group resumes from its committed offsets. It runs
+/// while the landing view is paused, so nothing reads the Kafka table meanwhile; a build
+/// that stops in between gets the declared table back from the landing recovery. (The
+/// reference exchanges a staged table into place; the local stack's embedded engine loses
+/// both Kafka tables on `EXCHANGE`, and the pause already gives the repair its safety.)
+fn recreate_kafka_table(source: &str, landing: &Landing, database: &str, steps: &mut Vec<Step>) {
+    steps.push(Step::statement(
+        format!("drop_source_kafka__{source}"),
+        Phase::Preparation,
+        format!(
+            "DROP TABLE IF EXISTS {} SYNC",
+            qualified(database, &landing.kafka_table)
+        ),
+    ));
+    let mut create = Step::statement(
+        format!("recreate_source_kafka__{source}"),
+        Phase::Preparation,
+        landing.create_kafka.clone(),
+    );
+    create.recorded = Some(landing.create_kafka_recorded.clone());
+    steps.push(create);
+}
+
 /// Managed sources whose landing feeds the scope: read by a rebuilt model.
+#[must_use]
+pub fn landings_read<'s>(
+    plan: &DirectPlan,
+    models: &[PlanModel],
+    sources: &'s [PlanSource],
+) -> Vec<&'s PlanSource> {
+    let by_name: BTreeMap<&str, &PlanModel> = models.iter().map(|m| (m.name.as_str(), m)).collect();
+    relevant_landings(plan, &by_name, sources)
+        .into_iter()
+        .filter_map(|(name, _)| sources.iter().find(|s| s.name == name))
+        .collect()
+}
+
 fn relevant_landings<'s>(
     plan: &DirectPlan,
     by_name: &BTreeMap<&str, &PlanModel>,
@@ -408,11 +462,16 @@ fn prepare_landings(
                     qualified(&options.database, &landing.view)
                 ),
             ));
+            if options.recreate_sources.iter().any(|s| s == source) {
+                recreate_kafka_table(source, landing, &options.database, steps);
+            }
             PausedLanding {
                 source: (*source).to_owned(),
                 pause_step,
                 activate_step: format!("activate_source_{}", landing.view),
                 resume_sql: landing.create_view.clone(),
+                kafka_sql: landing.create_kafka.clone(),
+                kafka_recorded: landing.create_kafka_recorded.clone(),
             }
         })
         .collect()

@@ -11,6 +11,21 @@ use stb_test_support::kafka::{Record, create_topic, produce};
 use stb_test_support::{TestDatabase, execute, stack, unique_name, wait_for};
 
 fn project(database: &str, topic: &str, extra_column: &str) -> tempfile::TempDir {
+    project_with(
+        database,
+        topic,
+        extra_column,
+        "    settings:\n      kafka_poll_timeout_ms: \"200\"\n",
+    )
+}
+
+/// `source_tail` ends the source's YAML entry (settings, consumer group).
+fn project_with(
+    database: &str,
+    topic: &str,
+    extra_column: &str,
+    source_tail: &str,
+) -> tempfile::TempDir {
     let files = [
         (
             "streambuild_project.toml".to_owned(),
@@ -21,7 +36,7 @@ fn project(database: &str, topic: &str, extra_column: &str) -> tempfile::TempDir
         (
             "sources/orders.yml".to_owned(),
             format!(
-                "sources:\n  - name: orders\n    kind: kafka\n    broker_list: \"{}\"\n    topic: {topic}\n    replay_boundary: {{mode: offsets}}\n    settings:\n      kafka_poll_timeout_ms: \"200\"\n",
+                "sources:\n  - name: orders\n    kind: kafka\n    broker_list: \"{}\"\n    topic: {topic}\n    replay_boundary: {{mode: offsets}}\n{source_tail}",
                 stack().kafka_brokers
             ),
         ),
@@ -136,13 +151,7 @@ fn a_managed_landing_is_created_paused_replayed_and_resumed() {
 
 #[test]
 fn a_failed_build_resumes_the_landing_it_paused() {
-    let db = TestDatabase::create("build_kafka_fail");
-    let topic = unique_name("orders");
-    create_topic(&stack().kafka_brokers, &topic, 3);
-    send(&topic, 0..9);
-    let dir = project(&db.name, &topic, "");
-    build(dir.path());
-    assert_exactly(&db.name, 9);
+    let (db, topic, dir) = built_landing("build_kafka_fail", 9);
     // A model the warehouse refuses when its view is created, after the landing paused.
     let broken = project(
         &db.name,
@@ -264,4 +273,105 @@ fn rebuilds_while_a_producer_sends_deliver_every_message_exactly_once() {
     // Every message reaches the model once: the ids are unique, so the multiset of ids
     // is the multiset of (partition, offset).
     assert_exactly(&db.name, sent);
+}
+
+/// A database, a 3-partition topic with `messages` messages, and the project built over
+/// it: every message landed and reached the model.
+fn built_landing(prefix: &str, messages: u64) -> (TestDatabase, String, tempfile::TempDir) {
+    let db = TestDatabase::create(prefix);
+    let topic = unique_name("orders");
+    create_topic(&stack().kafka_brokers, &topic, 3);
+    send(&topic, 0..messages);
+    let dir = project(&db.name, &topic, "");
+    build(dir.path());
+    assert_exactly(&db.name, messages);
+    (db, topic, dir)
+}
+
+fn table_uuid(database: &str, table: &str) -> String {
+    execute(&format!(
+        "SELECT uuid FROM system.tables WHERE database = '{database}' AND name = '{table}' FORMAT TSV"
+    ))
+}
+
+#[test]
+fn settings_drift_recreates_the_kafka_table_and_other_drift_stops_before_teardown() {
+    let (db, topic, _dir) = built_landing("build_kafka_drift", 9);
+    let landed = || {
+        execute(&format!(
+            "SELECT count() FROM {}.raw__orders FORMAT TSV",
+            db.name
+        ))
+        .trim()
+        .to_owned()
+    };
+    let before = landed();
+
+    // Another poll timeout: only the Kafka table is recreated; the landing keeps its rows.
+    let tuned = project_with(
+        &db.name,
+        &topic,
+        "",
+        "    settings:\n      kafka_poll_timeout_ms: \"300\"\n",
+    );
+    let plan = stb(tuned.path(), &["plan", "--json"]);
+    let plan: Value = serde_json::from_slice(&plan.stdout).expect("JSON");
+    assert_eq!(
+        plan["source_recreations"],
+        serde_json::json!([{"source": "orders", "changes": ["kafka_poll_timeout_ms differs"]}])
+    );
+    let raw_uuid = table_uuid(&db.name, "raw__orders");
+    build(tuned.path());
+    let steps = std::fs::read_to_string(tuned.path().join("target/run/build/workflow.sql"))
+        .expect("workflow");
+    assert!(
+        steps.contains("-- step: recreate_source_kafka__orders"),
+        "{steps}"
+    );
+    let kafka = execute(&format!("SHOW CREATE TABLE {}.kafka__orders", db.name));
+    assert!(kafka.contains("300"), "{kafka}");
+    assert_eq!(
+        table_uuid(&db.name, "raw__orders"),
+        raw_uuid,
+        "the landing table is kept"
+    );
+    assert!(landed().parse::<u64>().expect("n") >= before.parse::<u64>().expect("n"));
+    send(&topic, 9..15);
+    assert_exactly(&db.name, 15);
+
+    // A new consumer group, or a landing table that changed, stop the build before it
+    // drops anything.
+    let model_uuid = table_uuid(&db.name, "tbl__order_lines");
+    let regrouped = project_with(
+        &db.name,
+        &topic,
+        "",
+        "    consumer_group: another_group\n    settings:\n      kafka_poll_timeout_ms: \"300\"\n",
+    );
+    let output = stb(regrouped.path(), &["build", "--auto-approve", "--json"]);
+    assert_eq!(output.status.code(), Some(1));
+    let json: Value = serde_json::from_slice(&output.stdout).expect("JSON");
+    assert_eq!(json["error"]["code"], "STB-SOURCE-002", "{json}");
+    assert!(
+        json["error"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("consumes as group")),
+        "{json}"
+    );
+    execute(&format!(
+        "ALTER TABLE {}.raw__orders ADD COLUMN extra UInt8",
+        db.name
+    ));
+    let output = stb(tuned.path(), &["build", "--auto-approve", "--json"]);
+    let json: Value = serde_json::from_slice(&output.stdout).expect("JSON");
+    assert_eq!(json["error"]["code"], "STB-SOURCE-002", "{json}");
+    assert_eq!(
+        table_uuid(&db.name, "tbl__order_lines"),
+        model_uuid,
+        "nothing was rebuilt"
+    );
+    assert!(
+        landing_view_exists(&db.name),
+        "the landing was never paused"
+    );
 }

@@ -70,6 +70,7 @@ fn options(start: Option<&str>) -> WorkflowOptions {
         database: "db".into(),
         stabilization_seconds: 2,
         start_time: start.map(|s| parse_start_time(s).expect("time")),
+        recreate_sources: Vec::new(),
     }
 }
 
