@@ -4,8 +4,8 @@
 # On a fresh Debian machine it installs what is missing (C toolchain for librdkafka, Python
 # venv support), builds the workspace, starts the local stack (chDB ClickHouse server +
 # tansu broker), and runs: formatting, clippy, the Python server's unit tests and every Rust
-# test, unit and integration, against the real engine and broker. Exits non-zero on any
-# failure. Caches live outside the checkout so a fresh clone reuses them:
+# test, unit and integration, against the real engine and broker; then the one-command
+# demo (scripts/demo.sh). Exits non-zero on any failure. Caches live outside the checkout so a fresh clone reuses them:
 #   CARGO_TARGET_DIR  (default ~/.cache/streambuild/target)
 #   STB_VENV          (default ~/.cache/streambuild/venv)
 #   STB_TEST_STACK_DIR (default ~/.cache/streambuild/test-stack)
@@ -71,5 +71,14 @@ else
   echo "cargo-nextest not found; using cargo test"
   cargo test --workspace --locked
 fi
+
+step "the one-command demo (scripts/demo.sh --stop)"
+demo_log="$(mktemp)"
+if ! "$repo/scripts/demo.sh" --stop >"$demo_log" 2>&1 || ! grep -q '^Demo passed$' "$demo_log"; then
+  cat "$demo_log"
+  echo "the demo failed"
+  exit 1
+fi
+sed -n '/^Demo summary$/,/^Demo passed$/p' "$demo_log"
 
 step "all tests passed"

@@ -331,28 +331,33 @@ fn managed_source(project: &Project, source: &Source) -> Result<ManagedSource, D
         )
     });
     let database = database(project);
-    // Values read from the environment are secrets: artifacts show a placeholder that the
-    // runtime substitutes, never the value.
-    let placeholder = |value: &stb_project::sources::Resolved| {
-        if value.from_environment {
-            "***".to_owned()
-        } else {
-            value.value.clone()
-        }
-    };
+    // Values read from the environment are treated as secrets: the Kafka table keeps them
+    // for the statement that runs, and its artifact rendering shows `***` instead.
+    let mut hidden = Vec::new();
+    if broker.from_environment {
+        hidden.push("kafka_broker_list".to_owned());
+    }
+    hidden.extend(
+        kafka
+            .settings
+            .iter()
+            .filter(|(_, v)| v.from_environment)
+            .map(|(k, _)| k.clone()),
+    );
     Ok(stb_ddl::managed_source(
         database,
         &source.name,
         KafkaSettings {
-            broker_list: placeholder(broker),
+            broker_list: broker.value.clone(),
             topic: source.topic.clone().unwrap_or_default(),
             group,
             format: "JSONAsString".to_owned(),
             settings: kafka
                 .settings
                 .iter()
-                .map(|(k, v)| (k.clone(), placeholder(v)))
+                .map(|(k, v)| (k.clone(), v.value.clone()))
                 .collect(),
+            hidden,
         },
         source_ttl(project, source),
     ))

@@ -83,6 +83,9 @@ pub struct KafkaTable {
     pub format: String,
     /// Extra engine settings, rendered sorted by key.
     pub settings: Vec<(String, String)>,
+    /// Settings (`kafka_broker_list` included) whose values came from the environment:
+    /// artifacts show `***` for them, the statement that runs has the value.
+    pub hidden: Vec<String>,
 }
 
 impl KafkaTable {
@@ -100,7 +103,8 @@ impl KafkaTable {
     fn render_with(&self, audience: Audience, create: &str) -> String {
         let redact = audience == Audience::Artifact;
         // A broker list with credentials (user:pass@host) never reaches an artifact.
-        let brokers = if redact && self.broker_list.contains('@') {
+        let hidden = |key: &str| self.hidden.iter().any(|h| h == key);
+        let brokers = if redact && (self.broker_list.contains('@') || hidden("kafka_broker_list")) {
             "***".to_owned()
         } else {
             self.broker_list.clone()
@@ -115,7 +119,8 @@ impl KafkaTable {
         extra.sort();
         for (key, value) in extra {
             let lowered = key.to_ascii_lowercase();
-            let secret = redact && SECRET_MARKERS.iter().any(|m| lowered.contains(m));
+            let secret =
+                redact && (SECRET_MARKERS.iter().any(|m| lowered.contains(m)) || hidden(&key));
             settings.push((key, if secret { "***".to_owned() } else { value }));
         }
         let rendered: Vec<String> = settings
@@ -354,6 +359,7 @@ pub fn managed_source(
             group: format!("{}_{}", kafka.group, database.replace('-', "_")),
             format: kafka.format,
             settings: kafka.settings,
+            hidden: kafka.hidden,
         },
         raw,
         landing,
@@ -368,6 +374,8 @@ pub struct KafkaSettings {
     pub group: String,
     pub format: String,
     pub settings: Vec<(String, String)>,
+    /// Settings whose values came from the environment (see [`KafkaTable::hidden`]).
+    pub hidden: Vec<String>,
 }
 
 /// `+ INTERVAL n UNIT` with the largest of DAY/HOUR/MINUTE that divides `seconds`, else SECOND.
@@ -422,6 +430,7 @@ mod tests {
                 group: "streambuild_shop_dev_orders".to_owned(),
                 format: "JSONAsString".to_owned(),
                 settings,
+                hidden: Vec::new(),
             },
             Some(kafka_retention_ttl(7 * 86_400, false)),
         )
@@ -462,6 +471,19 @@ mod tests {
         );
         let runtime = source.kafka.render(Audience::Runtime);
         assert!(runtime.contains("'hunter2'") && runtime.contains("'user:pw@kafka:9092'"));
+        // Values that came from the environment are hidden whatever their key.
+        let mut from_env = orders(
+            vec![("kafka_client_id".to_owned(), "env-client".to_owned())],
+            "broker.internal:9092",
+        );
+        from_env.kafka.hidden = vec!["kafka_broker_list".into(), "kafka_client_id".into()];
+        let artifact = from_env.kafka.render(Audience::Artifact);
+        assert!(
+            !artifact.contains("env-client") && !artifact.contains("broker.internal"),
+            "{artifact}"
+        );
+        let runtime = from_env.kafka.render(Audience::Runtime);
+        assert!(runtime.contains("'env-client'") && runtime.contains("'broker.internal:9092'"));
     }
 
     #[test]
@@ -545,6 +567,7 @@ mod tests {
                 group: "g".to_owned(),
                 format: "JSONAsString".to_owned(),
                 settings: Vec::new(),
+                hidden: Vec::new(),
             },
             None,
         );

@@ -19,6 +19,7 @@ fn generated_objects_are_accepted_and_work_together() {
             group: "streambuild_ddl_orders".to_owned(),
             format: "JSONAsString".to_owned(),
             settings: vec![("kafka_num_consumers".to_owned(), "1".to_owned())],
+            hidden: Vec::new(),
         },
         Some(kafka_retention_ttl(7 * 86_400, true)),
     );

@@ -175,6 +175,106 @@ pub fn topic_lag(brokers: &Brokers, topic: &str, group: &str) -> Result<Vec<Part
         .collect()
 }
 
+/// Creates `topic` with `partitions` partitions; with `replace`, deletes it first (its
+/// messages too). An existing topic is left as it is otherwise.
+///
+/// # Errors
+/// The broker refused or could not be reached.
+pub fn create_topic(
+    brokers: &Brokers,
+    topic: &str,
+    partitions: i32,
+    replace: bool,
+) -> Result<(), String> {
+    use rdkafka::admin::{NewTopic, TopicReplication};
+    let admin: AdminClient<DefaultClientContext> =
+        brokers.config().create().map_err(|e| failure(&e))?;
+    let options = AdminOptions::new().request_timeout(Some(REQUEST_TIMEOUT));
+    if replace {
+        let deleted = futures_executor::block_on(admin.delete_topics(&[topic], &options))
+            .map_err(|e| failure(&e))?;
+        for result in deleted {
+            match result {
+                Ok(_) | Err((_, RDKafkaErrorCode::UnknownTopicOrPartition)) => {}
+                Err((_, code)) => return Err(format!("deleting topic '{topic}': {code}")),
+            }
+        }
+    }
+    let new = NewTopic::new(topic, partitions, TopicReplication::Fixed(1));
+    let created = futures_executor::block_on(admin.create_topics([&new], &options))
+        .map_err(|e| failure(&e))?;
+    for result in created {
+        match result {
+            Ok(_) | Err((_, RDKafkaErrorCode::TopicAlreadyExists)) => {}
+            Err((_, code)) => return Err(format!("creating topic '{topic}': {code}")),
+        }
+    }
+    Ok(())
+}
+
+/// One message to send.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Message {
+    pub partition: i32,
+    pub key: String,
+    pub value: String,
+    pub timestamp_ms: i64,
+}
+
+/// Sends `messages` to `topic` and waits until the broker has them all.
+///
+/// # Errors
+/// A message the broker did not take.
+pub fn produce(brokers: &Brokers, topic: &str, messages: &[Message]) -> Result<(), String> {
+    use rdkafka::producer::{BaseRecord, Producer, ThreadedProducer};
+    let producer: ThreadedProducer<Deliveries> = brokers
+        .config()
+        .set("linger.ms", "5")
+        .set("message.timeout.ms", "30000")
+        .create_with_context(Deliveries::default())
+        .map_err(|e| failure(&e))?;
+    for message in messages {
+        let record = BaseRecord::to(topic)
+            .partition(message.partition)
+            .key(&message.key)
+            .payload(&message.value)
+            .timestamp(message.timestamp_ms);
+        producer
+            .send(record)
+            .map_err(|(error, _)| format!("queueing a message for '{topic}': {error}"))?;
+    }
+    producer
+        .flush(Duration::from_secs(60))
+        .map_err(|e| format!("delivering to '{topic}': {e}"))?;
+    let failed = producer
+        .context()
+        .failed
+        .load(std::sync::atomic::Ordering::SeqCst);
+    if failed > 0 {
+        return Err(format!("{failed} messages to '{topic}' were not delivered"));
+    }
+    Ok(())
+}
+
+/// Counts messages the broker did not take.
+#[derive(Default)]
+struct Deliveries {
+    failed: std::sync::atomic::AtomicUsize,
+}
+
+impl rdkafka::ClientContext for Deliveries {}
+
+impl rdkafka::producer::ProducerContext for Deliveries {
+    type DeliveryOpaque = ();
+
+    fn delivery(&self, result: &rdkafka::message::DeliveryResult<'_>, (): ()) {
+        if result.is_err() {
+            self.failed
+                .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
