@@ -106,38 +106,78 @@ fn source_recreations(
     compiled: &stb_compile::Compiled,
     catalog: &stb_warehouse::Catalog,
 ) -> Result<Vec<(String, Vec<String>)>, Failure> {
+    let drift_failure = |message: String, hint: String| Failure {
+        code: SOURCE_DRIFT_CODE,
+        message,
+        hint,
+    };
+    let read = landings_read(plan, &compiled.plan_models, &compiled.plan_sources);
     let mut recreations = Vec::new();
-    for source in landings_read(plan, &compiled.plan_models, &compiled.plan_sources) {
-        let Some(landing) = &source.landing else {
-            continue;
-        };
-        let live = LiveLanding {
-            kafka_create: catalog
-                .relation(&landing.kafka_table)
-                .map(|r| r.create_table_query.clone()),
-            raw_columns: catalog.relation(&landing.raw_table).map(|r| {
-                r.columns
-                    .iter()
-                    .map(|c| (c.name.clone(), c.data_type.clone()))
-                    .collect()
-            }),
-            view_create: catalog
-                .relation(&landing.view)
-                .map(|r| r.create_table_query.clone()),
-        };
-        match landing_drift(&source.name, landing, &live) {
+    for source in &read {
+        match live_drift(source, catalog) {
             Ok(Drift::None) => {}
             Ok(Drift::Settings(changes)) => recreations.push((source.name.clone(), changes)),
-            Err(error) => {
-                return Err(Failure {
-                    code: SOURCE_DRIFT_CODE,
-                    message: error.message,
-                    hint: error.hint.to_owned(),
-                });
-            }
+            Err(error) => return Err(drift_failure(error.message, error.hint.to_owned())),
+        }
+    }
+    // A source that feeds the scope only through models it does not rebuild: the build
+    // cannot repair it without rebuilding the pipeline that reads it.
+    for prerequisite in &plan.prerequisites {
+        let Some(model) = compiled
+            .plan_models
+            .iter()
+            .find(|m| m.name == prerequisite.name)
+        else {
+            continue;
+        };
+        for source in compiled
+            .plan_sources
+            .iter()
+            .filter(|s| model.reads.contains(&s.name) && !read.iter().any(|r| r.name == s.name))
+        {
+            let drifted = match live_drift(source, catalog) {
+                Ok(Drift::None) => continue,
+                Ok(Drift::Settings(changes)) => changes.join(", "),
+                Err(error) => error.message,
+            };
+            return Err(drift_failure(
+                format!(
+                    "source '{}' has drifted ({drifted}) and feeds this build through '{}', which it does not rebuild",
+                    source.name, model.name
+                ),
+                format!(
+                    "add --select pipeline:{} so the build repairs the source",
+                    model.pipeline
+                ),
+            ));
         }
     }
     Ok(recreations)
+}
+
+/// How `source`'s landing in the catalog differs from its declaration.
+fn live_drift(
+    source: &stb_plan::direct::PlanSource,
+    catalog: &stb_warehouse::Catalog,
+) -> Result<Drift, stb_plan::direct::PlanError> {
+    let Some(landing) = &source.landing else {
+        return Ok(Drift::None);
+    };
+    let live = LiveLanding {
+        kafka_create: catalog
+            .relation(&landing.kafka_table)
+            .map(|r| r.create_table_query.clone()),
+        raw_columns: catalog.relation(&landing.raw_table).map(|r| {
+            r.columns
+                .iter()
+                .map(|c| (c.name.clone(), c.data_type.clone()))
+                .collect()
+        }),
+        view_create: catalog
+            .relation(&landing.view)
+            .map(|r| r.create_table_query.clone()),
+    };
+    landing_drift(&source.name, landing, &live)
 }
 
 /// A managed source's landing drifted in a way a build cannot repair.

@@ -358,6 +358,63 @@ fn settings_drift_recreates_the_kafka_table_and_other_drift_stops_before_teardow
             .is_some_and(|m| m.contains("consumes as group")),
         "{json}"
     );
+    // Drifted settings of a source the build reads only through a model it does not
+    // rebuild: the error names the pipeline to add.
+    let upstream_drift = project_with(
+        &db.name,
+        &topic,
+        "",
+        "    settings:\n      kafka_poll_timeout_ms: \"400\"\n",
+    );
+    std::fs::create_dir_all(upstream_drift.path().join("pipelines/pl__report")).expect("mkdir");
+    std::fs::write(
+        upstream_drift
+            .path()
+            .join("pipelines/pl__report/line_count.sql"),
+        "MODEL (kind view);\nSELECT count()::UInt64 AS n FROM __ref(\"order_lines\")\n",
+    )
+    .expect("write");
+    let output = stb(
+        upstream_drift.path(),
+        &[
+            "build",
+            "--auto-approve",
+            "--json",
+            "--select",
+            "pipeline:pl__report",
+        ],
+    );
+    let json: Value = serde_json::from_slice(&output.stdout).expect("JSON");
+    assert_eq!(json["error"]["code"], "STB-SOURCE-002", "{json}");
+    assert!(
+        json["error"]["hint"]
+            .as_str()
+            .is_some_and(|h| h.contains("--select pipeline:pl__shop")),
+        "{json}"
+    );
+    // A landing view that writes elsewhere.
+    let view_sql = execute(&format!(
+        "SHOW CREATE TABLE {}.mv__orders FORMAT TSVRaw",
+        db.name
+    ));
+    execute(&format!(
+        "CREATE TABLE {}.elsewhere AS {}.raw__orders",
+        db.name, db.name
+    ));
+    execute(&format!("DROP TABLE {}.mv__orders SYNC", db.name));
+    execute(&view_sql.replace(".raw__orders", ".elsewhere"));
+    let output = stb(tuned.path(), &["build", "--auto-approve", "--json"]);
+    let json: Value = serde_json::from_slice(&output.stdout).expect("JSON");
+    assert_eq!(json["error"]["code"], "STB-SOURCE-002", "{json}");
+    assert!(
+        json["error"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("does not write to raw__orders")),
+        "{json}"
+    );
+    execute(&format!("DROP TABLE {}.mv__orders SYNC", db.name));
+    execute(&view_sql);
+    // A landing table whose columns changed.
     execute(&format!(
         "ALTER TABLE {}.raw__orders ADD COLUMN extra UInt8",
         db.name
