@@ -2,8 +2,9 @@
 # The one-command demo. On a fresh Debian machine with Rust: builds stb, starts the local
 # stack (ClickHouse engine + Kafka broker, no Docker), creates the orders topic, produces
 # commerce events, builds examples/orders with `stb build --auto-approve`, produces more
-# events while the pipelines run, rebuilds from retained history, and checks that every
-# event reached every model exactly once. Prints a summary; exits 1 if a check fails.
+# events while the pipelines run, rebuilds from retained history, runs `stb test` and
+# `stb audit`, and checks that every event reached every model exactly once. Prints a
+# summary; exits 1 if a check fails.
 #   scripts/demo.sh          leaves the stack running (stop it with `stb local down`)
 #   scripts/demo.sh --stop   stops the stack at the end
 set -euo pipefail
@@ -61,6 +62,14 @@ say "rebuilding pl__orders from retained history (stb build --select pipeline:pl
 "$stb" build --auto-approve --select pipeline:pl__orders --project-dir "$project" --vars "$vars"
 wait_for_rows tbl__order_events $expected >/dev/null
 
+say "stb test (SQL tests: model chains rebuilt from mocks, nothing created)"
+tests_ok=yes
+"$stb" test --project-dir "$project" --vars "$vars" || tests_ok=no
+
+say "stb audit (SQL audits on the live relations)"
+audits_ok=yes
+"$stb" audit --project-dir "$project" --vars "$vars" || audits_ok=no
+
 say "checking"
 events="$(query "SELECT count(), uniqExact(event_id) FROM $database.tbl__order_events FORMAT TSV")"
 paid="$(query "SELECT count(), uniqExact(order_id) FROM $database.tbl__paid_orders FORMAT TSV")"
@@ -74,6 +83,8 @@ check "events produced" "$expected" "$expected"
 check "order events, each exactly once" "$(echo "$events" | tr '\t' ' ')" "$expected $expected"
 check "paid orders, each exactly once" "$(echo "$paid" | tr '\t' ' ')" "$((expected / 3)) $((expected / 3))"
 check "customers whose revenue differs from payments" "$revenue_gaps" "0"
+check "stb test passed" "$tests_ok" "yes"
+check "stb audit passed" "$audits_ok" "yes"
 if [ "$status" -eq 0 ]; then echo "Demo passed"; else echo "Demo FAILED"; fi
 $stop_at_end || echo "The stack keeps running: explore it with curl \"$STB_LOCAL_CLICKHOUSE_URL/?query=...\"; stop it with: $stb local down"
 exit "$status"

@@ -43,6 +43,15 @@ impl ProjectArgs {
         }
     }
 
+    /// Discovers and compiles the project, or reports why not and returns the exit code.
+    pub(crate) fn compile(&self, json: bool) -> Result<(Project, stb_compile::Compiled), ExitCode> {
+        let (_, project) = self.discover(json)?;
+        match stb_compile::compile(&project) {
+            Ok(compiled) => Ok((project, compiled)),
+            Err(diagnostics) => Err(report(diagnostics, json)),
+        }
+    }
+
     /// The discovery options, or exit code 2 for a malformed `--vars`.
     pub(crate) fn options(&self) -> Result<DiscoverOptions, ExitCode> {
         let vars = match self

@@ -1,12 +1,15 @@
 //! The `stb` command line: argument parsing, dispatch and output.
 
+mod audit;
 mod build;
 mod compile;
 mod discover;
 mod local;
 mod output;
 mod plan;
+mod quality;
 mod run_artifacts;
+mod test;
 mod unlock;
 mod warehouse;
 
@@ -37,6 +40,11 @@ enum Command {
     /// Rebuild direct pipelines: drop, recreate and replay the selection and everything
     /// downstream from retained history (asks first; see docs/build.md).
     Build(build::BuildArgs),
+    /// Run the SQL tests under tests/: each rebuilds its model chain from mocks and compares
+    /// rows as a multiset (nothing is created in the warehouse).
+    Test(test::TestArgs),
+    /// Run the SQL audits under audits/ against the live relations.
+    Audit(audit::AuditArgs),
     /// Break the target's mutation lock left by a killed command (refused while its run
     /// still heartbeats).
     Unlock(unlock::UnlockArgs),
@@ -52,6 +60,8 @@ pub fn run() -> ExitCode {
         Command::Local(command) => local::run(command),
         Command::Plan(args) => plan::run(&args),
         Command::Build(args) => build::run(&args),
+        Command::Test(args) => test::run(&args),
+        Command::Audit(args) => audit::run(&args),
         Command::Unlock(args) => unlock::run(&args),
     }
 }

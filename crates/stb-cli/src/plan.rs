@@ -15,7 +15,7 @@ use stb_project::project_config::Mode;
 use stb_warehouse::adopted::{ADOPTED_CODE, AdoptedTable, validate_adopted};
 use stb_warehouse::fingerprints::{Fingerprints, latest_fingerprints};
 
-use crate::discover::{ProjectArgs, report};
+use crate::discover::ProjectArgs;
 use crate::output::{Failure, fail, print_json};
 use crate::warehouse::ConnectionArgs;
 
@@ -63,13 +63,9 @@ pub(crate) struct PlanArgs {
 }
 
 pub(crate) fn run(args: &PlanArgs) -> ExitCode {
-    let (_, project) = match args.project.discover(args.json) {
-        Ok(found) => found,
-        Err(code) => return code,
-    };
-    let compiled = match stb_compile::compile(&project) {
+    let (project, compiled) = match args.project.compile(args.json) {
         Ok(compiled) => compiled,
-        Err(diagnostics) => return report(diagnostics, args.json),
+        Err(code) => return code,
     };
     let prepared = match prepare(&project, &compiled, &args.connection, &args.scope) {
         Ok(prepared) => prepared,

@@ -19,7 +19,7 @@ fn failure(path: &Path, error: &std::io::Error) -> Failure {
 }
 
 /// Replaces `target/run/<name>/` with `files` (relative path, contents).
-fn publish(root: &Path, name: &str, files: &[(String, String)]) -> Result<(), Failure> {
+pub(crate) fn publish(root: &Path, name: &str, files: &[(String, String)]) -> Result<(), Failure> {
     let run = root.join("target").join("run");
     let stage = run.join(format!(".{name}.stage-{}", std::process::id()));
     let old = run.join(format!(".{name}.old-{}", std::process::id()));

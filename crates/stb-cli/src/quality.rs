@@ -1,0 +1,96 @@
+//! What `stb test` and `stb audit` share: their entries in the compiled manifest, the
+//! model selection, and the executed SQL under `target/run/`.
+
+use std::collections::BTreeSet;
+
+use stb_diagnostics::Diagnostic;
+use stb_graph::ScopedSelector;
+
+use crate::discover::ProjectArgs;
+use crate::output::Failure;
+use crate::warehouse::ConnectionArgs;
+
+/// The options of `stb test` and `stb audit`.
+#[derive(Debug, clap::Args)]
+pub(crate) struct QualityArgs {
+    #[command(flatten)]
+    pub(crate) project: ProjectArgs,
+    #[command(flatten)]
+    pub(crate) connection: ConnectionArgs,
+    /// Models whose tests or audits run: `name`, `pipeline:name`; `+name` adds the models
+    /// upstream, `name+` (tests only) the models downstream. Default: all.
+    #[arg(long, short = 's', value_name = "SELECTOR")]
+    pub(crate) select: Vec<String>,
+    /// Print machine-readable JSON on stdout.
+    #[arg(long)]
+    pub(crate) json: bool,
+}
+
+fn diagnostic(d: Diagnostic) -> Failure {
+    Failure {
+        code: d.code,
+        message: d.message,
+        hint: d.hint,
+    }
+}
+
+/// The entries of one section (`tests`, `audits`) of the compiled manifest, in name order.
+pub(crate) fn manifest_section<T: serde::de::DeserializeOwned>(
+    compiled: &stb_compile::Compiled,
+    section: &str,
+) -> Result<Vec<T>, Failure> {
+    let manifest: serde_json::Value = compiled
+        .files
+        .get("manifest.json")
+        .and_then(|text| serde_json::from_str(text).ok())
+        .unwrap_or_default();
+    let entries = manifest
+        .get(section)
+        .and_then(serde_json::Value::as_object)
+        .cloned()
+        .unwrap_or_default();
+    entries
+        .into_values()
+        .map(|entry| {
+            serde_json::from_value(entry).map_err(|e| Failure {
+                code: "STB-COMPILE-007",
+                message: format!("the compiled manifest's {section} could not be read: {e}"),
+                hint: "report this: the manifest and this command disagree".to_owned(),
+            })
+        })
+        .collect()
+}
+
+/// The models `--select` names (`None`: no selector, everything).
+pub(crate) fn selected_models(
+    compiled: &stb_compile::Compiled,
+    select: &[String],
+    parse: fn(&str) -> Result<ScopedSelector, Diagnostic>,
+    what: &str,
+) -> Result<Option<BTreeSet<String>>, Failure> {
+    if select.is_empty() {
+        return Ok(None);
+    }
+    let selectors = select
+        .iter()
+        .map(|s| parse(s))
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(diagnostic)?;
+    let graph = stb_plan::direct::model_graph(&compiled.plan_models);
+    stb_graph::resolve_scoped(&graph, &selectors, what)
+        .map(Some)
+        .map_err(diagnostic)
+}
+
+/// Replaces `target/run/<what>/` with the statements that ran.
+pub(crate) fn write_run(
+    root: &std::path::Path,
+    what: &str,
+    statements: &[(String, String)],
+) -> Result<(), Failure> {
+    let files: Vec<(String, String)> = statements
+        .iter()
+        .map(|(name, sql)| (name.clone(), format!("{}\n", sql.trim_end())))
+        .collect();
+    crate::run_artifacts::publish(root, what, &files)
+}

@@ -1,0 +1,179 @@
+//! `stb test`: runs the project's SQL tests. Each compiled test is one statement that
+//! rebuilds the model chain from mocks as CTEs (nothing is created) and returns the rows
+//! that differ from the expectation, as a multiset: no rows means the test passed.
+
+use std::io::Write;
+use std::process::ExitCode;
+
+use crate::output::{Failure, fail, print_json};
+
+pub(crate) use crate::quality::QualityArgs as TestArgs;
+
+/// A compiled test, as the manifest lists it.
+#[derive(Debug, serde::Deserialize)]
+pub(crate) struct TestEntry {
+    name: String,
+    file: String,
+    mode: String,
+    path: String,
+    #[serde(default)]
+    targets: Vec<String>,
+}
+
+/// One differing row: `missing` (expected, not produced) or `unexpected` (produced, not
+/// expected), with how many times more.
+#[derive(Debug, Clone, serde::Serialize)]
+struct DiffRow {
+    kind: String,
+    values: Vec<Option<String>>,
+    multiplicity: i64,
+}
+
+#[derive(Debug, serde::Serialize)]
+struct TestResult {
+    name: String,
+    file: String,
+    mode: String,
+    status: &'static str,
+    differences: Vec<DiffRow>,
+    error: Option<String>,
+}
+
+const CODE_FAILED: &str = "STB-TEST-001";
+
+pub(crate) fn run(args: &TestArgs) -> ExitCode {
+    let (project, compiled) = match args.project.compile(args.json) {
+        Ok(compiled) => compiled,
+        Err(code) => return code,
+    };
+    match run_tests(args, &project, &compiled) {
+        Ok(results) => print(args.json, &results),
+        Err(failure) => fail(&failure, args.json),
+    }
+}
+
+fn run_tests(
+    args: &TestArgs,
+    project: &stb_project::Project,
+    compiled: &stb_compile::Compiled,
+) -> Result<Vec<TestResult>, Failure> {
+    let tests: Vec<TestEntry> = crate::quality::manifest_section(compiled, "tests")?;
+    let selected = crate::quality::selected_models(
+        compiled,
+        &args.select,
+        stb_graph::parse_test_selector,
+        "test",
+    )?;
+    let (client, _) = args.connection.connect(project)?;
+    let mut results = Vec::new();
+    let mut executed = Vec::new();
+    for test in tests.iter().filter(|t| {
+        selected
+            .as_ref()
+            .is_none_or(|models| t.targets.iter().any(|m| models.contains(m)))
+    }) {
+        let sql = compiled.files.get(&test.path).cloned().unwrap_or_default();
+        executed.push((format!("{}.sql", test.name), sql.clone()));
+        let result = match client.query(&sql) {
+            Ok(rows) => {
+                let differences: Vec<DiffRow> = (0..rows.data.len())
+                    .map(|row| DiffRow {
+                        kind: rows.text(row, "_diff_type").unwrap_or_default(),
+                        values: rows
+                            .names
+                            .iter()
+                            .position(|n| n == "_row_values")
+                            .and_then(|column| rows.data[row].get(column))
+                            .and_then(serde_json::Value::as_array)
+                            .map(|values| {
+                                values
+                                    .iter()
+                                    .map(|v| v.as_str().map(str::to_owned))
+                                    .collect()
+                            })
+                            .unwrap_or_default(),
+                        multiplicity: rows
+                            .text(row, "_multiplicity")
+                            .and_then(|m| m.parse().ok())
+                            .unwrap_or(1),
+                    })
+                    .collect();
+                TestResult {
+                    name: test.name.clone(),
+                    file: test.file.clone(),
+                    mode: test.mode.clone(),
+                    status: if differences.is_empty() {
+                        "passed"
+                    } else {
+                        "failed"
+                    },
+                    differences,
+                    error: None,
+                }
+            }
+            Err(error) => TestResult {
+                name: test.name.clone(),
+                file: test.file.clone(),
+                mode: test.mode.clone(),
+                status: "error",
+                differences: Vec::new(),
+                error: Some(error.to_string()),
+            },
+        };
+        results.push(result);
+    }
+    crate::quality::write_run(&project.root, "tests", &executed)?;
+    Ok(results)
+}
+
+fn print(json: bool, results: &[TestResult]) -> ExitCode {
+    let passed = results.iter().filter(|r| r.status == "passed").count();
+    let failed = results.len() - passed;
+    if json {
+        print_json(&serde_json::json!({
+            "results": results,
+            "passed": passed,
+            "failed": failed,
+        }));
+    } else {
+        let mut out = std::io::stdout().lock();
+        for result in results {
+            let _ = writeln!(
+                out,
+                "{}  {}  ({})",
+                result.status.to_ascii_uppercase(),
+                result.name,
+                result.file
+            );
+            if let Some(error) = &result.error {
+                let _ = writeln!(out, "    error: {error}");
+            }
+            for row in &result.differences {
+                let values: Vec<String> = row
+                    .values
+                    .iter()
+                    .map(|v| v.clone().unwrap_or_else(|| "NULL".to_owned()))
+                    .collect();
+                let _ = writeln!(
+                    out,
+                    "    {} x{}: ({})",
+                    row.kind,
+                    row.multiplicity,
+                    values.join(", ")
+                );
+            }
+        }
+        let _ = writeln!(out, "Results: {passed} passed, {failed} failed");
+    }
+    if failed == 0 {
+        ExitCode::SUCCESS
+    } else {
+        if !json {
+            let _ = writeln!(
+                std::io::stderr().lock(),
+                "error[{CODE_FAILED}]: {failed} SQL test(s) failed\n  hint: each failure lists the rows that are missing or unexpected; the executed SQL is under target/run/tests/"
+            );
+        }
+        ExitCode::from(1)
+    }
+}

@@ -1,0 +1,160 @@
+//! `stb test` and `stb audit` against the local stack: multiset comparisons that report
+//! the differing rows, audits that fail, warn or wait for their relations.
+
+use assert_cmd::Command;
+use serde_json::Value;
+use stb_test_support::{TestDatabase, execute};
+
+fn project(database: &str) -> tempfile::TempDir {
+    let files = [
+        (
+            "streambuild_project.toml",
+            format!("name = \"quality\"\ndefault_target = \"dev\"\n[targets.dev]\ndatabase = \"{database}\"\n"),
+        ),
+        (
+            "sources/payments.yml",
+            "sources:\n  - name: payments\n    kind: stream_table\n    table_name: payments_existing\n    replay_boundary:\n      mode: timestamp\n      columns:\n        _replay_timestamp: ts\n".to_owned(),
+        ),
+        (
+            "pipelines/pl__pay/clean.sql",
+            "MODEL (order_by [\"id\"]);\nSELECT id::UInt64 AS id, amount::Int64 AS amount, ts::DateTime64(3, 'UTC') AS _replay_timestamp\nFROM __source(\"payments\")\n".to_owned(),
+        ),
+        (
+            "tests/clean.sql",
+            "TEST (name keeps_every_payment);\nWITH\n  __source__payments AS (\n    SELECT 1 AS id, 5 AS amount, toDateTime64('2026-11-01 00:00:00', 3, 'UTC') AS ts\n    UNION ALL SELECT 2, -1, toDateTime64('2026-11-01 00:00:01', 3, 'UTC')\n  ),\n  __expected__clean AS (\n    SELECT 1 AS id, 5 AS amount, toDateTime64('2026-11-01 00:00:00', 3, 'UTC') AS _replay_timestamp\n    UNION ALL SELECT 2, -1, toDateTime64('2026-11-01 00:00:01', 3, 'UTC')\n  )\nSELECT 1\n\nTEST (name duplicates_count);\nWITH\n  __source__payments AS (\n    SELECT 1 AS id, 5 AS amount, toDateTime64('2026-11-01 00:00:00', 3, 'UTC') AS ts\n  ),\n  __expected__clean AS (\n    SELECT 1 AS id, 5 AS amount, toDateTime64('2026-11-01 00:00:00', 3, 'UTC') AS _replay_timestamp\n    UNION ALL SELECT 1, 5, toDateTime64('2026-11-01 00:00:00', 3, 'UTC')\n  )\nSELECT 1\n".to_owned(),
+        ),
+        (
+            "audits/amounts.sql",
+            "AUDIT (name no_negative_amounts, severity error);\nSELECT id, amount FROM __ref(\"clean\") WHERE amount < 0\n\nAUDIT (name small_amounts, severity warning);\nSELECT id, amount FROM __ref(\"clean\") WHERE amount < 3\n".to_owned(),
+        ),
+    ];
+    stb_test_support::project_dir(&files)
+}
+
+fn stb(dir: &std::path::Path, args: &[&str]) -> std::process::Output {
+    Command::cargo_bin("stb")
+        .expect("stb")
+        .args(args)
+        .arg("--project-dir")
+        .arg(dir)
+        .envs(stb_test_support::warehouse_env())
+        .env("STREAMBUILD_LIVE_STABILIZATION_SECONDS", "0")
+        .output()
+        .expect("runs")
+}
+
+#[test]
+fn sql_tests_compare_multisets_and_show_the_rows_that_differ() {
+    let db = TestDatabase::create("quality_tests");
+    let dir = project(&db.name);
+    let output = stb(dir.path(), &["test", "--json"]);
+    assert_eq!(output.status.code(), Some(1), "one test fails");
+    let json: Value = serde_json::from_slice(&output.stdout).expect("JSON");
+    assert_eq!(
+        (json["passed"].clone(), json["failed"].clone()),
+        (1.into(), 1.into())
+    );
+    let failed = json["results"]
+        .as_array()
+        .and_then(|r| r.iter().find(|t| t["name"] == "duplicates_count"))
+        .expect("the failing test");
+    assert_eq!(failed["status"], "failed");
+    assert_eq!(failed["differences"][0]["kind"], "missing");
+    assert_eq!(failed["differences"][0]["multiplicity"], 1);
+    assert_eq!(failed["differences"][0]["values"][0], "1");
+    let text = stb(dir.path(), &["test"]);
+    let stdout = String::from_utf8_lossy(&text.stdout);
+    assert!(stdout.contains("Results: 1 passed, 1 failed"), "{stdout}");
+    assert!(
+        stdout.contains("missing x1: (1, 5, 2026-11-01 00:00:00.000)"),
+        "{stdout}"
+    );
+    assert!(
+        dir.path()
+            .join("target/run/tests/duplicates_count.sql")
+            .exists()
+    );
+    // Selecting the model keeps its tests; an unknown model is an error.
+    let selected = stb(dir.path(), &["test", "--json", "--select", "+clean"]);
+    let json: Value = serde_json::from_slice(&selected.stdout).expect("JSON");
+    assert_eq!(json["results"].as_array().map(Vec::len), Some(2));
+    let unknown = stb(dir.path(), &["test", "--json", "--select", "nope"]);
+    let json: Value = serde_json::from_slice(&unknown.stdout).expect("JSON");
+    assert!(
+        json["error"]["code"]
+            .as_str()
+            .is_some_and(|c| c.starts_with("STB-SELECT")),
+        "{json}"
+    );
+}
+
+#[test]
+fn audits_wait_for_their_relations_then_fail_or_warn_by_severity() {
+    let db = TestDatabase::create("quality_audits");
+    execute(&format!(
+        "CREATE TABLE {}.payments_existing (id UInt64, amount Int64, ts DateTime64(3, 'UTC')) ENGINE = MergeTree ORDER BY id",
+        db.name
+    ));
+    let dir = project(&db.name);
+    let output = stb(dir.path(), &["audit", "--json"]);
+    assert!(output.status.success(), "nothing built yet: deferred");
+    let json: Value = serde_json::from_slice(&output.stdout).expect("JSON");
+    assert!(
+        json["results"]
+            .as_array()
+            .is_some_and(|r| r.iter().all(|a| a["status"] == "deferred")),
+        "{json}"
+    );
+    execute(&format!(
+        "INSERT INTO {}.payments_existing SELECT number, toInt64(number) - 7, now64(3, 'UTC') FROM numbers(20)",
+        db.name
+    ));
+    let build = stb(dir.path(), &["build", "--auto-approve", "--json"]);
+    assert!(
+        build.status.success(),
+        "{}",
+        String::from_utf8_lossy(&build.stderr)
+    );
+    let output = stb(dir.path(), &["audit", "--json"]);
+    assert_eq!(
+        output.status.code(),
+        Some(1),
+        "an error-severity audit failed"
+    );
+    let json: Value = serde_json::from_slice(&output.stdout).expect("JSON");
+    let by_name = |name: &str| {
+        json["results"]
+            .as_array()
+            .and_then(|r| r.iter().find(|a| a["name"] == name))
+            .cloned()
+            .expect("audit")
+    };
+    let negative = by_name("no_negative_amounts");
+    assert_eq!(
+        (negative["status"].clone(), negative["failing_rows"].clone()),
+        ("failed".into(), 7.into())
+    );
+    assert_eq!(
+        negative["sample"].as_array().map(Vec::len),
+        Some(5),
+        "a sample of five rows"
+    );
+    assert_eq!(by_name("small_amounts")["status"], "warning");
+    let text = stb(dir.path(), &["audit"]);
+    assert!(String::from_utf8_lossy(&text.stdout).contains("Result: FAIL (1 errors, 1 warnings)"));
+    // Selecting the model keeps both of its audits.
+    let selected = stb(dir.path(), &["audit", "--select", "clean"]);
+    assert_eq!(selected.status.code(), Some(1));
+    // With only the warning left, the run passes.
+    execute(&format!(
+        "ALTER TABLE {}.tbl__clean DELETE WHERE amount < 0 SETTINGS mutations_sync = 1",
+        db.name
+    ));
+    let output = stb(dir.path(), &["audit"]);
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(output.status.success(), "{stdout}");
+    assert!(
+        stdout.contains("Result: PASS (0 errors, 1 warnings)"),
+        "{stdout}"
+    );
+}
