@@ -93,6 +93,35 @@ pub fn reset_group(brokers: &Brokers, group: &str) -> GroupReset {
     }
 }
 
+/// A topic the broker knows, with its partition count.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Topic {
+    pub name: String,
+    pub partitions: usize,
+}
+
+/// Every topic on the brokers (internal ones, starting with `__`, left out), by name.
+///
+/// # Errors
+/// The broker could not be reached.
+pub fn list_topics(brokers: &Brokers) -> Result<Vec<Topic>, String> {
+    let consumer: BaseConsumer = brokers.config().create().map_err(|e| failure(&e))?;
+    let metadata = consumer
+        .fetch_metadata(None, REQUEST_TIMEOUT)
+        .map_err(|e| failure(&e))?;
+    let mut topics: Vec<Topic> = metadata
+        .topics()
+        .iter()
+        .filter(|t| t.error().is_none() && !t.name().starts_with("__"))
+        .map(|t| Topic {
+            name: t.name().to_owned(),
+            partitions: t.partitions().len(),
+        })
+        .collect();
+    topics.sort_by(|a, b| a.name.cmp(&b.name));
+    Ok(topics)
+}
+
 /// One partition of a topic as the broker and a consumer group see it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PartitionLag {

@@ -3,7 +3,7 @@
 
 use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer};
 use rdkafka::{ClientConfig, Offset, TopicPartitionList};
-use stb_kafka::{Brokers, GroupReset, reset_group, topic_lag};
+use stb_kafka::{Brokers, GroupReset, list_topics, reset_group, topic_lag};
 use stb_test_support::kafka::{Record, create_topic, produce};
 use stb_test_support::{stack, unique_name};
 
@@ -26,6 +26,11 @@ fn committed_offsets_show_as_lag_and_a_reset_deletes_them() {
         })
         .collect();
     produce(&brokers.list, &topic, &records);
+    let topics = list_topics(&brokers).expect("topics");
+    assert!(
+        topics.iter().any(|t| t.name == topic && t.partitions == 2),
+        "{topics:?}"
+    );
     let lag = topic_lag(&brokers, &topic, &group).expect("lag");
     assert_eq!(lag.len(), 2);
     assert!(
