@@ -205,3 +205,71 @@ pub fn write_manifest(
     )?;
     Ok(())
 }
+
+/// The result of one test or audit, as `_streambuild_node_results` keeps it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NodeResult<'a> {
+    /// `test` or `audit`.
+    pub kind: &'a str,
+    pub name: &'a str,
+    /// `passed`, `warning`, `failed`, `error` or `deferred`.
+    pub status: &'a str,
+    pub severity: Option<&'a str>,
+    pub failure_count: u64,
+    pub warmup_seconds: u64,
+    /// The SQL that ran, so a changed definition shows in the records.
+    pub definition: &'a str,
+    pub payload_json: String,
+    pub error_message: Option<&'a str>,
+}
+
+/// Appends test and audit results of `invocation_id`; `trigger` is `build` or `manual`.
+///
+/// # Errors
+/// The insert failed.
+pub fn write_node_results(
+    client: &Client,
+    database: &str,
+    invocation_id: &str,
+    target: &str,
+    trigger: &str,
+    results: &[NodeResult<'_>],
+) -> Result<(), WarehouseError> {
+    if results.is_empty() {
+        return Ok(());
+    }
+    let optional = |value: Option<&str>| value.map_or_else(|| "NULL".to_owned(), literal);
+    let rows: Vec<String> = results
+        .iter()
+        .map(|r| {
+            let definition = sql_hash(r.definition);
+            format!(
+                "({}, {}, {}, {}, {}, {}, {}, {}, {}, NULL, NULL, {}, {}, {}, {}, now64(3, 'UTC'), {}, {})",
+                literal(&uuid::Uuid::new_v4().to_string()),
+                literal(invocation_id),
+                literal(r.kind),
+                literal(r.name),
+                literal(&format!("{}:{}", r.kind, r.name)),
+                literal(&definition),
+                literal(&sql_hash(&format!("{definition}:{invocation_id}"))),
+                literal(target),
+                literal(trigger),
+                r.warmup_seconds,
+                literal(r.status),
+                optional(r.severity),
+                r.failure_count,
+                literal(&r.payload_json),
+                optional(r.error_message.map(|m| cut(m, MAX_ERROR_BYTES))),
+            )
+        })
+        .collect();
+    client.execute(
+        &format!(
+            "INSERT INTO {} (result_id, invocation_id, node_kind, node_name, binding_key, definition_fingerprint, execution_fingerprint, target_identity, trigger, scheduled_for, cadence_seconds, warmup_seconds, status, severity, failure_count, completed_at, payload_json, error_message) VALUES {}",
+            table(database, "_streambuild_node_results"),
+            rows.join(", ")
+        ),
+        None,
+    )?;
+    Ok(())
+}

@@ -10,26 +10,89 @@ pub(crate) use crate::quality::QualityArgs as AuditArgs;
 
 /// A compiled audit, as the manifest lists it.
 #[derive(Debug, serde::Deserialize)]
-struct AuditEntry {
-    name: String,
+pub(crate) struct AuditEntry {
+    pub(crate) name: String,
     file: String,
     path: String,
     severity: String,
     #[serde(default)]
-    models: Vec<String>,
+    pub(crate) models: Vec<String>,
+    #[serde(default)]
+    pub(crate) warmup_seconds: u64,
 }
 
 #[derive(Debug, serde::Serialize)]
-struct AuditResult {
+pub(crate) struct AuditResult {
     name: String,
     file: String,
     severity: String,
     /// `passed`, `failed` (error severity), `warning`, `deferred` or `error`.
-    status: &'static str,
+    pub(crate) status: &'static str,
     failing_rows: u64,
     /// Up to five failing rows, column name to value.
     sample: Vec<serde_json::Map<String, serde_json::Value>>,
     message: Option<String>,
+    #[serde(skip)]
+    warmup_seconds: u64,
+    #[serde(skip)]
+    sql: String,
+}
+
+impl AuditResult {
+    pub(crate) fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// An audit that could not run at all.
+    pub(crate) fn unrun(name: &str, severity: &str, message: String) -> Self {
+        Self {
+            name: name.to_owned(),
+            file: String::new(),
+            severity: severity.to_owned(),
+            status: "error",
+            failing_rows: 0,
+            sample: Vec::new(),
+            message: Some(message),
+            warmup_seconds: 0,
+            sql: String::new(),
+        }
+    }
+
+    /// An audit that runs later.
+    pub(crate) fn deferred(audit: &AuditEntry, why: &str) -> Self {
+        Self {
+            name: audit.name.clone(),
+            file: audit.file.clone(),
+            severity: audit.severity.clone(),
+            status: "deferred",
+            failing_rows: 0,
+            sample: Vec::new(),
+            message: Some(why.to_owned()),
+            warmup_seconds: audit.warmup_seconds,
+            sql: String::new(),
+        }
+    }
+
+    /// A failure that fails the run: error severity with failing rows, or an audit the
+    /// warehouse could not run.
+    pub(crate) fn is_error(&self) -> bool {
+        self.status == "failed" || self.status == "error"
+    }
+
+    /// The row `_streambuild_node_results` keeps.
+    pub(crate) fn node_result(&self) -> stb_build::records::NodeResult<'_> {
+        stb_build::records::NodeResult {
+            kind: "audit",
+            name: &self.name,
+            status: self.status,
+            severity: Some(&self.severity),
+            failure_count: self.failing_rows,
+            warmup_seconds: self.warmup_seconds,
+            definition: &self.sql,
+            payload_json: serde_json::json!({"file": self.file, "sample": self.sample, "message": self.message}).to_string(),
+            error_message: self.message.as_deref().filter(|_| self.status == "error"),
+        }
+    }
 }
 
 const SAMPLE_ROWS: usize = 5;
@@ -78,16 +141,47 @@ fn run_audits(
         "audit",
     )?;
     let (client, database) = args.connection.connect(project)?;
+    let chosen: Vec<&AuditEntry> = audits
+        .iter()
+        .filter(|a| {
+            selected
+                .as_ref()
+                .is_none_or(|models| a.models.iter().any(|m| models.contains(m)))
+        })
+        .collect();
+    let (results, executed) = run_set(&client, &database, compiled, &chosen)?;
+    crate::quality::write_run(&project.root, "audits", &executed)?;
+    let errors = results.iter().filter(|r| r.is_error()).count();
+    crate::quality::record_run(
+        &client,
+        &database,
+        project,
+        "audit",
+        errors == 0,
+        &results
+            .iter()
+            .map(AuditResult::node_result)
+            .collect::<Vec<_>>(),
+    );
+    Ok(results)
+}
+
+/// Statements that ran: file name and SQL, for `target/run/`.
+pub(crate) type Executed = Vec<(String, String)>;
+
+/// Runs `audits` against `database`; their results and the counting statements.
+pub(crate) fn run_set(
+    client: &stb_warehouse::Client,
+    database: &str,
+    compiled: &stb_compile::Compiled,
+    audits: &[&AuditEntry],
+) -> Result<(Vec<AuditResult>, Executed), Failure> {
     let catalog = client
-        .load_catalog(&database)
+        .load_catalog(database)
         .map_err(|e| Failure::from(&e))?;
     let mut results = Vec::new();
     let mut executed = Vec::new();
-    for audit in audits.iter().filter(|a| {
-        selected
-            .as_ref()
-            .is_none_or(|models| a.models.iter().any(|m| models.contains(m)))
-    }) {
+    for audit in audits {
         let mut result = AuditResult {
             name: audit.name.clone(),
             file: audit.file.clone(),
@@ -96,6 +190,8 @@ fn run_audits(
             failing_rows: 0,
             sample: Vec::new(),
             message: None,
+            warmup_seconds: audit.warmup_seconds,
+            sql: String::new(),
         };
         let missing: Vec<&str> = audit
             .models
@@ -175,15 +271,11 @@ fn run_audits(
         }
         results.push(result);
     }
-    crate::quality::write_run(&project.root, "audits", &executed)?;
-    Ok(results)
+    Ok((results, executed))
 }
 
 fn print(json: bool, results: &[AuditResult]) -> ExitCode {
-    let errors = results
-        .iter()
-        .filter(|r| r.status == "failed" || r.status == "error")
-        .count();
+    let errors = results.iter().filter(|r| r.is_error()).count();
     let warnings = results.iter().filter(|r| r.status == "warning").count();
     let verdict = if errors == 0 { "PASS" } else { "FAIL" };
     if json {
@@ -194,29 +286,9 @@ fn print(json: bool, results: &[AuditResult]) -> ExitCode {
             "warnings": warnings,
         }));
     } else {
-        let mut out = std::io::stdout().lock();
-        for result in results {
-            let _ = write!(
-                out,
-                "{}  {}  ({}, {})",
-                result.status.to_ascii_uppercase(),
-                result.name,
-                result.severity,
-                result.file
-            );
-            if result.failing_rows > 0 {
-                let _ = write!(out, "  {} failing rows", result.failing_rows);
-            }
-            let _ = writeln!(out);
-            if let Some(message) = &result.message {
-                let _ = writeln!(out, "    {message}");
-            }
-            for row in &result.sample {
-                let _ = writeln!(out, "    {}", serde_json::Value::Object(row.clone()));
-            }
-        }
+        print_lines(results);
         let _ = writeln!(
-            out,
+            std::io::stdout().lock(),
             "Result: {verdict} ({errors} errors, {warnings} warnings)"
         );
     }
@@ -224,5 +296,30 @@ fn print(json: bool, results: &[AuditResult]) -> ExitCode {
         ExitCode::SUCCESS
     } else {
         ExitCode::from(1)
+    }
+}
+
+/// One line per audit, its message and its sample rows.
+pub(crate) fn print_lines(results: &[AuditResult]) {
+    let mut out = std::io::stdout().lock();
+    for result in results {
+        let _ = write!(
+            out,
+            "{}  {}  ({}, {})",
+            result.status.to_ascii_uppercase(),
+            result.name,
+            result.severity,
+            result.file
+        );
+        if result.failing_rows > 0 {
+            let _ = write!(out, "  {} failing rows", result.failing_rows);
+        }
+        let _ = writeln!(out);
+        if let Some(message) = &result.message {
+            let _ = writeln!(out, "    {message}");
+        }
+        for row in &result.sample {
+            let _ = writeln!(out, "    {}", serde_json::Value::Object(row.clone()));
+        }
     }
 }

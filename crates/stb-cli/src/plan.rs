@@ -191,6 +191,18 @@ pub(crate) struct Prepared {
     pub(crate) models: Vec<stb_plan::direct::PlanModel>,
 }
 
+impl Prepared {
+    /// The models the build rebuilds, in plan order.
+    pub(crate) fn executed_models(&self) -> Vec<&str> {
+        self.output
+            .plan
+            .entries
+            .iter()
+            .map(|e| e.model.as_str())
+            .collect()
+    }
+}
+
 /// Compiles nothing, reads the warehouse, plans and assembles the workflow.
 pub(crate) fn prepare(
     project: &stb_project::Project,

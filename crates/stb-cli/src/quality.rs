@@ -94,3 +94,60 @@ pub(crate) fn write_run(
         .collect();
     crate::run_artifacts::publish(root, what, &files)
 }
+
+/// Records a `stb test` / `stb audit` run: the lifecycle tables, an invocation row and one
+/// node result per test or audit. Best effort: a run whose records cannot be written still
+/// reports its results, with a warning.
+pub(crate) fn record_run(
+    client: &stb_warehouse::Client,
+    database: &str,
+    project: &stb_project::Project,
+    command: &str,
+    passed: bool,
+    results: &[stb_build::records::NodeResult<'_>],
+) {
+    let invocation_id = uuid::Uuid::new_v4().to_string();
+    let started_at_ms = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis());
+    let recorded = stb_warehouse::metadata::migrate(client, database)
+        .and_then(|()| {
+            stb_build::records::write_node_results(
+                client,
+                database,
+                &invocation_id,
+                &project.target,
+                "manual",
+                results,
+            )
+        })
+        .and_then(|()| {
+            stb_build::records::write_invocation(
+                client,
+                database,
+                &stb_build::records::Invocation {
+                    invocation_id: &invocation_id,
+                    project_identity: &project.name,
+                    target_identity: &project.target,
+                    command,
+                    mode: None,
+                    outcome: if passed { "succeeded" } else { "failed" },
+                    exit_code: i32::from(!passed),
+                    materialized_outcome: None,
+                    workflow_id: None,
+                    selected_node_count: results.len(),
+                    started_at_ms,
+                    duration_ms: 0,
+                    error_message: None,
+                    summary_json: &serde_json::json!({"results": results.len()}).to_string(),
+                },
+            )
+        });
+    if let Err(error) = recorded {
+        use std::io::Write;
+        let _ = writeln!(
+            std::io::stderr().lock(),
+            "warning: the {command} results were not recorded: {error}"
+        );
+    }
+}

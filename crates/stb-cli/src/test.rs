@@ -37,6 +37,24 @@ struct TestResult {
     status: &'static str,
     differences: Vec<DiffRow>,
     error: Option<String>,
+    #[serde(skip)]
+    sql: String,
+}
+
+impl TestResult {
+    fn node_result(&self) -> stb_build::records::NodeResult<'_> {
+        stb_build::records::NodeResult {
+            kind: "test",
+            name: &self.name,
+            status: self.status,
+            severity: None,
+            failure_count: self.differences.iter().map(|d| d.multiplicity.unsigned_abs()).sum(),
+            warmup_seconds: 0,
+            definition: &self.sql,
+            payload_json: serde_json::json!({"file": self.file, "mode": self.mode, "differences": self.differences}).to_string(),
+            error_message: self.error.as_deref(),
+        }
+    }
 }
 
 const CODE_FAILED: &str = "STB-TEST-001";
@@ -64,7 +82,7 @@ fn run_tests(
         stb_graph::parse_test_selector,
         "test",
     )?;
-    let (client, _) = args.connection.connect(project)?;
+    let (client, database) = args.connection.connect(project)?;
     let mut results = Vec::new();
     let mut executed = Vec::new();
     for test in tests.iter().filter(|t| {
@@ -109,6 +127,7 @@ fn run_tests(
                     },
                     differences,
                     error: None,
+                    sql: sql.clone(),
                 }
             }
             Err(error) => TestResult {
@@ -118,11 +137,23 @@ fn run_tests(
                 status: "error",
                 differences: Vec::new(),
                 error: Some(error.to_string()),
+                sql: sql.clone(),
             },
         };
         results.push(result);
     }
     crate::quality::write_run(&project.root, "tests", &executed)?;
+    crate::quality::record_run(
+        &client,
+        &database,
+        project,
+        "test",
+        results.iter().all(|r| r.status == "passed"),
+        &results
+            .iter()
+            .map(TestResult::node_result)
+            .collect::<Vec<_>>(),
+    );
     Ok(results)
 }
 

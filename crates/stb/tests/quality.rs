@@ -109,11 +109,36 @@ fn audits_wait_for_their_relations_then_fail_or_warn_by_severity() {
         "INSERT INTO {}.payments_existing SELECT number, toInt64(number) - 7, now64(3, 'UTC') FROM numbers(20)",
         db.name
     ));
+    // The build runs the audits of what it rebuilt: the error-severity one fails the
+    // build (exit 1) without undoing it.
     let build = stb(dir.path(), &["build", "--auto-approve", "--json"]);
-    assert!(
-        build.status.success(),
+    assert_eq!(
+        build.status.code(),
+        Some(1),
         "{}",
         String::from_utf8_lossy(&build.stderr)
+    );
+    assert!(String::from_utf8_lossy(&build.stderr).contains("STB-BUILD-004"));
+    let result: Value = serde_json::from_slice(&build.stdout).expect("JSON");
+    assert_eq!(
+        result["status"], "succeeded",
+        "the workflow itself succeeded"
+    );
+    assert_eq!(
+        (
+            result["audits"]["errors"].clone(),
+            result["audits"]["warnings"].clone()
+        ),
+        (1.into(), 1.into())
+    );
+    assert_eq!(
+        execute(&format!(
+            "SELECT count() FROM {}.tbl__clean FORMAT TSV",
+            db.name
+        ))
+        .trim(),
+        "20",
+        "the rebuilt table stays"
     );
     let output = stb(dir.path(), &["audit", "--json"]);
     assert_eq!(
@@ -156,5 +181,19 @@ fn audits_wait_for_their_relations_then_fail_or_warn_by_severity() {
     assert!(
         stdout.contains("Result: PASS (0 errors, 1 warnings)"),
         "{stdout}"
+    );
+    // Every result is recorded with its run: the build's and the manual ones.
+    let recorded = execute(&format!(
+        "SELECT trigger, status, count() FROM {}._streambuild_node_results WHERE node_name = 'no_negative_amounts' GROUP BY trigger, status ORDER BY trigger, status FORMAT TSV",
+        db.name
+    ));
+    assert_eq!(
+        recorded.lines().collect::<Vec<_>>(),
+        [
+            "build\tfailed\t1",
+            "manual\tdeferred\t1",
+            "manual\tfailed\t3",
+            "manual\tpassed\t1"
+        ]
     );
 }

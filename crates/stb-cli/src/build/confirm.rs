@@ -13,13 +13,7 @@ pub(super) fn confirm(
     project: &stb_project::Project,
     prepared: &Prepared,
 ) -> Result<bool, Failure> {
-    let executing: Vec<&str> = prepared
-        .output
-        .plan
-        .entries
-        .iter()
-        .map(|e| e.model.as_str())
-        .collect();
+    let executing = prepared.executed_models();
     let protected: Vec<(&str, &stb_project::pipelines::Protection)> = project
         .pipelines
         .iter()

@@ -55,6 +55,7 @@ pub(crate) struct BuildArgs {
 const CODE_APPROVAL: &str = "STB-BUILD-001";
 const CODE_CONFIRMATION: &str = "STB-BUILD-002";
 const CODE_FAILED: &str = "STB-BUILD-003";
+const CODE_AUDIT: &str = "STB-BUILD-004";
 /// Exit code of an interrupted build (128 + SIGINT).
 const EXIT_INTERRUPTED: u8 = 130;
 
@@ -238,16 +239,75 @@ pub(crate) fn run(args: &BuildArgs) -> ExitCode {
             ));
             fail(&failure, args.json)
         }
-        Ok((workflow_id, execution)) => finish(
-            args,
-            &project,
-            &prepared,
-            &recorder,
-            &observer,
-            &workflow_id,
-            &execution,
-        ),
+        Ok((workflow_id, execution)) => {
+            let audits = if execution.status == Status::Succeeded {
+                build_audits(&compiled, &prepared)
+            } else {
+                Vec::new()
+            };
+            let ran = Ran {
+                workflow_id,
+                execution,
+                audits,
+            };
+            finish(args, &project, &prepared, &recorder, &observer, &ran)
+        }
     }
+}
+
+/// What ran: the workflow, and the audits after it.
+struct Ran {
+    workflow_id: String,
+    execution: Execution,
+    audits: Vec<crate::audit::AuditResult>,
+}
+
+/// The audit phase: audits that read a rebuilt model, run once the workflow succeeded
+/// (audits with a warm-up are deferred). A warehouse error in one audit is recorded and
+/// the others still run; nothing is undone when they fail.
+fn build_audits(
+    compiled: &stb_compile::Compiled,
+    prepared: &Prepared,
+) -> Vec<crate::audit::AuditResult> {
+    let audits: Vec<crate::audit::AuditEntry> =
+        match crate::quality::manifest_section(compiled, "audits") {
+            Ok(audits) => audits,
+            Err(failure) => {
+                return vec![crate::audit::AuditResult::unrun(
+                    "build_audits",
+                    "error",
+                    failure.message,
+                )];
+            }
+        };
+    let executed = prepared.executed_models();
+    let chosen: Vec<&crate::audit::AuditEntry> = audits
+        .iter()
+        .filter(|a| a.models.iter().any(|m| executed.contains(&m.as_str())))
+        .collect();
+    let (now, later): (
+        Vec<&crate::audit::AuditEntry>,
+        Vec<&crate::audit::AuditEntry>,
+    ) = chosen.into_iter().partition(|a| a.warmup_seconds == 0);
+    let mut results = match crate::audit::run_set(
+        &prepared.client,
+        &prepared.workflow.database,
+        compiled,
+        &now,
+    ) {
+        Ok((results, _)) => results,
+        Err(failure) => vec![crate::audit::AuditResult::unrun(
+            "build_audits",
+            "error",
+            failure.message,
+        )],
+    };
+    results.extend(
+        later.iter().map(|a| {
+            crate::audit::AuditResult::deferred(a, "waits for its warm-up after the build")
+        }),
+    );
+    results
 }
 
 /// Takes the lock, records the statements, runs them, gives the lock back.
@@ -294,9 +354,9 @@ fn finish(
     prepared: &Prepared,
     recorder: &Recorder<'_>,
     observer: &BuildObserver,
-    workflow_id: &str,
-    execution: &Execution,
+    ran: &Ran,
 ) -> ExitCode {
+    let (workflow_id, execution) = (ran.workflow_id.as_str(), &ran.execution);
     let workflow = &prepared.workflow;
     let replayed: Vec<&str> = execution.replays.iter().map(|(m, _)| m.as_str()).collect();
     // Success: every entry; otherwise only models whose replay finished.
@@ -328,32 +388,57 @@ fn finish(
     {
         notes.push(failure.message);
     }
-    let summary = summary(prepared, execution);
+    let audit_errors: Vec<&str> = ran
+        .audits
+        .iter()
+        .filter(|a| a.is_error())
+        .map(|a| a.name())
+        .collect();
+    if let Err(error) = stb_build::records::write_node_results(
+        &prepared.client,
+        &workflow.database,
+        recorder.invocation_id(),
+        &project.target,
+        "build",
+        &ran.audits
+            .iter()
+            .map(crate::audit::AuditResult::node_result)
+            .collect::<Vec<_>>(),
+    ) {
+        notes.push(format!("audit results were not recorded: {error}"));
+    }
+    let summary = summary(prepared, execution, &ran.audits);
+    let audit_message = (!audit_errors.is_empty())
+        .then(|| format!("build audits failed: {}", audit_errors.join(", ")));
     let (outcome, exit) = match execution.status {
-        Status::Succeeded => ("succeeded", 0),
-        Status::Failed => ("failed", 1),
+        Status::Succeeded if audit_errors.is_empty() => ("succeeded", 0),
+        Status::Succeeded | Status::Failed => ("failed", 1),
         Status::Cancelled => ("cancelled", i32::from(EXIT_INTERRUPTED)),
     };
+    let error_message = execution
+        .error_message
+        .as_deref()
+        .or(audit_message.as_deref());
     let materialized = if execution.status == Status::Succeeded {
         "applied"
     } else {
         "failed"
     };
-    observer.completed(outcome, exit, execution.error_message.as_deref());
+    observer.completed(outcome, exit, error_message);
     let summary_text = summary.to_string();
     recorder.finish(&Ending {
         outcome,
         exit_code: exit,
         materialized: Some(materialized),
         workflow_id: Some(workflow_id),
-        error: execution.error_message.as_deref(),
+        error: error_message,
         selected: prepared.output.plan.entries.len(),
         summary: &summary_text,
     });
     if args.json {
         print_json(&summary);
     } else if !args.events {
-        print_result(prepared, execution, &notes);
+        print_result(prepared, execution, &ran.audits, &notes);
     }
     if !notes.is_empty() && args.json {
         for note in &notes {
@@ -368,10 +453,16 @@ fn finish(
             execution.error_message.as_deref().unwrap_or("")
         );
     }
-    match execution.status {
-        Status::Succeeded => ExitCode::SUCCESS,
-        Status::Failed => ExitCode::from(1),
-        Status::Cancelled => ExitCode::from(EXIT_INTERRUPTED),
+    if let Some(message) = &audit_message {
+        let _ = writeln!(
+            std::io::stderr().lock(),
+            "error[{CODE_AUDIT}]: {message}\n  hint: the build itself is applied; fix the data or the model and rebuild, or see `stb audit`"
+        );
+    }
+    match u8::try_from(exit) {
+        Ok(0) => ExitCode::SUCCESS,
+        Ok(code) => ExitCode::from(code),
+        Err(_) => ExitCode::from(1),
     }
 }
 

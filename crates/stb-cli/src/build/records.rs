@@ -169,6 +169,10 @@ impl<'a> Ending<'a> {
 }
 
 impl Recorder<'_> {
+    pub(super) fn invocation_id(&self) -> &str {
+        &self.run.invocation_id
+    }
+
     pub(super) fn finish(&self, ending: &Ending<'_>) {
         let Ending {
             outcome,

@@ -6,7 +6,11 @@ use stb_build::execute::{Execution, Status};
 
 use crate::plan::Prepared;
 
-pub(super) fn summary(prepared: &Prepared, execution: &Execution) -> serde_json::Value {
+pub(super) fn summary(
+    prepared: &Prepared,
+    execution: &Execution,
+    audits: &[crate::audit::AuditResult],
+) -> serde_json::Value {
     let plan = &prepared.output.plan;
     serde_json::json!({
         "mode": "direct",
@@ -25,10 +29,20 @@ pub(super) fn summary(prepared: &Prepared, execution: &Execution) -> serde_json:
         "failed_step": execution.failed_step,
         "error_message": execution.error_message,
         "warnings": execution.warnings,
+        "audits": {
+            "results": audits,
+            "errors": audits.iter().filter(|a| a.is_error()).count(),
+            "warnings": audits.iter().filter(|a| a.status == "warning").count(),
+        },
     })
 }
 
-pub(super) fn print_result(prepared: &Prepared, execution: &Execution, notes: &[String]) {
+pub(super) fn print_result(
+    prepared: &Prepared,
+    execution: &Execution,
+    audits: &[crate::audit::AuditResult],
+    notes: &[String],
+) {
     let mut out = std::io::stdout().lock();
     let plan = &prepared.output.plan;
     match execution.status {
@@ -76,6 +90,12 @@ pub(super) fn print_result(prepared: &Prepared, execution: &Execution, notes: &[
             let rows = rows.map_or_else(|| "unavailable".to_owned(), |r| r.to_string());
             let _ = writeln!(out, "  {model}  warehouse-written rows: {rows}");
         }
+    }
+    if !audits.is_empty() {
+        let _ = writeln!(out, "\nAudits");
+        drop(out);
+        crate::audit::print_lines(audits);
+        out = std::io::stdout().lock();
     }
     if let Some(step) = &execution.failed_step {
         let _ = writeln!(
