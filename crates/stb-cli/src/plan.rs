@@ -43,6 +43,27 @@ pub(crate) struct ScopeArgs {
     pub(crate) include_missing_upstream: bool,
 }
 
+impl ScopeArgs {
+    /// Refuses flag combinations that cannot mean anything; the parsed start time.
+    pub(crate) fn check(&self) -> Result<Option<StartTime>, Failure> {
+        validate(
+            &ScopeFlags {
+                select: self.select.clone(),
+                start_time: self.start_time.clone(),
+                changed: self.changed,
+                include_missing_upstream: self.include_missing_upstream,
+                ..ScopeFlags::default()
+            },
+            stb_plan::options::Mode::Direct,
+        )
+        .map_err(|e| Failure {
+            code: FLAG_CODE,
+            message: e.message,
+            hint: e.hint.to_owned(),
+        })
+    }
+}
+
 /// Seconds the new views run before boundaries are captured (default 5).
 const STABILIZATION_ENV: &str = "STREAMBUILD_LIVE_STABILIZATION_SECONDS";
 
@@ -210,21 +231,7 @@ pub(crate) fn prepare(
     connection: &ConnectionArgs,
     scope: &ScopeArgs,
 ) -> Result<Prepared, Failure> {
-    let start_time = validate(
-        &ScopeFlags {
-            select: scope.select.clone(),
-            start_time: scope.start_time.clone(),
-            changed: scope.changed,
-            include_missing_upstream: scope.include_missing_upstream,
-            ..ScopeFlags::default()
-        },
-        stb_plan::options::Mode::Direct,
-    )
-    .map_err(|e| Failure {
-        code: FLAG_CODE,
-        message: e.message,
-        hint: e.hint.to_owned(),
-    })?;
+    let start_time = scope.check()?;
     let graph = model_graph(&compiled.plan_models);
     let diagnostic = |d: stb_diagnostics::Diagnostic| Failure {
         code: d.code,

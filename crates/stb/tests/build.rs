@@ -301,7 +301,14 @@ fn a_bounded_start_time_keeps_the_inclusive_frontier() {
         result["boundaries"][0]["ranges"],
         serde_json::json!([{"partition": 0, "lower": 2, "upper": 4}])
     );
-    // A start time without a selection is refused before anything runs.
+    // A start time without a selection is refused before anything runs or is recorded.
+    let manifests = || {
+        execute(&format!(
+            "SELECT count() FROM {}._streambuild_manifests FORMAT TSV",
+            db.name
+        ))
+    };
+    let before = manifests();
     let output = stb(
         dir.path(),
         &[
@@ -316,6 +323,7 @@ fn a_bounded_start_time_keeps_the_inclusive_frontier() {
     assert!(!output.status.success());
     let json: Value = serde_json::from_slice(&output.stdout).expect("JSON");
     assert_eq!(json["error"]["code"], "STB-PLAN-001", "{json}");
+    assert_eq!(manifests(), before);
 }
 
 fn scalar_model(mode: &str, filter: &str) -> (String, String) {

@@ -89,6 +89,10 @@ pub(crate) fn run(args: &BuildArgs) -> ExitCode {
             args.json,
         );
     }
+    // Flags that cannot mean anything are refused before anything is read or written.
+    if let Err(failure) = args.scope.check() {
+        return fail(&failure, args.json);
+    }
     let (_, project) = match args.project.discover(args.json) {
         Ok(found) => found,
         Err(code) => return code,
