@@ -122,6 +122,42 @@ pub(crate) struct Draft {
     pub location: Location,
 }
 
+/// The generic audits every project has, as files under `audits/generic/` would define
+/// them; a project file with the same name replaces one.
+const BUILTIN_GENERIC_AUDITS: &[(&str, &str)] = &[
+    (
+        "not_null",
+        "AUDIT ();\n-- Rows whose column is NULL.\nSELECT * FROM __ref(\"@model\") WHERE @column IS NULL\n",
+    ),
+    (
+        "accepted_values",
+        "AUDIT ();\n-- Values outside the accepted list, with how often each occurs.\nSELECT @column AS value, count() AS rows FROM __ref(\"@model\") WHERE @column NOT IN (@'values') GROUP BY @column\n",
+    ),
+    (
+        "expression_is_true",
+        "AUDIT ();\n-- Rows for which the expression does not hold.\nSELECT * FROM __ref(\"@model\") WHERE NOT (@expression)\n",
+    ),
+];
+
+/// The project's generic audit files plus the built-in ones it does not redefine.
+fn with_builtins(files: &[(String, String)]) -> Vec<(String, String)> {
+    let defined = |name: &str| {
+        files.iter().any(|(file, _)| {
+            std::path::Path::new(file)
+                .file_stem()
+                .is_some_and(|stem| stem == name)
+        })
+    };
+    let mut all = files.to_vec();
+    all.extend(
+        BUILTIN_GENERIC_AUDITS
+            .iter()
+            .filter(|(name, _)| !defined(name))
+            .map(|(name, text)| (format!("<built-in>/{name}.sql"), (*text).to_owned())),
+    );
+    all
+}
+
 /// One audit, compiled.
 #[derive(Debug, Clone)]
 pub(crate) struct CompiledAudit {
@@ -328,7 +364,7 @@ pub(crate) fn compile(
             Err(problem) => diagnostics.push(problem),
         }
     }
-    let definitions = definitions(&project.generic_audit_files, diagnostics);
+    let definitions = definitions(&with_builtins(&project.generic_audit_files), diagnostics);
     drafts.extend(instances(analysed, &definitions, diagnostics));
     let models: BTreeSet<&str> = analysed.iter().map(|a| a.model.name.as_str()).collect();
     let defaults = ModelDefaults::of(project);

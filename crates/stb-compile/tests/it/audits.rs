@@ -228,7 +228,7 @@ fn audit_mistakes_are_refused_with_a_location() {
                 orders_with("audits [unique],"),
             )],
             "pipelines/pl__orders/staging/orders_clean.sql:3:11",
-            "unknown generic audit 'unique'. Available: none",
+            "unknown generic audit 'unique'. Available: accepted_values, expression_is_true, not_null",
         ),
         (
             vec![(
@@ -246,4 +246,47 @@ fn audit_mistakes_are_refused_with_a_location() {
         assert!(message.contains(expected_message), "{message}");
         assert_eq!(location, expected_location, "{message}");
     }
+}
+
+#[test]
+fn built_in_generic_audits_need_no_definition_and_a_project_file_replaces_one() {
+    let model = ORDERS_WITH_AUDITS.replace(
+        "audits [accepted_values (column customer_id, values [\"7\", \"8\"])],",
+        "audits [expression_is_true (expression \"customer_id > 0\"), accepted_values (column order_id, values [\"new\", \"it's done\"])],",
+    );
+    let (_, files) = manifest_audits(&[("pipelines/pl__orders/staging/orders_clean.sql", &model)]);
+    let audit = |needle: &str| {
+        files
+            .iter()
+            .filter(|(path, _)| path.starts_with("compiled/audits/") && path.contains(needle))
+            .map(|(_, sql)| sql.clone())
+            .collect::<Vec<_>>()
+            .join("\n")
+    };
+    assert!(
+        audit("not_null").contains("WHERE order_id IS NULL"),
+        "{files:?}"
+    );
+    assert!(
+        audit("expression_is_true").contains("WHERE NOT (customer_id > 0)"),
+        "{files:?}"
+    );
+    assert!(
+        audit("accepted_values").contains("NOT IN ('new', 'it\\'s done')"),
+        "{files:?}"
+    );
+    // A project's own definition replaces the built-in one.
+    let (_, files) = manifest_audits(&[
+        ("pipelines/pl__orders/staging/orders_clean.sql", &model),
+        (
+            "audits/generic/not_null.sql",
+            "AUDIT ();\nSELECT * FROM __ref(\"@model\") WHERE isNull(@column) -- ours\n",
+        ),
+    ]);
+    let not_null: Vec<&String> = files
+        .iter()
+        .filter(|(path, _)| path.starts_with("compiled/audits/") && path.contains("not_null"))
+        .map(|(_, sql)| sql)
+        .collect();
+    assert!(!not_null.is_empty() && not_null.iter().all(|sql| sql.contains("-- ours")));
 }

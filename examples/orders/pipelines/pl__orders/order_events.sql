@@ -2,9 +2,10 @@ MODEL (
   description "Every order event, parsed once from the landing table",
   order_by ["order_id", "_replay_partition", "_replay_offset"],
   columns (
-    event_id (description "Unique per event"),
-    kind (description "created, paid or shipped"),
+    event_id (description "Unique per event", audits [not_null]),
+    kind (description "created, paid or shipped", audits [accepted_values (values ["created", "paid", "shipped"])]),
   ),
+  audits [expression_is_true (expression "amount_cents > 0", severity warning)],
 );
 
 SELECT
