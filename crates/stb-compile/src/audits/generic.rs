@@ -29,33 +29,93 @@ fn is_ident_char(c: char) -> bool {
     c.is_ascii_alphanumeric() || c == '_'
 }
 
-/// `@name` and `@'name'` placeholders anywhere in the text (strings and comments too, so
-/// `__ref("@model")` works). An `@` right after a word character is text (`owner@x`).
-pub(crate) fn params(text: &str) -> Vec<Param> {
-    let mut found: Vec<Param> = Vec::new();
-    for (at, _) in text.match_indices('@') {
-        if text[..at].chars().next_back().is_some_and(is_ident_char) {
-            continue;
-        }
-        let rest = &text[at + 1..];
-        let (name, quoted) = if let Some(inner) = rest.strip_prefix('\'') {
-            let Some(close) = inner.find('\'') else {
+/// One `@name` or `@'name'` in a definition, by byte span.
+struct Placeholder {
+    start: usize,
+    end: usize,
+    param: Param,
+}
+
+fn parameter_name(name: &str) -> bool {
+    stb_project::is_identifier(name) && !name.starts_with(|c: char| c.is_ascii_digit())
+}
+
+/// Every placeholder of a definition, found with the SQL lexer: in the query's code and in
+/// the model argument of `__ref(...)`, never in other string literals or in comments (the
+/// reference replaced text inside strings). An `@` right after a word character is text
+/// (`owner@x`).
+fn placeholders(text: &str) -> Vec<Placeholder> {
+    use stb_sql::lexer::Kind;
+    let Ok(tokens) = stb_sql::lexer::lex(text) else {
+        return Vec::new();
+    };
+    let significant: Vec<usize> = (0..tokens.len())
+        .filter(|&i| !matches!(tokens[i].kind, Kind::Space | Kind::Comment))
+        .collect();
+    let mut found = Vec::new();
+    for (position, &index) in significant.iter().enumerate() {
+        let token = &tokens[index];
+        let previous = |back: usize| position.checked_sub(back).map(|p| &tokens[significant[p]]);
+        if token.kind == Kind::Punct && token.text == "@" {
+            if text[..token.start]
+                .chars()
+                .next_back()
+                .is_some_and(is_ident_char)
+            {
+                continue;
+            }
+            let Some(next) = tokens.get(index + 1).filter(|n| n.start == token.end) else {
                 continue;
             };
-            (&inner[..close], true)
-        } else {
-            let end = rest.find(|c: char| !is_ident_char(c)).unwrap_or(rest.len());
-            (&rest[..end], false)
-        };
-        if !stb_project::is_identifier(name) || name.starts_with(|c: char| c.is_ascii_digit()) {
-            continue;
+            let (name, quoted) = match next.kind {
+                Kind::Word => (next.text, false),
+                Kind::String => (next.text.trim_matches('\''), true),
+                _ => continue,
+            };
+            if parameter_name(name) {
+                found.push(Placeholder {
+                    start: token.start,
+                    end: next.end,
+                    param: Param {
+                        name: name.to_owned(),
+                        quoted,
+                    },
+                });
+            }
+        } else if matches!(token.kind, Kind::String | Kind::QuotedIdent)
+            && previous(1).is_some_and(|p| p.text == "(")
+            && previous(2).is_some_and(|p| p.is_keyword("__ref"))
+        {
+            // `__ref("@model")`: the model argument is the one string that takes a value.
+            for (at, _) in token.text.match_indices('@') {
+                let rest = &token.text[at + 1..];
+                let end = rest.find(|c: char| !is_ident_char(c)).unwrap_or(rest.len());
+                let preceded = token.text[..at]
+                    .chars()
+                    .next_back()
+                    .is_some_and(is_ident_char);
+                if !preceded && parameter_name(&rest[..end]) {
+                    found.push(Placeholder {
+                        start: token.start + at,
+                        end: token.start + at + 1 + end,
+                        param: Param {
+                            name: rest[..end].to_owned(),
+                            quoted: false,
+                        },
+                    });
+                }
+            }
         }
-        let param = Param {
-            name: name.to_owned(),
-            quoted,
-        };
-        if !found.contains(&param) {
-            found.push(param);
+    }
+    found
+}
+
+/// The parameters a definition uses, in order of first appearance.
+pub(crate) fn params(text: &str) -> Vec<Param> {
+    let mut found: Vec<Param> = Vec::new();
+    for placeholder in placeholders(text) {
+        if !found.contains(&placeholder.param) {
+            found.push(placeholder.param);
         }
     }
     found
@@ -184,44 +244,24 @@ fn render_value(param: &Param, value: &HeaderValue) -> Result<String, String> {
     })
 }
 
-/// Replaces `@name` where no word character follows, so `@col` leaves `@column` alone.
-fn replace_raw(text: &str, name: &str, with: &str) -> String {
-    let needle = format!("@{name}");
-    let mut out = String::with_capacity(text.len());
-    let mut last = 0;
-    for (at, _) in text.match_indices(&needle) {
-        let after = &text[at + needle.len()..];
-        let preceded = text[..at].chars().next_back().is_some_and(is_ident_char);
-        if preceded || after.starts_with(is_ident_char) || at < last {
-            continue;
-        }
-        out.push_str(&text[last..at]);
-        out.push_str(with);
-        last = at + needle.len();
-    }
-    out.push_str(&text[last..]);
-    out
-}
-
-/// Renders a definition with its arguments: quoted parameters first, then raw ones.
+/// Renders a definition with its arguments; placeholders without an argument stay as
+/// written (the caller reports missing arguments).
 pub(crate) fn render(
     definition: &Definition,
     args: &BTreeMap<String, HeaderValue>,
 ) -> Result<String, String> {
-    let mut query = definition.query.clone();
-    for quoted in [true, false] {
-        for param in definition.params.iter().filter(|p| p.quoted == quoted) {
-            let Some(value) = args.get(&param.name) else {
-                continue;
-            };
-            let text = render_value(param, value)?;
-            query = if quoted {
-                query.replace(&format!("@'{}'", param.name), &text)
-            } else {
-                replace_raw(&query, &param.name, &text)
-            };
-        }
+    let text = &definition.query;
+    let mut query = String::with_capacity(text.len());
+    let mut last = 0;
+    for placeholder in placeholders(text) {
+        let Some(value) = args.get(&placeholder.param.name) else {
+            continue;
+        };
+        query.push_str(&text[last..placeholder.start]);
+        query.push_str(&render_value(&placeholder.param, value)?);
+        last = placeholder.end;
     }
+    query.push_str(&text[last..]);
     Ok(query)
 }
 

@@ -126,3 +126,30 @@ fn rendering_quotes_strings_and_leaves_longer_names_alone() {
             .contains("@'values'")
     );
 }
+
+#[test]
+fn parameters_in_other_strings_and_comments_are_left_alone() {
+    let query = "SELECT '@column' AS label, @column FROM __ref(\"@model\") -- @column\nWHERE note != '@min'";
+    let definition = generic::Definition {
+        file: "audits/generic/labelled.sql".into(),
+        query: query.into(),
+        params: params(query),
+    };
+    assert_eq!(
+        definition
+            .params
+            .iter()
+            .map(|p| p.name.as_str())
+            .collect::<Vec<_>>(),
+        ["column", "model"],
+        "a name that only appears in a string or a comment is no parameter"
+    );
+    let mut args = BTreeMap::new();
+    args.insert("model".to_owned(), HeaderValue::Str("orders".into()));
+    args.insert("column".to_owned(), HeaderValue::Str("amount".into()));
+    args.insert("min".to_owned(), HeaderValue::Int(1));
+    assert_eq!(
+        render(&definition, &args).expect("renders"),
+        "SELECT '@column' AS label, amount FROM __ref(\"orders\") -- @column\nWHERE note != '@min'"
+    );
+}
