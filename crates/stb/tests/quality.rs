@@ -197,3 +197,41 @@ fn audits_wait_for_their_relations_then_fail_or_warn_by_severity() {
         ]
     );
 }
+
+#[test]
+fn a_three_model_chain_a_diamond_and_a_zero_row_assertion_pass() {
+    let db = TestDatabase::create("quality_chain");
+    let source = "sources:\n  - name: payments\n    kind: stream_table\n    table_name: payments_existing\n    replay_boundary:\n      mode: timestamp\n      columns:\n        _replay_timestamp: ts\n";
+    let model = |body: &str| format!("MODEL (order_by [\"id\"]);\n{body}\n");
+    let files = [
+        (
+            "streambuild_project.toml".to_owned(),
+            format!("name = \"chain\"\ndefault_target = \"dev\"\n[targets.dev]\ndatabase = \"{}\"\n", db.name),
+        ),
+        ("sources/payments.yml".to_owned(), source.to_owned()),
+        // a -> b -> c is the chain; a -> b and a -> d meet again in e, the diamond.
+        ("pipelines/pl__pay/a.sql".to_owned(), model("SELECT id::UInt64 AS id, amount::Int64 AS amount, ts::DateTime64(3, 'UTC') AS _replay_timestamp FROM __source(\"payments\")")),
+        ("pipelines/pl__pay/b.sql".to_owned(), model("SELECT id::UInt64 AS id, (amount * 2)::Int64 AS amount, _replay_timestamp::DateTime64(3, 'UTC') AS _replay_timestamp FROM __ref(\"a\")")),
+        ("pipelines/pl__pay/c.sql".to_owned(), model("SELECT id::UInt64 AS id, (amount + 1)::Int64 AS amount, _replay_timestamp::DateTime64(3, 'UTC') AS _replay_timestamp FROM __ref(\"b\")")),
+        ("pipelines/pl__pay/d.sql".to_owned(), model("SELECT id::UInt64 AS id, (amount * 10)::Int64 AS amount, _replay_timestamp::DateTime64(3, 'UTC') AS _replay_timestamp FROM __ref(\"a\")")),
+        ("pipelines/pl__pay/e.sql".to_owned(), "MODEL (kind view);\nSELECT b.id::UInt64 AS id, b.amount::Int64 AS doubled, d.amount::Int64 AS tenfold FROM __ref(\"b\") AS b INNER JOIN __ref(\"d\") AS d ON d.id = b.id\n".to_owned()),
+        (
+            "tests/shapes.sql".to_owned(),
+            [
+                "TEST (name chain_of_three);\nWITH\n  __source__payments AS (SELECT 1 AS id, 5 AS amount, toDateTime64('2026-11-01 00:00:00', 3, 'UTC') AS ts),\n  __expected__c AS (SELECT 1 AS id, 11 AS amount, toDateTime64('2026-11-01 00:00:00', 3, 'UTC') AS _replay_timestamp)\nSELECT 1\n",
+                "TEST (name diamond);\nWITH\n  __source__payments AS (SELECT 1 AS id, 5 AS amount, toDateTime64('2026-11-01 00:00:00', 3, 'UTC') AS ts UNION ALL SELECT 2, 1, toDateTime64('2026-11-01 00:00:00', 3, 'UTC')),\n  __expected__e AS (SELECT 1 AS id, 10 AS doubled, 50 AS tenfold UNION ALL SELECT 2, 2, 10)\nSELECT 1\n",
+                "TEST (name nothing_negative);\nWITH\n  __source__payments AS (SELECT 1 AS id, 5 AS amount, toDateTime64('2026-11-01 00:00:00', 3, 'UTC') AS ts),\n  __assert__no_negative_amounts AS (SELECT id FROM __ref(\"c\") WHERE amount < 0)\nSELECT 1\n",
+            ]
+            .join("\n"),
+        ),
+    ];
+    let dir = stb_test_support::project_dir(&files);
+    let output = stb(dir.path(), &["test", "--json"]);
+    let json: Value = serde_json::from_slice(&output.stdout).expect("JSON");
+    assert!(output.status.success(), "{json}");
+    assert_eq!(
+        (json["passed"].clone(), json["failed"].clone()),
+        (3.into(), 0.into()),
+        "{json}"
+    );
+}
