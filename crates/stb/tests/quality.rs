@@ -235,3 +235,110 @@ fn a_three_model_chain_a_diamond_and_a_zero_row_assertion_pass() {
         "{json}"
     );
 }
+
+#[test]
+fn a_broken_model_fails_its_tests_and_the_build_audits_with_readable_reports() {
+    let db = TestDatabase::create("quality_broken");
+    execute(&format!(
+        "CREATE TABLE {}.payments_existing (id UInt64, amount Int64, ts DateTime64(3, 'UTC')) ENGINE = MergeTree ORDER BY id",
+        db.name
+    ));
+    execute(&format!(
+        "INSERT INTO {}.payments_existing SELECT number, toInt64(number) + 5, now64(3, 'UTC') FROM numbers(10)",
+        db.name
+    ));
+    let dir = project(&db.name);
+    // The model flips every sign by mistake; an audit that cannot run sits beside it.
+    std::fs::write(
+        dir.path().join("pipelines/pl__pay/clean.sql"),
+        "MODEL (order_by [\"id\"]);\nSELECT id::UInt64 AS id, (-amount)::Int64 AS amount, ts::DateTime64(3, 'UTC') AS _replay_timestamp\nFROM __source(\"payments\")\n",
+    )
+    .expect("write");
+    std::fs::write(
+        dir.path().join("audits/broken.sql"),
+        "AUDIT (name reads_a_missing_column, severity error);\nSELECT no_such_column FROM __ref(\"clean\")\n",
+    )
+    .expect("write");
+    let output = stb(dir.path(), &["test"]);
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert_eq!(output.status.code(), Some(1), "{stdout}");
+    assert!(stdout.contains("FAILED  keeps_every_payment"), "{stdout}");
+    assert!(
+        stdout.contains("missing x1: (1, 5, 2026-11-01 00:00:00.000)"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("unexpected x1: (1, -5, 2026-11-01 00:00:00.000)"),
+        "{stdout}"
+    );
+    let output = stb(dir.path(), &["build", "--auto-approve"]);
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert_eq!(output.status.code(), Some(1), "{stdout}");
+    assert!(
+        stdout.contains("Direct Build Complete"),
+        "the build itself is applied: {stdout}"
+    );
+    assert!(
+        stdout
+            .contains("FAILED  no_negative_amounts  (error, audits/amounts.sql)  10 failing rows"),
+        "{stdout}"
+    );
+    // The audit the warehouse refused is recorded as an error; the others still ran.
+    assert!(stdout.contains("ERROR  reads_a_missing_column"), "{stdout}");
+    assert!(stdout.contains("WARNING  small_amounts"), "{stdout}");
+    assert!(String::from_utf8_lossy(&output.stderr).contains(
+        "error[STB-BUILD-004]: build audits failed: no_negative_amounts, reads_a_missing_column"
+    ));
+}
+
+/// The `stb test` and `stb audit` outputs shown in docs/testing.md are what the commands
+/// print for the project of these tests.
+#[test]
+fn the_outputs_in_docs_testing_md_are_real() {
+    let docs = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../docs/testing.md"
+    ))
+    .expect("docs/testing.md");
+    // Fenced blocks, their lines joined.
+    let mut blocks: Vec<String> = Vec::new();
+    let mut open: Option<String> = None;
+    for line in docs.lines() {
+        match (&mut open, line.starts_with("```")) {
+            (None, true) => open = Some(String::new()),
+            (Some(_), true) => blocks.extend(open.take()),
+            (Some(block), false) => {
+                block.push_str(line);
+                block.push('\n');
+            }
+            (None, false) => {}
+        }
+    }
+    let test_block = blocks
+        .iter()
+        .find(|b| b.contains("Results:"))
+        .expect("a stb test example");
+    let audit_block = blocks
+        .iter()
+        .find(|b| b.contains("Result: FAIL"))
+        .expect("a stb audit example");
+    let db = TestDatabase::create("quality_docs");
+    execute(&format!(
+        "CREATE TABLE {}.payments_existing (id UInt64, amount Int64, ts DateTime64(3, 'UTC')) ENGINE = MergeTree ORDER BY id",
+        db.name
+    ));
+    execute(&format!(
+        "INSERT INTO {}.payments_existing SELECT number, toInt64(number) - 7, now64(3, 'UTC') FROM numbers(20)",
+        db.name
+    ));
+    let dir = project(&db.name);
+    let tests = String::from_utf8_lossy(&stb(dir.path(), &["test"]).stdout).into_owned();
+    for line in test_block.lines() {
+        assert!(tests.contains(line), "docs line {line:?} not in\n{tests}");
+    }
+    let _ = stb(dir.path(), &["build", "--auto-approve"]);
+    let audits = String::from_utf8_lossy(&stb(dir.path(), &["audit"]).stdout).into_owned();
+    for line in audit_block.lines() {
+        assert!(audits.contains(line), "docs line {line:?} not in\n{audits}");
+    }
+}
