@@ -94,7 +94,7 @@ fn run_tests(
         executed.push((format!("{}.sql", test.name), sql.clone()));
         let result = match client.query(&sql) {
             Ok(rows) => {
-                let differences: Vec<DiffRow> = (0..rows.data.len())
+                let mut differences: Vec<DiffRow> = (0..rows.data.len())
                     .map(|row| DiffRow {
                         kind: rows.text(row, "_diff_type").unwrap_or_default(),
                         values: rows
@@ -116,6 +116,9 @@ fn run_tests(
                             .unwrap_or(1),
                     })
                     .collect();
+                // Missing rows first, then unexpected ones, each in value order: the same
+                // report every time.
+                differences.sort_by(|a, b| (&a.kind, &a.values).cmp(&(&b.kind, &b.values)));
                 TestResult {
                     name: test.name.clone(),
                     file: test.file.clone(),

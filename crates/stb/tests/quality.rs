@@ -342,3 +342,55 @@ fn the_outputs_in_docs_testing_md_are_real() {
         assert!(audits.contains(line), "docs line {line:?} not in\n{audits}");
     }
 }
+
+fn copy_dir(from: &std::path::Path, to: &std::path::Path) {
+    std::fs::create_dir_all(to).expect("mkdir");
+    for entry in std::fs::read_dir(from).expect("read_dir") {
+        let entry = entry.expect("entry");
+        let target = to.join(entry.file_name());
+        if entry.file_type().expect("type").is_dir() {
+            if entry.file_name() != "target" {
+                copy_dir(&entry.path(), &target);
+            }
+        } else {
+            std::fs::copy(entry.path(), &target).expect("copy");
+        }
+    }
+}
+
+#[test]
+fn a_macro_mode_test_passes_and_a_wrong_one_fails() {
+    let db = TestDatabase::create("quality_macro");
+    let dir = tempfile::tempdir().expect("tempdir");
+    copy_dir(
+        std::path::Path::new(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../../examples/macros_quality"
+        )),
+        dir.path(),
+    );
+    // Results are recorded in the test's own database, not the example's.
+    let output = stb(dir.path(), &["test", "--json", "--database", &db.name]);
+    let json: Value = serde_json::from_slice(&output.stdout).expect("JSON");
+    assert!(output.status.success(), "{json}");
+    assert_eq!(json["passed"], 2, "{json}");
+    // Expect the macro to round 2.5 to 251 cents: it does not.
+    let test = dir.path().join("tests/cents_macro.sql");
+    let text = std::fs::read_to_string(&test).expect("read");
+    std::fs::write(&test, text.replace("toInt64(250)", "toInt64(251)")).expect("write");
+    let output = stb(dir.path(), &["test", "--json", "--database", &db.name]);
+    assert_eq!(output.status.code(), Some(1));
+    let json: Value = serde_json::from_slice(&output.stdout).expect("JSON");
+    let failed = json["results"]
+        .as_array()
+        .and_then(|r| r.iter().find(|t| t["mode"] == "macro"))
+        .expect("the macro test");
+    assert_eq!(failed["status"], "failed", "{json}");
+    let kinds: Vec<&str> = failed["differences"]
+        .as_array()
+        .expect("differences")
+        .iter()
+        .filter_map(|d| d["kind"].as_str())
+        .collect();
+    assert_eq!(kinds, ["missing", "unexpected"], "{json}");
+}
