@@ -291,10 +291,10 @@ fn a_broken_model_fails_its_tests_and_the_build_audits_with_readable_reports() {
     ));
 }
 
-/// The `stb test` and `stb audit` outputs shown in docs/testing.md are what the commands
-/// print for the project of these tests.
+/// docs/testing.md shows real files and real outputs: a project built from the page's test
+/// and audit files prints every output line the page shows.
 #[test]
-fn the_outputs_in_docs_testing_md_are_real() {
+fn the_files_and_outputs_in_docs_testing_md_are_real() {
     let docs = std::fs::read_to_string(concat!(
         env!("CARGO_MANIFEST_DIR"),
         "/../../docs/testing.md"
@@ -314,6 +314,15 @@ fn the_outputs_in_docs_testing_md_are_real() {
             (None, false) => {}
         }
     }
+    let file = |needle: &str| {
+        blocks
+            .iter()
+            .find(|b| b.starts_with(needle))
+            .cloned()
+            .unwrap_or_else(|| panic!("docs/testing.md has no block starting {needle:?}"))
+    };
+    let tests_file = file("TEST (name keeps_every_payment)");
+    let audits_file = file("AUDIT (name no_negative_amounts");
     let test_block = blocks
         .iter()
         .find(|b| b.contains("Results:"))
@@ -332,6 +341,9 @@ fn the_outputs_in_docs_testing_md_are_real() {
         db.name
     ));
     let dir = project(&db.name);
+    // The project's test and audit files are the ones the page shows.
+    std::fs::write(dir.path().join("tests/clean.sql"), &tests_file).expect("write");
+    std::fs::write(dir.path().join("audits/amounts.sql"), &audits_file).expect("write");
     let tests = String::from_utf8_lossy(&stb(dir.path(), &["test"]).stdout).into_owned();
     for line in test_block.lines() {
         assert!(tests.contains(line), "docs line {line:?} not in\n{tests}");
