@@ -133,6 +133,7 @@ fn run_audits(
     project: &stb_project::Project,
     compiled: &stb_compile::Compiled,
 ) -> Result<Vec<AuditResult>, Failure> {
+    let started = std::time::SystemTime::now();
     let audits: Vec<AuditEntry> = crate::quality::manifest_section(compiled, "audits")?;
     let selected = crate::quality::selected_models(
         compiled,
@@ -162,6 +163,7 @@ fn run_audits(
             .iter()
             .map(AuditResult::node_result)
             .collect::<Vec<_>>(),
+        started,
     );
     Ok(results)
 }

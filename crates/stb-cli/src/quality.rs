@@ -105,11 +105,13 @@ pub(crate) fn record_run(
     command: &str,
     passed: bool,
     results: &[stb_build::records::NodeResult<'_>],
+    started: std::time::SystemTime,
 ) {
     let invocation_id = uuid::Uuid::new_v4().to_string();
-    let started_at_ms = std::time::SystemTime::now()
+    let started_at_ms = started
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_millis());
+    let duration_ms = started.elapsed().map_or(0, |d| d.as_millis());
     let recorded = stb_warehouse::metadata::migrate(client, database)
         .and_then(|()| {
             stb_build::records::write_node_results(
@@ -137,7 +139,7 @@ pub(crate) fn record_run(
                     workflow_id: None,
                     selected_node_count: results.len(),
                     started_at_ms,
-                    duration_ms: 0,
+                    duration_ms,
                     error_message: None,
                     summary_json: &serde_json::json!({"results": results.len()}).to_string(),
                 },

@@ -75,6 +75,7 @@ fn run_tests(
     project: &stb_project::Project,
     compiled: &stb_compile::Compiled,
 ) -> Result<Vec<TestResult>, Failure> {
+    let started = std::time::SystemTime::now();
     let tests: Vec<TestEntry> = crate::quality::manifest_section(compiled, "tests")?;
     let selected = crate::quality::selected_models(
         compiled,
@@ -156,6 +157,7 @@ fn run_tests(
             .iter()
             .map(TestResult::node_result)
             .collect::<Vec<_>>(),
+        started,
     );
     Ok(results)
 }
