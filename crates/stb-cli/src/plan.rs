@@ -172,6 +172,41 @@ fn source_recreations(
     Ok(recreations)
 }
 
+/// For `--changed`: one direct pipeline per managed source whose Kafka settings drifted
+/// and which `scope` does not already read (unprotected pipelines first, then by name).
+fn drifted_source_pipelines(
+    project: &stb_project::Project,
+    compiled: &stb_compile::Compiled,
+    catalog: &stb_warehouse::Catalog,
+    scope: &std::collections::BTreeSet<String>,
+) -> Vec<String> {
+    let mut chosen = Vec::new();
+    for source in &compiled.plan_sources {
+        let Ok(Drift::Settings(_)) = live_drift(source, catalog) else {
+            continue;
+        };
+        let read_by_scope = compiled
+            .plan_models
+            .iter()
+            .any(|m| scope.contains(&m.name) && m.reads.contains(&source.name));
+        if read_by_scope {
+            continue;
+        }
+        let mut owners: Vec<&stb_project::pipelines::Pipeline> = project
+            .pipelines
+            .iter()
+            .filter(|p| p.mode == Mode::Direct && p.source.as_deref() == Some(source.name.as_str()))
+            .collect();
+        owners.sort_by_key(|p| (p.protection.is_some(), p.name.clone()));
+        if let Some(owner) = owners.first()
+            && !chosen.contains(&owner.name)
+        {
+            chosen.push(owner.name.clone());
+        }
+    }
+    chosen
+}
+
 /// How `source`'s landing in the catalog differs from its declaration.
 fn live_drift(
     source: &stb_plan::direct::PlanSource,
@@ -286,7 +321,25 @@ pub(crate) fn prepare(
                 .and_then(|f| f.get(&format!("{database}.{name}")))
                 .map(|f| (f.definition_hash.clone(), f.identity_metadata.clone()))
         };
-        Selection::changed(&graph, &direct, &baseline)
+        let changed = Selection::changed(&graph, &direct, &baseline);
+        let repairs = drifted_source_pipelines(project, compiled, &catalog, &changed.scope);
+        if !repairs.is_empty() && scope.start_time.is_some() {
+            return Err(Failure {
+                code: FLAG_CODE,
+                message: format!(
+                    "--changed --start-time would discard the history of pipelines that repair drifted sources: {}",
+                    repairs.join(", ")
+                ),
+                hint: "build those pipelines without --start-time first, or select models with --select".to_owned(),
+            });
+        }
+        let models = project
+            .pipelines
+            .iter()
+            .filter(|p| repairs.contains(&p.name))
+            .flat_map(|p| p.models.iter().map(|m| m.name.clone()))
+            .collect();
+        changed.with_source_drift(&graph, models)
     } else {
         Selection::new(&graph, selected)
     };
@@ -544,7 +597,7 @@ impl Output {
             "adapter": "clickhouse",
             "database": self.database,
             "start_time": self.start_time.as_ref().map(StartTime::as_str),
-            "selection_mode": if self.nothing_changed || self.plan.entries.iter().any(|e| e.reason == Reason::Changed) { "changed" } else if self.plan.entries.iter().all(|e| e.reason == Reason::AllModels) { "all" } else { "selected" },
+            "selection_mode": if self.nothing_changed || self.plan.entries.iter().any(|e| matches!(e.reason, Reason::Changed | Reason::SourceDrift)) { "changed" } else if self.plan.entries.iter().all(|e| e.reason == Reason::AllModels) { "all" } else { "selected" },
             "entries": self.plan.entries.iter().zip(&self.changes).map(|(e, (_, c))| serde_json::json!({
                 "model": e.model,
                 "reason": e.reason.as_str(),

@@ -133,6 +133,9 @@ pub enum Reason {
     Changed,
     /// Added by `--include-missing-upstream`: read by the selection, absent from the target.
     MissingUpstream,
+    /// Added by `--changed`: a pipeline that reads a managed source whose Kafka settings
+    /// drifted, so the build repairs the source.
+    SourceDrift,
     DownstreamOfSelected,
 }
 
@@ -144,6 +147,7 @@ impl Reason {
             Self::Selected => "selected",
             Self::Changed => "changed",
             Self::MissingUpstream => "missing_upstream",
+            Self::SourceDrift => "source_drift",
             Self::DownstreamOfSelected => "downstream_of_selected",
         }
     }
@@ -197,6 +201,8 @@ pub struct Selection {
     pub selected_reason: Reason,
     /// Upstream models added because they do not exist yet.
     pub missing_upstream: BTreeSet<String>,
+    /// Models added because their pipeline reads a drifted source.
+    pub source_drift: BTreeSet<String>,
 }
 
 impl Selection {
@@ -211,6 +217,7 @@ impl Selection {
             scope,
             selected_reason: Reason::Selected,
             missing_upstream: BTreeSet::new(),
+            source_drift: BTreeSet::new(),
         }
     }
 
@@ -238,6 +245,23 @@ impl Selection {
             selected_reason: Reason::Changed,
             ..Self::new(graph, Some(changed))
         }
+    }
+
+    /// Adds `models` (the models of pipelines that repair a drifted source), with
+    /// everything downstream of them.
+    #[must_use]
+    pub fn with_source_drift(
+        mut self,
+        graph: &stb_graph::ModelGraph,
+        models: BTreeSet<String>,
+    ) -> Self {
+        let fresh: BTreeSet<String> = models
+            .into_iter()
+            .filter(|m| !self.scope.contains(m))
+            .collect();
+        self.scope.extend(graph.with_descendants(&fresh));
+        self.source_drift.extend(fresh);
+        self
     }
 
     /// Adds, again and again, the upstream models of the scope whose relations are absent
@@ -329,6 +353,7 @@ pub fn plan_direct(
             model: m.name.clone(),
             reason: match &selection.selected {
                 _ if selection.missing_upstream.contains(&m.name) => Reason::MissingUpstream,
+                _ if selection.source_drift.contains(&m.name) => Reason::SourceDrift,
                 None => Reason::AllModels,
                 Some(chosen) if chosen.contains(&m.name) => selection.selected_reason,
                 Some(_) => Reason::DownstreamOfSelected,

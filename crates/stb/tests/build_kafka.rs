@@ -320,6 +320,12 @@ fn settings_drift_recreates_the_kafka_table_and_other_drift_stops_before_teardow
         plan["source_recreations"],
         serde_json::json!([{"source": "orders", "changes": ["kafka_poll_timeout_ms differs"]}])
     );
+    // --changed finds no changed model, but rebuilds the pipeline that repairs the source.
+    let changed = stb(tuned.path(), &["plan", "--changed", "--json"]);
+    let changed: Value = serde_json::from_slice(&changed.stdout).expect("JSON");
+    assert_eq!(changed["entries"][0]["model"], "order_lines", "{changed}");
+    assert_eq!(changed["entries"][0]["reason"], "source_drift", "{changed}");
+    assert_eq!(changed["selection_mode"], "changed");
     let raw_uuid = table_uuid(&db.name, "raw__orders");
     build(tuned.path());
     let steps = std::fs::read_to_string(tuned.path().join("target/run/build/workflow.sql"))
