@@ -22,6 +22,16 @@ impl From<stb_localstack::LocalStackError> for Failure {
     }
 }
 
+impl From<stb_diagnostics::Diagnostic> for Failure {
+    fn from(diagnostic: stb_diagnostics::Diagnostic) -> Self {
+        Self {
+            code: diagnostic.code,
+            message: diagnostic.message,
+            hint: diagnostic.hint,
+        }
+    }
+}
+
 /// Prints `failure` (to stdout as JSON with `--json`, else to stderr) and returns exit code 1.
 pub(crate) fn fail(failure: &Failure, json: bool) -> ExitCode {
     if json {

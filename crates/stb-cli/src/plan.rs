@@ -268,15 +268,10 @@ pub(crate) fn prepare(
 ) -> Result<Prepared, Failure> {
     let start_time = scope.check()?;
     let graph = model_graph(&compiled.plan_models);
-    let diagnostic = |d: stb_diagnostics::Diagnostic| Failure {
-        code: d.code,
-        message: d.message,
-        hint: d.hint,
-    };
     let selected = if scope.select.is_empty() {
         None
     } else {
-        Some(stb_graph::select_for_build(&graph, &scope.select).map_err(diagnostic)?)
+        Some(stb_graph::select_for_build(&graph, &scope.select).map_err(Failure::from)?)
     };
     let (client, database) = connection.connect(project)?;
     let catalog = client
@@ -364,7 +359,7 @@ pub(crate) fn prepare(
         });
     }
     stb_graph::check_max_pipelines(&graph, execution, project.max_pipelines, &project.target)
-        .map_err(diagnostic)?;
+        .map_err(Failure::from)?;
     let mut adopted_problems = Vec::new();
     for source in project
         .sources

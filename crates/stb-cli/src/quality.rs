@@ -26,14 +26,6 @@ pub(crate) struct QualityArgs {
     pub(crate) json: bool,
 }
 
-fn diagnostic(d: Diagnostic) -> Failure {
-    Failure {
-        code: d.code,
-        message: d.message,
-        hint: d.hint,
-    }
-}
-
 /// The entries of one section (`tests`, `audits`) of the compiled manifest, in name order.
 pub(crate) fn manifest_section<T: serde::de::DeserializeOwned>(
     compiled: &stb_compile::Compiled,
@@ -75,11 +67,11 @@ pub(crate) fn selected_models(
         .iter()
         .map(|s| parse(s))
         .collect::<Result<Vec<_>, _>>()
-        .map_err(diagnostic)?;
+        .map_err(Failure::from)?;
     let graph = stb_plan::direct::model_graph(&compiled.plan_models);
     stb_graph::resolve_scoped(&graph, &selectors, what)
         .map(Some)
-        .map_err(diagnostic)
+        .map_err(Failure::from)
 }
 
 /// Replaces `target/run/<what>/` with the statements that ran.

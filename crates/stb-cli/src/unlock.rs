@@ -8,7 +8,7 @@ use std::io::Write;
 use std::process::ExitCode;
 
 use clap::Args;
-use stb_warehouse::{Client, LockError, TargetLock, lock_holder, metadata};
+use stb_warehouse::{Client, TargetLock, lock_holder, metadata};
 
 use crate::discover::ProjectArgs;
 use crate::output::{Failure, fail, print_json};
@@ -85,17 +85,9 @@ fn unlock(client: &Client, database: &str) -> Result<Option<String>, Failure> {
     }
     TargetLock::of_owner(client, database, &owner)
         .release()
-        .map_err(|e| lock_failure(&e))?;
+        .map_err(|e| Failure::from(&e))?;
     record_break(client, database, &owner)?;
     Ok(Some(owner))
-}
-
-fn lock_failure(error: &LockError) -> Failure {
-    Failure {
-        code: error.code(),
-        message: error.to_string(),
-        hint: error.hint().to_owned(),
-    }
 }
 
 /// Milliseconds since the run's last event by the warehouse clock, if it left any.

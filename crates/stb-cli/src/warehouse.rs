@@ -79,3 +79,13 @@ impl From<&stb_warehouse::WarehouseError> for Failure {
         }
     }
 }
+
+impl From<&stb_warehouse::LockError> for Failure {
+    fn from(error: &stb_warehouse::LockError) -> Self {
+        Self {
+            code: error.code(),
+            message: error.to_string(),
+            hint: error.hint().to_owned(),
+        }
+    }
+}

@@ -322,12 +322,8 @@ fn execute_locked(
 ) -> Result<(String, Execution), Failure> {
     let client = &prepared.client;
     let database = &prepared.workflow.database;
-    let lock =
-        TargetLock::acquire(client, database, &run.invocation_id, true).map_err(|e| Failure {
-            code: e.code(),
-            message: e.to_string(),
-            hint: e.hint().to_owned(),
-        })?;
+    let lock = TargetLock::acquire(client, database, &run.invocation_id, true)
+        .map_err(|e| Failure::from(&e))?;
     let statements = planned_statements(&prepared.workflow);
     let workflow_id = workflow_sha256(&statements);
     let persisted = persist_statements(client, database, &run.invocation_id, &statements, 1);
