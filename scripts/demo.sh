@@ -72,6 +72,8 @@ audits_ok=yes
 
 say "checking"
 events="$(query "SELECT count(), uniqExact(event_id) FROM $database.tbl__order_events FORMAT TSV")"
+# The producer stamps events with the run's clock, so the 30-day retention keeps them all.
+retained="$(query "SELECT count() FROM $database.raw__orders")"
 paid="$(query "SELECT count(), uniqExact(order_id) FROM $database.tbl__paid_orders FORMAT TSV")"
 revenue_gaps="$(query "SELECT count() FROM (SELECT customer_id, sum(revenue_cents) AS r FROM $database.tbl__customer_revenue GROUP BY customer_id) AS a FULL OUTER JOIN (SELECT customer_id, sum(amount_cents) AS p FROM $database.tbl__paid_orders GROUP BY customer_id) AS b USING customer_id WHERE r != p")"
 status=0
@@ -80,6 +82,7 @@ check() { # name, actual, expected
 }
 echo "Demo summary"
 check "events produced" "$expected" "$expected"
+check "landed events retained (30d retention)" "$retained" "$expected"
 check "order events, each exactly once" "$(echo "$events" | tr '\t' ' ')" "$expected $expected"
 check "paid orders, each exactly once" "$(echo "$paid" | tr '\t' ' ')" "$((expected / 3)) $((expected / 3))"
 check "customers whose revenue differs from payments" "$revenue_gaps" "0"

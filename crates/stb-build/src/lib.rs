@@ -5,3 +5,4 @@
 pub mod execute;
 pub mod records;
 mod secrets;
+pub mod shrink;

@@ -113,6 +113,58 @@ pub(crate) struct Output {
     pub(crate) owner: std::collections::BTreeMap<String, String>,
     /// Managed sources whose Kafka table is recreated, with what drifted.
     pub(crate) recreations: Vec<(String, Vec<String>)>,
+    /// Per replay root (same order as `roots`): what its table holds and what its replay
+    /// window restores; the shrink guard.
+    pub(crate) replay_windows: Vec<stb_plan::shrink::ReplayWindow>,
+}
+
+impl Output {
+    /// Roots whose rebuild loses rows that retained history cannot restore.
+    pub(crate) fn shrinking(&self) -> Vec<&stb_plan::shrink::ReplayWindow> {
+        self.replay_windows
+            .iter()
+            .filter(|w| w.needs_consent())
+            .collect()
+    }
+
+    /// The shrink guard's summary, as plan and build JSON carry it.
+    pub(crate) fn shrink_json(&self) -> serde_json::Value {
+        let shrinking = self.shrinking();
+        serde_json::json!({
+            "needs_allow_shrink": !shrinking.is_empty(),
+            "lost_rows": shrinking.iter().map(|w| w.lost_rows).sum::<u64>(),
+            "models": shrinking.iter().map(|w| &w.model).collect::<Vec<_>>(),
+            "discarded_by_start_time": self.replay_windows.iter().map(|w| w.discarded_by_start_time).sum::<u64>(),
+        })
+    }
+
+    /// The text lines of the shrink guard (empty when the plan replays nothing).
+    pub(crate) fn write_replay_windows(&self, out: &mut dyn Write) {
+        if self.replay_windows.is_empty() {
+            return;
+        }
+        let _ = writeln!(
+            out,
+            "\nReplay windows (now vs what retained history restores)"
+        );
+        for window in &self.replay_windows {
+            let mark = if window.needs_consent() { "!" } else { " " };
+            let _ = writeln!(out, " {mark} {}", window.describe());
+        }
+        let shrinking = self.shrinking();
+        if !shrinking.is_empty() {
+            let lost: u64 = shrinking.iter().map(|w| w.lost_rows).sum();
+            let _ = writeln!(
+                out,
+                "\nSHRINK: this rebuild would lose {lost} rows of {} that retained history cannot restore; `stb build` refuses it unless --allow-shrink is given",
+                shrinking
+                    .iter()
+                    .map(|w| w.model.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            );
+        }
+    }
 }
 
 /// Compares every landing the scope reads with its declaration: settings drift is
@@ -457,6 +509,25 @@ pub(crate) fn prepare(
         message: e.message,
         hint: e.hint.to_owned(),
     })?;
+    // Measured after every check that can stop the plan, before anything is dropped.
+    let facts = |name: &str| {
+        catalog
+            .relation(name)
+            .map(|r| stb_plan::shrink::RelationFacts {
+                engine: r.engine.clone(),
+                sorting_key: r.sorting_key.clone(),
+                create_table_query: r.create_table_query.clone(),
+            })
+    };
+    let probes = stb_plan::shrink::probes(
+        &workflow.roots,
+        &compiled.plan_models,
+        &compiled.plan_sources,
+        start_time.as_ref(),
+        &facts,
+    );
+    let replay_windows =
+        stb_build::shrink::measure(&client, &probes).map_err(|e| Failure::from(&e))?;
     Ok(Prepared {
         output: Output {
             database,
@@ -467,6 +538,7 @@ pub(crate) fn prepare(
             roots: workflow.roots.clone(),
             owner,
             recreations,
+            replay_windows,
         },
         workflow,
         client: std::sync::Arc::new(client),
@@ -557,6 +629,7 @@ impl Output {
                 "\nStart time  {start} UTC (history before it is not rebuilt)"
             );
         }
+        self.write_replay_windows(&mut out);
         if !self.plan.warnings.is_empty() {
             let _ = writeln!(out, "\nWarnings");
             for warning in &self.plan.warnings {
@@ -618,7 +691,9 @@ impl Output {
                 "skips_keys_already_written": r.template.skip_existing,
                 "propagated_models": r.propagated,
                 "settings": r.template.settings.iter().map(|(k, v)| serde_json::json!({"name": k, "value": v})).collect::<Vec<_>>(),
+                "replay_window": self.replay_windows.iter().find(|w| w.model == r.model),
             })).collect::<Vec<_>>(),
+            "shrink": self.shrink_json(),
             "teardown": self.plan.teardown.iter().map(|(k, n)| serde_json::json!({"kind": kind(k), "relation": n})).collect::<Vec<_>>(),
             "creation": self.plan.creation.iter().map(|(k, n)| serde_json::json!({"kind": kind(k), "relation": n})).collect::<Vec<_>>(),
             "source_recreations": self.recreations.iter().map(|(source, changes)| serde_json::json!({

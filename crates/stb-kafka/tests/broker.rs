@@ -4,7 +4,7 @@
 use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer};
 use rdkafka::{ClientConfig, Offset, TopicPartitionList};
 use stb_kafka::{Brokers, GroupReset, list_topics, reset_group, topic_lag};
-use stb_test_support::kafka::{Record, create_topic, produce};
+use stb_test_support::kafka::{Record, create_topic, produce, run_base_ms};
 use stb_test_support::{stack, unique_name};
 
 #[test]
@@ -22,7 +22,7 @@ fn committed_offsets_show_as_lag_and_a_reset_deletes_them() {
             key: i.to_string(),
             value: format!("{{\"n\": {i}}}"),
             headers: Vec::new(),
-            timestamp_ms: 1_790_000_000_000,
+            timestamp_ms: run_base_ms(),
         })
         .collect();
     produce(&brokers.list, &topic, &records);

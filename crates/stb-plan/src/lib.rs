@@ -5,5 +5,6 @@ pub mod direct;
 pub mod drift;
 pub mod options;
 pub mod replay;
+pub mod shrink;
 pub mod sql_change;
 pub mod workflow;

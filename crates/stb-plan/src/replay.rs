@@ -125,16 +125,7 @@ pub fn capture_sql(anchor: &Anchor, start: Option<&StartTime>) -> String {
     match anchor.mode {
         BoundaryMode::Offsets => {
             let positions = match (start, anchor.time_column) {
-                (Some(start), Some(time)) => format!(
-                    // The inclusive frontier: per partition, the last offset landed at or
-                    // before T and everything after it; partitions with nothing that old
-                    // replay whole (the LEFT JOIN's default frontier is 0).
-                    "SELECT DISTINCT r.{PARTITION} AS p, r.{OFFSET} AS o FROM {relation} AS r \
-                     LEFT JOIN (SELECT {PARTITION} AS fp, max({OFFSET}) AS fo FROM {relation} \
-                     WHERE {time} <= {} GROUP BY fp) AS f ON r.{PARTITION} = f.fp \
-                     WHERE r.{OFFSET} >= f.fo",
-                    time_literal(start.as_str())
-                ),
+                (Some(start), Some(time)) => start_positions(relation, time, start),
                 _ => format!("SELECT DISTINCT {PARTITION} AS p, {OFFSET} AS o FROM {relation}"),
             };
             format!(
@@ -171,6 +162,53 @@ pub fn capture_sql(anchor: &Anchor, start: Option<&StartTime>) -> String {
                  count() AS rows, {captured_at} FROM {relation}{window}"
             )
         }
+    }
+}
+
+/// The positions (`p`, `o`) an offsets replay bounded by `start` covers: the inclusive
+/// frontier, per partition the last offset landed at or before T and everything after it;
+/// partitions with nothing that old replay whole (the LEFT JOIN's default frontier is 0).
+fn start_positions(relation: &str, time: &str, start: &StartTime) -> String {
+    format!(
+        "SELECT DISTINCT r.{PARTITION} AS p, r.{OFFSET} AS o FROM {relation} AS r \
+         LEFT JOIN (SELECT {PARTITION} AS fp, max({OFFSET}) AS fo FROM {relation} \
+         WHERE {time} <= {} GROUP BY fp) AS f ON r.{PARTITION} = f.fp \
+         WHERE r.{OFFSET} >= f.fo",
+        time_literal(start.as_str())
+    )
+}
+
+/// The window a replay would read if its boundary were taken now, as a predicate on the
+/// driving input: everything retained (up to the warehouse's clock in the time modes),
+/// from `start` on when one is given. The build captures the same window at its boundary;
+/// the plan uses this to measure it before anything is dropped.
+#[must_use]
+pub fn window_now(anchor: &Anchor, start: Option<&StartTime>) -> String {
+    let relation = &anchor.relation;
+    match (anchor.mode, start, anchor.time_column) {
+        (BoundaryMode::Offsets, Some(start), Some(time)) => format!(
+            "({PARTITION}, {OFFSET}) IN (SELECT p, o FROM ({}))",
+            start_positions(relation, time, start)
+        ),
+        (BoundaryMode::Cursor, Some(start), Some(time)) => {
+            let since = format!("{time} >= {}", time_literal(start.as_str()));
+            format!(
+                "{CURSOR} >= (SELECT minIf({CURSOR}, {since}) FROM {relation}) \
+                 AND (SELECT countIf({since}) FROM {relation}) > 0"
+            )
+        }
+        (BoundaryMode::Timestamp | BoundaryMode::LandedAt, start, _) => {
+            let column = anchor.mode.scalar_column();
+            let mut window = format!("{column} <= now64(3, 'UTC')");
+            if let Some(start) = start {
+                window.push_str(&format!(
+                    " AND {column} >= {}",
+                    time_literal(start.as_str())
+                ));
+            }
+            window
+        }
+        (BoundaryMode::Offsets | BoundaryMode::Cursor, _, _) => "1".to_owned(),
     }
 }
 
@@ -441,7 +479,6 @@ impl ReplayTemplate {
     /// The `INSERT` that replays the window `predicate` selects.
     #[must_use]
     pub fn render(&self, predicate: &str) -> String {
-        let relation = &self.anchor.relation;
         // The target was created empty by this build, so every key in it was written by
         // the new view since it went live: replaying those rows again would double them.
         let predicate = match self.skip_existing {
@@ -454,6 +491,23 @@ impl ReplayTemplate {
             }
             None => predicate.to_owned(),
         };
+        let mut statement = format!("INSERT INTO {} {}", self.target, self.select(&predicate));
+        if !self.settings.is_empty() {
+            let settings: Vec<String> = self
+                .settings
+                .iter()
+                .map(|(k, v)| format!("{k} = {}", setting_value(v)))
+                .collect();
+            statement.push_str(&format!(" SETTINGS {}", settings.join(", ")));
+        }
+        statement
+    }
+
+    /// The model's query with its driving input narrowed to `predicate`: the rows a replay
+    /// of that window writes (before the build's own already-written-key check).
+    #[must_use]
+    pub fn select(&self, predicate: &str) -> String {
+        let relation = &self.anchor.relation;
         // A plain table keeps its name visible to qualified column references.
         let bare =
             (!relation.starts_with('(')).then(|| relation.rsplit('.').next().unwrap_or(relation));
@@ -469,19 +523,12 @@ impl ReplayTemplate {
             }
             query.push_str(part);
         }
-        let mut statement = format!("INSERT INTO {} {}", self.target, query.trim_end());
-        while statement.ends_with(';') {
-            statement.pop();
+        let mut query = query.trim_end().to_owned();
+        while query.ends_with(';') {
+            query.pop();
+            query.truncate(query.trim_end().len());
         }
-        if !self.settings.is_empty() {
-            let settings: Vec<String> = self
-                .settings
-                .iter()
-                .map(|(k, v)| format!("{k} = {}", setting_value(v)))
-                .collect();
-            statement.push_str(&format!(" SETTINGS {}", settings.join(", ")));
-        }
-        statement
+        query
     }
 }
 

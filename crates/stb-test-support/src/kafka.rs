@@ -42,6 +42,21 @@ pub fn create_topic(brokers: &str, name: &str, partitions: i32) {
     assert!(ready, "topic {name} did not show {partitions} partitions");
 }
 
+/// A message timestamp base for this test process: an hour before it started. Records stamped
+/// from it are always recent, so no broker retention, TTL or `now()` comparison can expire
+/// them whatever the date, and the same value is returned to every caller in the process so
+/// a test can compute the timestamps it expects back.
+#[must_use]
+pub fn run_base_ms() -> i64 {
+    static BASE: std::sync::OnceLock<i64> = std::sync::OnceLock::new();
+    *BASE.get_or_init(|| {
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX));
+        now - 3_600_000
+    })
+}
+
 /// One record to send.
 #[derive(Debug, Clone)]
 pub struct Record {

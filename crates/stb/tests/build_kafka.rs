@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use assert_cmd::Command;
 use serde_json::Value;
-use stb_test_support::kafka::{Record, create_topic, produce};
+use stb_test_support::kafka::{Record, create_topic, produce, run_base_ms};
 use stb_test_support::{TestDatabase, execute, stack, unique_name, wait_for};
 
 fn project(database: &str, topic: &str, extra_column: &str) -> tempfile::TempDir {
@@ -80,7 +80,7 @@ fn send(topic: &str, ids: std::ops::Range<u64>) {
             key: id.to_string(),
             value: format!("{{\"id\": {id}}}"),
             headers: Vec::new(),
-            timestamp_ms: 1_790_000_000_000 + i64::try_from(id).expect("id"),
+            timestamp_ms: run_base_ms() + i64::try_from(id).expect("id"),
         })
         .collect();
     produce(&stack().kafka_brokers, topic, &records);

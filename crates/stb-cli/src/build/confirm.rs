@@ -3,9 +3,48 @@
 
 use std::io::{BufRead, Write};
 
-use super::{BuildArgs, CODE_CONFIRMATION};
+use super::{BuildArgs, CODE_CONFIRMATION, CODE_SHRINK};
 use crate::output::Failure;
 use crate::plan::Prepared;
+
+/// The shrink guard: a rebuild that would lose rows retained history cannot restore goes on
+/// only with `--allow-shrink` or, at a terminal, a yes to a question that shows the numbers.
+/// `Err` refuses the build unattended; `Ok(false)` is a declined question.
+pub(super) fn accept_shrink(args: &BuildArgs, prepared: &Prepared) -> Result<bool, Failure> {
+    let shrinking = prepared.output.shrinking();
+    if shrinking.is_empty() || args.allow_shrink {
+        return Ok(true);
+    }
+    let lines: Vec<String> = shrinking
+        .iter()
+        .map(|w| format!("  {}", w.describe()))
+        .collect();
+    if args.auto_approve || args.json || args.events {
+        return Err(Failure {
+            code: CODE_SHRINK,
+            message: format!(
+                "Refusing to rebuild: retained history cannot restore what these models hold now\n{}",
+                lines.join("\n")
+            ),
+            hint: "nothing was dropped; rerun with --allow-shrink to accept the loss (protected pipelines still need --confirm), or restore the history (re-land the source, or choose a later --start-time) first".into(),
+        });
+    }
+    let _ = writeln!(
+        std::io::stderr().lock(),
+        "\nThis rebuild loses rows that retained history cannot restore:\n{}",
+        lines.join("\n")
+    );
+    let reply = ask("Rebuild anyway and lose these rows? [y/N] ").to_ascii_lowercase();
+    Ok(reply == "y" || reply == "yes")
+}
+
+fn ask(prompt: &str) -> String {
+    let _ = write!(std::io::stderr().lock(), "{prompt}");
+    let _ = std::io::stderr().flush();
+    let mut line = String::new();
+    let _ = std::io::stdin().lock().read_line(&mut line);
+    line.trim().to_owned()
+}
 
 /// Asks for what the build needs: each protected pipeline's token, else a yes/no.
 pub(super) fn confirm(
@@ -25,14 +64,6 @@ pub(super) fn confirm(
         .filter_map(|p| p.protection.as_ref().map(|guard| (p.name.as_str(), guard)))
         .collect();
     let unattended = args.auto_approve || args.json || args.events;
-    let stdin = std::io::stdin();
-    let answer = |prompt: &str| -> String {
-        let _ = write!(std::io::stderr().lock(), "{prompt}");
-        let _ = std::io::stderr().flush();
-        let mut line = String::new();
-        let _ = stdin.lock().read_line(&mut line);
-        line.trim().to_owned()
-    };
     for (name, guard) in &protected {
         let _ = writeln!(
             std::io::stderr().lock(),
@@ -52,13 +83,13 @@ pub(super) fn confirm(
                 hint: "protected pipelines need their token even with --auto-approve".into(),
             });
         }
-        if answer(&format!("Type {} to confirm: ", guard.confirmation)) != guard.confirmation {
+        if ask(&format!("Type {} to confirm: ", guard.confirmation)) != guard.confirmation {
             return Ok(false);
         }
     }
     if !protected.is_empty() || args.auto_approve {
         return Ok(true);
     }
-    let reply = answer("Proceed with build? [y/N] ").to_ascii_lowercase();
+    let reply = ask("Proceed with build? [y/N] ").to_ascii_lowercase();
     Ok(reply == "y" || reply == "yes")
 }

@@ -50,12 +50,17 @@ pub(crate) struct BuildArgs {
     /// Show whole SQL diffs in the plan.
     #[arg(long, short = 'v')]
     verbose: bool,
+    /// Rebuild even when a replay root's retained history holds less than its table (the
+    /// plan's "Replay windows" shows what is lost). Protected pipelines still need --confirm.
+    #[arg(long)]
+    allow_shrink: bool,
 }
 
 const CODE_APPROVAL: &str = "STB-BUILD-001";
 const CODE_CONFIRMATION: &str = "STB-BUILD-002";
 const CODE_FAILED: &str = "STB-BUILD-003";
 const CODE_AUDIT: &str = "STB-BUILD-004";
+const CODE_SHRINK: &str = "STB-BUILD-005";
 /// Exit code of an interrupted build (128 + SIGINT).
 const EXIT_INTERRUPTED: u8 = 130;
 
@@ -199,6 +204,8 @@ pub(crate) fn run(args: &BuildArgs) -> ExitCode {
             "startTime": prepared.output.start_time.as_ref().map(|s| s.as_str().to_owned()),
             "executedLogicalIds": executed,
             "contextLogicalIds": context,
+            "replayWindows": prepared.output.replay_windows,
+            "shrink": prepared.output.shrink_json(),
             "startupTimings": {
                 "compileMs": compile_ms,
                 "observabilityMs": observability_ms,
@@ -210,6 +217,37 @@ pub(crate) fn run(args: &BuildArgs) -> ExitCode {
     let heartbeat = sink.heartbeat(HEARTBEAT_INTERVAL);
     if !machine {
         prepared.output.print(false, args.verbose);
+    }
+    match confirm::accept_shrink(args, &prepared) {
+        Ok(true) => {
+            if !prepared.output.shrinking().is_empty() {
+                observer.event("shrink_accepted", None, prepared.output.shrink_json());
+            }
+        }
+        Ok(false) => {
+            drop(heartbeat);
+            let _ = writeln!(std::io::stdout().lock(), "Build cancelled.");
+            observer.completed("cancelled", 1, None);
+            recorder.finish(&Ending::early("cancelled", None, executed.len()));
+            return ExitCode::from(1);
+        }
+        Err(failure) => {
+            drop(heartbeat);
+            observer.event("shrink_refused", None, prepared.output.shrink_json());
+            observer.completed("refused", 1, Some(&failure.message));
+            let summary = serde_json::json!({
+                "status": "refused",
+                "code": CODE_SHRINK,
+                "shrink": prepared.output.shrink_json(),
+                "replay_windows": prepared.output.replay_windows,
+            })
+            .to_string();
+            recorder.finish(&Ending {
+                summary: &summary,
+                ..Ending::early("refused", Some(&failure.message), executed.len())
+            });
+            return fail(&failure, args.json);
+        }
     }
     match confirm(args, &project, &prepared) {
         Ok(true) => {}

@@ -29,12 +29,24 @@ pub(super) fn summary(
         "failed_step": execution.failed_step,
         "error_message": execution.error_message,
         "warnings": execution.warnings,
+        "replay_windows": prepared.output.replay_windows,
+        "shrink": accepted_shrink(prepared),
         "audits": {
             "results": audits,
             "errors": audits.iter().filter(|a| a.is_error()).count(),
             "warnings": audits.iter().filter(|a| a.status == "warning").count(),
         },
     })
+}
+
+/// The shrink guard's numbers; a build that ran past the guard with a loss accepted it.
+fn accepted_shrink(prepared: &Prepared) -> serde_json::Value {
+    let mut shrink = prepared.output.shrink_json();
+    if let Some(fields) = shrink.as_object_mut() {
+        let accepted = !prepared.output.shrinking().is_empty();
+        fields.insert("accepted".into(), accepted.into());
+    }
+    shrink
 }
 
 pub(super) fn print_result(
@@ -89,6 +101,13 @@ pub(super) fn print_result(
         for (model, rows) in &execution.replays {
             let rows = rows.map_or_else(|| "unavailable".to_owned(), |r| r.to_string());
             let _ = writeln!(out, "  {model}  warehouse-written rows: {rows}");
+        }
+    }
+    let shrinking = prepared.output.shrinking();
+    if !shrinking.is_empty() {
+        let _ = writeln!(out, "\nAccepted loss (--allow-shrink)");
+        for window in shrinking {
+            let _ = writeln!(out, "  {}", window.describe());
         }
     }
     if !audits.is_empty() {

@@ -4,11 +4,10 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use stb_test_support::kafka::{Record, create_topic, produce};
+use stb_test_support::kafka::{Record, create_topic, produce, run_base_ms};
 use stb_test_support::{TestDatabase, execute, execute_at, stack, unique_name, wait_for};
 
 pub(crate) const PARTITIONS: i32 = 3;
-const BASE_TIMESTAMP_MS: i64 = 1_767_225_600_000; // 2026-01-01T00:00:00Z
 
 pub(crate) fn records(first: usize, count: usize) -> Vec<Record> {
     (first..first + count)
@@ -20,7 +19,7 @@ pub(crate) fn records(first: usize, count: usize) -> Vec<Record> {
                 ("source".to_owned(), "test".to_owned()),
                 ("seq".to_owned(), i.to_string()),
             ],
-            timestamp_ms: BASE_TIMESTAMP_MS + i64::try_from(i).expect("small") * 1_000,
+            timestamp_ms: run_base_ms() + i64::try_from(i).expect("small") * 1_000,
         })
         .collect()
 }
@@ -106,7 +105,7 @@ fn kafka_messages_land_exactly_once_with_metadata() {
          FROM {}.landed WHERE key = 'key-31'",
         db.name
     ));
-    let expected_ms = BASE_TIMESTAMP_MS + 31_000;
+    let expected_ms = run_base_ms() + 31_000;
     assert_eq!(
         sample,
         format!("1\tkey-31\t{{\"seq\":31}}\t{expected_ms}\t['source','seq']\t['test','31']\n")

@@ -1,0 +1,460 @@
+//! The shrink guard: before a rebuild drops anything, measure for each replay root how much
+//! its live table holds and how much the replay window (retained history within the
+//! boundary, from `--start-time` on) would restore, and name every root that would come
+//! back smaller.
+//!
+//! Two queries per plan, whatever the number of roots or models: first every root's live
+//! count, then every root's window. In that order, rows that arrive in between can only
+//! make the window larger (a row reaches the driving input before any view feeds it on),
+//! so concurrent ingestion never looks like a loss.
+//!
+//! What is counted depends on the table. A row-wise root into a plain `MergeTree` compares
+//! rows: `count()` of the live table against `count()` of the model's query over the
+//! window (ClickHouse prunes the columns nothing reads, so a pure projection counts the
+//! window's rows without evaluating it). An aggregating root, or any table whose engine
+//! merges rows by key (`Summing`, `Aggregating`, `Replacing`, ... `MergeTree`), holds a row
+//! count that depends on background merges, so both sides count groups: distinct values of
+//! the live table's sorting key.
+
+use crate::direct::{PlanModel, PlanSource, RelationKind};
+use crate::options::StartTime;
+use crate::workflow::RootReplay;
+
+/// What a root's numbers count.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Basis {
+    Rows,
+    /// Distinct values of the sorting key (empty: the whole table is one group).
+    Groups {
+        key: String,
+    },
+}
+
+impl Basis {
+    #[must_use]
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            Self::Rows => "rows",
+            Self::Groups { .. } => "groups",
+        }
+    }
+
+    /// The unit in text: `450 rows`, `25 groups`.
+    fn unit(&self, n: u64) -> String {
+        let word = match (self, n) {
+            (Self::Rows, 1) => "row",
+            (Self::Rows, _) => "rows",
+            (Self::Groups { .. }, 1) => "group",
+            (Self::Groups { .. }, _) => "groups",
+        };
+        format!("{n} {word}")
+    }
+
+    /// Counts `from` (a relation or a parenthesised query with an alias) on this basis.
+    fn count(&self, from: &str) -> String {
+        match self {
+            Self::Rows => format!("SELECT count() FROM {from}"),
+            Self::Groups { key } if key.trim().is_empty() => {
+                format!("SELECT toUInt64(count() > 0) FROM {from}")
+            }
+            Self::Groups { key } => {
+                format!("SELECT count() FROM (SELECT 1 FROM {from} GROUP BY {key})")
+            }
+        }
+    }
+}
+
+/// What the catalog says about a relation the guard reads.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RelationFacts {
+    pub engine: String,
+    pub sorting_key: String,
+    /// The table's `CREATE` statement, where its TTL is.
+    pub create_table_query: String,
+}
+
+/// One root to measure.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Probe {
+    pub model: String,
+    pub driving_input: String,
+    pub basis: Basis,
+    /// `None`: the root's table does not exist, so the build cannot lose anything of it.
+    pub live_sql: Option<String>,
+    /// `None`: the driving input does not exist, so nothing is replayable.
+    pub window: Option<WindowSql>,
+    /// The driving input's retention, as its live TTL says (`30d`, or the expression).
+    pub retention: Option<String>,
+}
+
+/// The scalar subqueries that measure one root's window.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WindowSql {
+    pub input_rows: String,
+    /// Everything retained (no `--start-time`).
+    pub retained: String,
+    /// From `--start-time` on; `None` without one.
+    pub bounded: Option<String>,
+}
+
+/// The probes for `roots`; `facts` reads the catalog by unqualified relation name.
+#[must_use]
+pub fn probes(
+    roots: &[RootReplay],
+    models: &[PlanModel],
+    sources: &[PlanSource],
+    start: Option<&StartTime>,
+    facts: &dyn Fn(&str) -> Option<RelationFacts>,
+) -> Vec<Probe> {
+    roots
+        .iter()
+        .map(|root| {
+            let model = models.iter().find(|m| m.name == root.model);
+            let table = model.and_then(|m| table_of(m));
+            let live = table.and_then(facts);
+            let input = input_relation(&root.driving_input, models, sources);
+            let input_facts = input.and_then(facts);
+            let basis = match &live {
+                Some(live) if model.is_some_and(|m| m.aggregate) || merges_rows(&live.engine) => {
+                    Basis::Groups {
+                        key: unwrap_parentheses(&live.sorting_key).to_owned(),
+                    }
+                }
+                _ => Basis::Rows,
+            };
+            let template = &root.template;
+            let window_count = |predicate: &str| {
+                basis.count(&format!("({}) AS __stb_window", template.select(predicate)))
+            };
+            let window = input_facts.as_ref().map(|_| WindowSql {
+                input_rows: format!("SELECT count() FROM {}", template.anchor.relation),
+                retained: window_count(&crate::replay::window_now(&template.anchor, None)),
+                bounded: start
+                    .map(|s| window_count(&crate::replay::window_now(&template.anchor, Some(s)))),
+            });
+            Probe {
+                model: root.model.clone(),
+                driving_input: root.driving_input.clone(),
+                live_sql: live.as_ref().map(|_| basis.count(&template.target)),
+                basis,
+                window,
+                retention: input_facts
+                    .as_ref()
+                    .and_then(|f| ttl_clause(&f.create_table_query))
+                    .map(|ttl| retention_label(&ttl)),
+            }
+        })
+        .collect()
+}
+
+fn table_of(model: &PlanModel) -> Option<&str> {
+    model
+        .relations
+        .iter()
+        .find(|(kind, _)| *kind == RelationKind::Table)
+        .map(|(_, relation)| relation.as_str())
+}
+
+/// The relation a driving input names: a source's landing or adopted table, or a model's
+/// table.
+fn input_relation<'a>(
+    input: &str,
+    models: &'a [PlanModel],
+    sources: &'a [PlanSource],
+) -> Option<&'a str> {
+    match sources.iter().find(|s| s.name == input) {
+        Some(source) => source.relation.as_deref(),
+        None => models
+            .iter()
+            .find(|m| m.name == input)
+            .and_then(|m| table_of(m)),
+    }
+}
+
+/// `a, b` for `(a, b)`; anything else as it is.
+fn unwrap_parentheses(key: &str) -> &str {
+    let key = key.trim();
+    let Some(inner) = key.strip_prefix('(').and_then(|k| k.strip_suffix(')')) else {
+        return key;
+    };
+    let mut depth = 0_i32;
+    for byte in inner.bytes() {
+        match byte {
+            b'(' => depth += 1,
+            b')' => depth -= 1,
+            _ => {}
+        }
+        if depth < 0 {
+            return key;
+        }
+    }
+    if depth == 0 { inner.trim() } else { key }
+}
+
+/// Engines whose parts merge rows that share a sorting key, so `count()` moves with merges.
+fn merges_rows(engine: &str) -> bool {
+    let base = engine
+        .strip_prefix("Replicated")
+        .or_else(|| engine.strip_prefix("Shared"))
+        .unwrap_or(engine);
+    base.ends_with("MergeTree") && base != "MergeTree"
+}
+
+/// The `TTL` clause of a `CREATE TABLE` statement as ClickHouse prints it.
+fn ttl_clause(create: &str) -> Option<String> {
+    let start = create.find(" TTL ")? + " TTL ".len();
+    let rest = &create[start..];
+    let end = rest.find(" SETTINGS ").unwrap_or(rest.len());
+    Some(rest[..end].trim().to_owned())
+}
+
+/// `30d` for a TTL that ends in a whole number of days (hours, minutes, seconds), else the
+/// expression itself.
+fn retention_label(ttl: &str) -> String {
+    let units = [
+        ("toIntervalDay(", "d"),
+        ("toIntervalHour(", "h"),
+        ("toIntervalMinute(", "m"),
+        ("toIntervalSecond(", "s"),
+    ];
+    for (function, unit) in units {
+        if let Some(at) = ttl.rfind(function) {
+            let number = ttl[at + function.len()..].trim_end_matches(')');
+            if !number.is_empty() && number.bytes().all(|b| b.is_ascii_digit()) {
+                return format!("{number}{unit}");
+            }
+        }
+    }
+    ttl.to_owned()
+}
+
+/// The query that reads every measured root's live count: `root`, `live_rows`.
+#[must_use]
+pub fn live_query(probes: &[Probe]) -> Option<String> {
+    union(probes.iter().enumerate().filter_map(|(index, probe)| {
+        probe
+            .live_sql
+            .as_ref()
+            .map(|sql| format!("SELECT {index} AS root, ({sql}) AS live_rows"))
+    }))
+}
+
+/// The query that reads every measured root's window: `root`, `input_rows`,
+/// `retained_rows`, `replayable_rows`. `only` restricts it to one root (used to find which
+/// root a failing query comes from).
+#[must_use]
+pub fn window_query(probes: &[Probe], only: Option<usize>) -> Option<String> {
+    union(
+        probes
+            .iter()
+            .enumerate()
+            .filter(|(index, probe)| only.is_none_or(|o| o == *index) && probe.needs_window())
+            .filter_map(|(index, probe)| {
+                let window = probe.window.as_ref()?;
+                let bounded = window.bounded.as_deref().unwrap_or(&window.retained);
+                Some(format!(
+                    "SELECT {index} AS root, ({}) AS input_rows, ({}) AS retained_rows, ({bounded}) AS replayable_rows",
+                    window.input_rows, window.retained
+                ))
+            }),
+    )
+}
+
+impl Probe {
+    /// Only a root whose table exists has anything to lose.
+    #[must_use]
+    pub fn needs_window(&self) -> bool {
+        self.live_sql.is_some() && self.window.is_some()
+    }
+}
+
+fn union(parts: impl Iterator<Item = String>) -> Option<String> {
+    let parts: Vec<String> = parts.collect();
+    (!parts.is_empty()).then(|| parts.join(" UNION ALL "))
+}
+
+/// The window numbers read for one root.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct WindowCounts {
+    pub input_rows: u64,
+    pub retained_rows: u64,
+    pub replayable_rows: u64,
+}
+
+/// Why a root's retained history holds less than its table.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ShrinkReason {
+    /// The driving input has a TTL.
+    Retention,
+    /// The driving input holds no rows and has no TTL.
+    EmptySource,
+    /// The driving input does not exist.
+    MissingSource,
+    /// Rows were removed from the driving input some other way.
+    HistoryRemoved,
+}
+
+impl ShrinkReason {
+    #[must_use]
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Retention => "retention",
+            Self::EmptySource => "empty_source",
+            Self::MissingSource => "missing_source",
+            Self::HistoryRemoved => "history_removed",
+        }
+    }
+}
+
+/// One root's measurement and what the guard concludes.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct ReplayWindow {
+    pub model: String,
+    pub driving_input: String,
+    /// `rows` or `groups`.
+    pub basis: &'static str,
+    /// The sorting key groups are counted by.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub group_key: Option<String>,
+    /// False when the root's table does not exist yet (nothing to lose).
+    pub live_table_exists: bool,
+    pub live_rows: u64,
+    /// Rows the driving input holds.
+    pub input_rows: u64,
+    /// What the whole retained history would restore.
+    pub retained_rows: u64,
+    /// What the replay restores (from `--start-time` on, when given).
+    pub replayable_rows: u64,
+    /// `live_rows - retained_rows` when positive: history that no longer exists.
+    pub lost_rows: u64,
+    /// What `--start-time` leaves out of the retained history, on purpose.
+    pub discarded_by_start_time: u64,
+    /// Why `lost_rows` is not zero.
+    pub reason: Option<&'static str>,
+    /// The driving input's TTL (`30d` or the expression).
+    pub retention: Option<String>,
+    /// Why the window could not be measured (the guard then treats the root as a loss).
+    pub error: Option<String>,
+}
+
+impl ReplayWindow {
+    /// The build must not drop this root's table without the user's consent.
+    #[must_use]
+    pub fn needs_consent(&self) -> bool {
+        self.live_table_exists && self.live_rows > 0 && (self.lost_rows > 0 || self.error.is_some())
+    }
+
+    /// `order_events: 450 rows now, 0 replayable (history expired by retention 30d)`.
+    #[must_use]
+    pub fn describe(&self) -> String {
+        let basis = if self.basis == "groups" {
+            Basis::Groups { key: String::new() }
+        } else {
+            Basis::Rows
+        };
+        if !self.live_table_exists {
+            return format!("{}: new table, nothing to lose", self.model);
+        }
+        let mut text = format!(
+            "{}: {} now, {} replayable",
+            self.model,
+            basis.unit(self.live_rows),
+            self.replayable_rows
+        );
+        if let Some(error) = &self.error {
+            text.push_str(&format!(" (could not be measured: {error})"));
+            return text;
+        }
+        let mut notes = Vec::new();
+        if self.lost_rows > 0 {
+            notes.push(format!("{} lost: {}", self.lost_rows, self.cause()));
+        }
+        if self.discarded_by_start_time > 0 {
+            notes.push(format!(
+                "{} before --start-time discarded",
+                self.discarded_by_start_time
+            ));
+        }
+        if let Some(key) = &self.group_key {
+            notes.push(format!(
+                "counted as groups of ({}) since the table merges rows",
+                if key.is_empty() {
+                    "the whole table"
+                } else {
+                    key
+                }
+            ));
+        }
+        if !notes.is_empty() {
+            text.push_str(&format!(" ({})", notes.join("; ")));
+        }
+        text
+    }
+
+    fn cause(&self) -> String {
+        match (self.reason, &self.retention) {
+            (Some("retention"), Some(retention)) => {
+                format!("history expired by retention {retention}")
+            }
+            (Some("missing_source"), _) => format!("{} does not exist", self.driving_input),
+            (Some("empty_source"), _) => format!("{} is empty", self.driving_input),
+            _ => format!("history no longer in {}", self.driving_input),
+        }
+    }
+}
+
+/// Combines what was read: `live` and `windows` are indexed like `probes`; `errors` holds
+/// the roots whose window query failed.
+#[must_use]
+pub fn assess(
+    probes: &[Probe],
+    live: &dyn Fn(usize) -> Option<u64>,
+    windows: &dyn Fn(usize) -> Option<WindowCounts>,
+    errors: &dyn Fn(usize) -> Option<String>,
+) -> Vec<ReplayWindow> {
+    probes
+        .iter()
+        .enumerate()
+        .map(|(index, probe)| {
+            let live_rows = live(index).unwrap_or(0);
+            let counts = windows(index).unwrap_or_default();
+            let lost_rows = live_rows.saturating_sub(counts.retained_rows);
+            let reason = (lost_rows > 0).then(|| {
+                if probe.window.is_none() {
+                    ShrinkReason::MissingSource
+                } else if probe.retention.is_some() {
+                    ShrinkReason::Retention
+                } else if counts.input_rows == 0 {
+                    ShrinkReason::EmptySource
+                } else {
+                    ShrinkReason::HistoryRemoved
+                }
+                .as_str()
+            });
+            ReplayWindow {
+                model: probe.model.clone(),
+                driving_input: probe.driving_input.clone(),
+                basis: probe.basis.as_str(),
+                group_key: match &probe.basis {
+                    Basis::Groups { key } => Some(key.clone()),
+                    Basis::Rows => None,
+                },
+                live_table_exists: probe.live_sql.is_some(),
+                live_rows,
+                input_rows: counts.input_rows,
+                retained_rows: counts.retained_rows,
+                replayable_rows: counts.replayable_rows,
+                lost_rows,
+                discarded_by_start_time: counts
+                    .retained_rows
+                    .saturating_sub(counts.replayable_rows),
+                reason,
+                retention: probe.retention.clone(),
+                error: errors(index),
+            }
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,292 @@
+use super::*;
+use crate::options::parse_start_time;
+use crate::replay::{Anchor, BoundaryMode, ReplayTemplate};
+
+fn model(name: &str, aggregate: bool) -> PlanModel {
+    PlanModel {
+        name: name.into(),
+        is_table: true,
+        relations: vec![
+            (RelationKind::Table, format!("tbl__{name}")),
+            (RelationKind::MaterializedView, format!("mv__{name}")),
+        ],
+        aggregate,
+        ..PlanModel::default()
+    }
+}
+
+fn source() -> PlanSource {
+    PlanSource {
+        name: "orders".into(),
+        framework_managed: true,
+        relation: Some("raw__orders".into()),
+        reference: Some("db.raw__orders".into()),
+        ..PlanSource::default()
+    }
+}
+
+fn root(name: &str, mode: BoundaryMode) -> RootReplay {
+    RootReplay {
+        model: name.into(),
+        driving_input: "orders".into(),
+        propagated: Vec::new(),
+        capture_sql: String::new(),
+        template: ReplayTemplate {
+            target: format!("db.tbl__{name}"),
+            query_parts: vec!["SELECT a FROM ".into(), " WHERE a > 0".into()],
+            anchor: Anchor {
+                relation: "db.raw__orders".into(),
+                mode,
+                time_column: Some(crate::replay::LANDED_AT),
+            },
+            settings: vec![("max_threads".into(), "2".into())],
+            skip_existing: Some(&["_replay_partition", "_replay_offset"]),
+        },
+    }
+}
+
+const RAW_DDL: &str = "CREATE TABLE db.raw__orders (`kafka_value` String) ENGINE = MergeTree ORDER BY (_replay_partition, _replay_offset) TTL ifNull(_replay_timestamp, _replay_landed_at) + toIntervalDay(30) SETTINGS index_granularity = 8192";
+
+fn facts(name: &str) -> Option<RelationFacts> {
+    match name {
+        "tbl__events" => Some(RelationFacts {
+            engine: "MergeTree".into(),
+            sorting_key: "a".into(),
+            create_table_query: String::new(),
+        }),
+        "tbl__totals" => Some(RelationFacts {
+            engine: "SummingMergeTree".into(),
+            sorting_key: "customer_id".into(),
+            create_table_query: String::new(),
+        }),
+        "raw__orders" => Some(RelationFacts {
+            engine: "MergeTree".into(),
+            sorting_key: String::new(),
+            create_table_query: RAW_DDL.into(),
+        }),
+        _ => None,
+    }
+}
+
+#[test]
+fn row_wise_roots_count_rows_of_the_query_over_the_window_and_merging_tables_count_groups() {
+    let models = [
+        model("events", false),
+        model("totals", true),
+        model("fresh", false),
+    ];
+    let roots = [
+        root("events", BoundaryMode::Offsets),
+        root("totals", BoundaryMode::Offsets),
+        root("fresh", BoundaryMode::Offsets),
+    ];
+    let probes = probes(&roots, &models, &[source()], None, &facts);
+    assert_eq!(probes[0].basis, Basis::Rows);
+    assert_eq!(
+        probes[0].live_sql.as_deref(),
+        Some("SELECT count() FROM db.tbl__events")
+    );
+    let window = probes[0].window.as_ref().expect("input exists");
+    // The window query is the model's own query with its input narrowed, without the
+    // build's already-written-key check or replay settings.
+    assert_eq!(
+        window.retained,
+        "SELECT count() FROM (SELECT a FROM (SELECT * FROM db.raw__orders WHERE 1) AS raw__orders WHERE a > 0) AS __stb_window"
+    );
+    assert_eq!(window.input_rows, "SELECT count() FROM db.raw__orders");
+    assert_eq!(window.bounded, None);
+    assert_eq!(probes[0].retention.as_deref(), Some("30d"));
+    assert_eq!(
+        probes[1].basis,
+        Basis::Groups {
+            key: "customer_id".into()
+        }
+    );
+    assert_eq!(
+        probes[1].live_sql.as_deref(),
+        Some("SELECT count() FROM (SELECT 1 FROM db.tbl__totals GROUP BY customer_id)")
+    );
+    // A root whose table does not exist has nothing to lose and is not measured.
+    assert_eq!(probes[2].live_sql, None);
+    assert!(!probes[2].needs_window());
+    let live = live_query(&probes).expect("two tables");
+    assert_eq!(live.matches("UNION ALL").count(), 1, "{live}");
+    let windows = window_query(&probes, None).expect("two windows");
+    assert_eq!(windows.matches(" AS root,").count(), 2, "{windows}");
+    assert_eq!(
+        window_query(&probes, Some(1))
+            .expect("one")
+            .matches(" AS root,")
+            .count(),
+        1
+    );
+}
+
+#[test]
+fn a_start_time_adds_a_bounded_window_per_mode() {
+    let start = parse_start_time("2026-11-29").expect("time");
+    let probes = probes(
+        &[root("events", BoundaryMode::Offsets)],
+        &[model("events", false)],
+        &[source()],
+        Some(&start),
+        &facts,
+    );
+    let bounded = probes[0].window.as_ref().and_then(|w| w.bounded.clone());
+    let bounded = bounded.expect("bounded");
+    assert!(
+        bounded.contains("(_replay_partition, _replay_offset) IN (SELECT p, o FROM (SELECT DISTINCT r._replay_partition"),
+        "{bounded}"
+    );
+    let anchor = |mode, time| Anchor {
+        relation: "db.t".into(),
+        mode,
+        time_column: time,
+    };
+    assert_eq!(
+        crate::replay::window_now(&anchor(BoundaryMode::Timestamp, None), Some(&start)),
+        "_replay_timestamp <= now64(3, 'UTC') AND _replay_timestamp >= toDateTime64('2026-11-29 00:00:00.000', 3, 'UTC')"
+    );
+    assert_eq!(
+        crate::replay::window_now(&anchor(BoundaryMode::LandedAt, None), None),
+        "_replay_landed_at <= now64(3, 'UTC')"
+    );
+    assert_eq!(
+        crate::replay::window_now(
+            &anchor(BoundaryMode::Cursor, Some(crate::replay::TIMESTAMP)),
+            Some(&start)
+        ),
+        "_replay_cursor >= (SELECT minIf(_replay_cursor, _replay_timestamp >= toDateTime64('2026-11-29 00:00:00.000', 3, 'UTC')) FROM db.t) AND (SELECT countIf(_replay_timestamp >= toDateTime64('2026-11-29 00:00:00.000', 3, 'UTC')) FROM db.t) > 0"
+    );
+    assert_eq!(
+        crate::replay::window_now(&anchor(BoundaryMode::Cursor, None), None),
+        "1"
+    );
+}
+
+#[test]
+fn retention_reads_the_live_ttl() {
+    assert_eq!(
+        ttl_clause(RAW_DDL).map(|t| retention_label(&t)),
+        Some("30d".into())
+    );
+    assert_eq!(retention_label("ts + toIntervalHour(36)"), "36h");
+    assert_eq!(retention_label("ts + toIntervalSecond(45)"), "45s");
+    assert_eq!(
+        retention_label("ts + toIntervalDay(x)"),
+        "ts + toIntervalDay(x)"
+    );
+    assert_eq!(
+        ttl_clause("CREATE TABLE t (a Int8) ENGINE = MergeTree ORDER BY a TTL toDate(a) + 1"),
+        Some("toDate(a) + 1".into())
+    );
+    assert_eq!(
+        ttl_clause("CREATE TABLE t (a Int8) ENGINE = MergeTree ORDER BY a"),
+        None
+    );
+    assert_eq!(unwrap_parentheses("(bucket)"), "bucket");
+    assert_eq!(unwrap_parentheses("(a, toDate(b))"), "a, toDate(b)");
+    assert_eq!(unwrap_parentheses("(a) + (b)"), "(a) + (b)");
+    assert_eq!(unwrap_parentheses("a"), "a");
+    assert!(merges_rows("ReplicatedSummingMergeTree"));
+    assert!(merges_rows("ReplacingMergeTree"));
+    assert!(!merges_rows("MergeTree"));
+    assert!(!merges_rows("ReplicatedMergeTree"));
+    assert!(!merges_rows("Memory"));
+}
+
+fn probe(retention: Option<&str>, input: bool) -> Probe {
+    Probe {
+        model: "order_events".into(),
+        driving_input: "orders".into(),
+        basis: Basis::Rows,
+        live_sql: Some("SELECT count() FROM db.tbl__order_events".into()),
+        window: input.then(|| WindowSql {
+            input_rows: String::new(),
+            retained: String::new(),
+            bounded: None,
+        }),
+        retention: retention.map(str::to_owned),
+    }
+}
+
+fn counts(input_rows: u64, retained_rows: u64, replayable_rows: u64) -> WindowCounts {
+    WindowCounts {
+        input_rows,
+        retained_rows,
+        replayable_rows,
+    }
+}
+
+#[test]
+fn a_root_whose_history_holds_less_than_its_table_needs_consent_with_the_reason() {
+    let expired = assess(
+        &[probe(Some("30d"), true)],
+        &|_| Some(450),
+        &|_| Some(counts(0, 0, 0)),
+        &|_| None,
+    );
+    assert_eq!(expired[0].lost_rows, 450);
+    assert_eq!(expired[0].reason, Some("retention"));
+    assert!(expired[0].needs_consent());
+    assert_eq!(
+        expired[0].describe(),
+        "order_events: 450 rows now, 0 replayable (450 lost: history expired by retention 30d)"
+    );
+    let emptied = assess(
+        &[probe(None, true)],
+        &|_| Some(3),
+        &|_| Some(counts(0, 0, 0)),
+        &|_| None,
+    );
+    assert_eq!(emptied[0].reason, Some("empty_source"));
+    assert!(emptied[0].describe().ends_with("(3 lost: orders is empty)"));
+    let trimmed = assess(
+        &[probe(None, true)],
+        &|_| Some(10),
+        &|_| Some(counts(6, 6, 6)),
+        &|_| None,
+    );
+    assert_eq!(trimmed[0].reason, Some("history_removed"));
+    assert_eq!(trimmed[0].lost_rows, 4);
+    let missing = assess(&[probe(None, false)], &|_| Some(10), &|_| None, &|_| None);
+    assert_eq!(missing[0].reason, Some("missing_source"));
+    assert!(missing[0].needs_consent());
+}
+
+#[test]
+fn a_start_time_discards_on_purpose_and_only_lost_history_needs_consent() {
+    let bounded = assess(
+        &[probe(Some("30d"), true)],
+        &|_| Some(450),
+        &|_| Some(counts(450, 450, 300)),
+        &|_| None,
+    );
+    assert_eq!(bounded[0].lost_rows, 0);
+    assert_eq!(bounded[0].discarded_by_start_time, 150);
+    assert!(!bounded[0].needs_consent());
+    assert_eq!(
+        bounded[0].describe(),
+        "order_events: 450 rows now, 300 replayable (150 before --start-time discarded)"
+    );
+    // More arrived in the input than the table has seen yet: nothing is lost.
+    let growing = assess(
+        &[probe(None, true)],
+        &|_| Some(440),
+        &|_| Some(counts(450, 450, 450)),
+        &|_| None,
+    );
+    assert!(!growing[0].needs_consent());
+    // An empty table has nothing to lose, and an unmeasured one with rows needs consent.
+    let empty = assess(&[probe(None, true)], &|_| Some(0), &|_| None, &|_| None);
+    assert!(!empty[0].needs_consent());
+    let unmeasured = assess(&[probe(None, true)], &|_| Some(5), &|_| None, &|_| {
+        Some("Unknown table".into())
+    });
+    assert!(unmeasured[0].needs_consent());
+    assert!(
+        unmeasured[0]
+            .describe()
+            .contains("could not be measured: Unknown table")
+    );
+}
