@@ -1,10 +1,13 @@
 //! Reads what the shrink guard needs (see `stb_plan::shrink`): one query for every root's
 //! live count, then one for every root's window. Only when the window query fails is it
-//! repeated root by root, so one unreadable root does not hide the others' numbers.
+//! repeated root by root, so one unreadable root does not hide the others' numbers, and a
+//! root whose new query fails still has its loss measured through the query that filled it.
 
 use std::collections::BTreeMap;
 
-use stb_plan::shrink::{Probe, ReplayWindow, WindowCounts, assess, live_query, window_query};
+use stb_plan::shrink::{
+    Probe, Readings, ReplayWindow, WindowColumns, WindowCounts, assess, live_query, window_query,
+};
 use stb_warehouse::{Client, Rows, WarehouseError};
 
 /// Measures every probe.
@@ -26,30 +29,49 @@ pub fn measure(client: &Client, probes: &[Probe]) -> Result<Vec<ReplayWindow>, W
     }
     let mut windows = BTreeMap::new();
     let mut errors = BTreeMap::new();
-    if let Some(sql) = window_query(probes, None) {
-        match client.query(&sql) {
-            Ok(rows) => read_windows(&rows, &mut windows),
-            Err(_) => {
-                for index in 0..probes.len() {
-                    let Some(sql) = window_query(probes, Some(index)) else {
-                        continue;
-                    };
-                    match client.query(&sql) {
-                        Ok(rows) => read_windows(&rows, &mut windows),
-                        Err(error) => {
-                            errors.insert(index, error.to_string());
-                        }
-                    }
+    let mut new_query_errors = BTreeMap::new();
+    let all = window_query(probes, None, WindowColumns::All);
+    if let Some(sql) = all
+        && client
+            .query(&sql)
+            .map(|rows| read_windows(&rows, &mut windows))
+            .is_err()
+    {
+        for index in 0..probes.len() {
+            let Some(sql) = window_query(probes, Some(index), WindowColumns::All) else {
+                continue;
+            };
+            let Err(error) = client
+                .query(&sql)
+                .map(|rows| read_windows(&rows, &mut windows))
+            else {
+                continue;
+            };
+            let history = window_query(probes, Some(index), WindowColumns::History)
+                .map(|sql| client.query(&sql));
+            match history {
+                Some(Ok(rows)) => {
+                    read_windows(&rows, &mut windows);
+                    new_query_errors.insert(index, error.to_string());
+                }
+                Some(Err(history_error)) => {
+                    errors.insert(index, history_error.to_string());
+                }
+                None => {
+                    errors.insert(index, error.to_string());
                 }
             }
         }
     }
-    let to_index = |index: usize| u64::try_from(index).unwrap_or(u64::MAX);
+    let key = |index: usize| u64::try_from(index).unwrap_or(u64::MAX);
     Ok(assess(
         probes,
-        &|index| live.get(&to_index(index)).copied(),
-        &|index| windows.get(&to_index(index)).copied(),
-        &|index| errors.get(&index).cloned(),
+        &Readings {
+            live: &|index| live.get(&key(index)).copied(),
+            windows: &|index| windows.get(&key(index)).copied(),
+            errors: &|index| errors.get(&index).cloned(),
+            new_query_errors: &|index| new_query_errors.get(&index).cloned(),
+        },
     ))
 }
 
@@ -66,6 +88,7 @@ fn read_windows(rows: &Rows, into: &mut BTreeMap<u64, WindowCounts>) {
             root,
             WindowCounts {
                 input_rows: number(rows, row, "input_rows").unwrap_or(0),
+                history_rows: number(rows, row, "history_rows").unwrap_or(0),
                 retained_rows: number(rows, row, "retained_rows").unwrap_or(0),
                 replayable_rows: number(rows, row, "replayable_rows").unwrap_or(0),
             },

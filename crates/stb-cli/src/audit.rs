@@ -29,6 +29,9 @@ pub(crate) struct AuditResult {
     /// `passed`, `failed` (error severity), `warning`, `deferred` or `error`.
     pub(crate) status: &'static str,
     failing_rows: u64,
+    /// Rows in each relation the audit reads, when they could be counted: an audit that
+    /// passes over an empty relation checked nothing, and says so.
+    checked_rows: Vec<CheckedRelation>,
     /// Up to five failing rows, column name to value.
     sample: Vec<serde_json::Map<String, serde_json::Value>>,
     message: Option<String>,
@@ -36,6 +39,13 @@ pub(crate) struct AuditResult {
     warmup_seconds: u64,
     #[serde(skip)]
     sql: String,
+}
+
+/// One relation an audit read and its row count.
+#[derive(Debug, Clone, serde::Serialize)]
+pub(crate) struct CheckedRelation {
+    model: String,
+    rows: u64,
 }
 
 impl AuditResult {
@@ -51,6 +61,7 @@ impl AuditResult {
             severity: severity.to_owned(),
             status: "error",
             failing_rows: 0,
+            checked_rows: Vec::new(),
             sample: Vec::new(),
             message: Some(message),
             warmup_seconds: 0,
@@ -66,6 +77,7 @@ impl AuditResult {
             severity: audit.severity.clone(),
             status: "deferred",
             failing_rows: 0,
+            checked_rows: Vec::new(),
             sample: Vec::new(),
             message: Some(why.to_owned()),
             warmup_seconds: audit.warmup_seconds,
@@ -89,7 +101,7 @@ impl AuditResult {
             failure_count: self.failing_rows,
             warmup_seconds: self.warmup_seconds,
             definition: &self.sql,
-            payload_json: serde_json::json!({"file": self.file, "sample": self.sample, "message": self.message}).to_string(),
+            payload_json: serde_json::json!({"file": self.file, "sample": self.sample, "message": self.message, "checked_rows": self.checked_rows}).to_string(),
             error_message: self.message.as_deref().filter(|_| self.status == "error"),
         }
     }
@@ -181,6 +193,7 @@ pub(crate) fn run_set(
     let catalog = client
         .load_catalog(database)
         .map_err(|e| Failure::from(&e))?;
+    let counts = relation_counts(client, compiled, &catalog, audits);
     let mut results = Vec::new();
     let mut executed = Vec::new();
     for audit in audits {
@@ -190,6 +203,7 @@ pub(crate) fn run_set(
             severity: audit.severity.clone(),
             status: "passed",
             failing_rows: 0,
+            checked_rows: Vec::new(),
             sample: Vec::new(),
             message: None,
             warmup_seconds: audit.warmup_seconds,
@@ -217,6 +231,16 @@ pub(crate) fn run_set(
             results.push(result);
             continue;
         }
+        result.checked_rows = audit
+            .models
+            .iter()
+            .filter_map(|model| {
+                counts.get(model).map(|rows| CheckedRelation {
+                    model: model.clone(),
+                    rows: *rows,
+                })
+            })
+            .collect();
         let query = compiled
             .files
             .get(&audit.path)
@@ -276,21 +300,123 @@ pub(crate) fn run_set(
     Ok((results, executed))
 }
 
+/// Row counts of every existing relation the audits read, in one query (model name to
+/// rows). A relation that cannot be counted is left out, and its audits show no count.
+fn relation_counts(
+    client: &stb_warehouse::Client,
+    compiled: &stb_compile::Compiled,
+    catalog: &stb_warehouse::Catalog,
+    audits: &[&AuditEntry],
+) -> std::collections::BTreeMap<String, u64> {
+    let models: std::collections::BTreeSet<&str> = audits
+        .iter()
+        .flat_map(|a| a.models.iter().map(String::as_str))
+        .collect();
+    let counted: Vec<(&str, String)> = models
+        .into_iter()
+        .filter_map(|name| compiled.plan_models.iter().find(|m| m.name == name))
+        .filter(|m| {
+            m.relations
+                .iter()
+                .all(|(_, r)| catalog.relation(r).is_some())
+        })
+        .map(|m| {
+            (
+                m.name.as_str(),
+                format!(
+                    "SELECT {} AS model, count() AS rows FROM {}",
+                    stb_ddl::string_literal(&m.name),
+                    m.reference
+                ),
+            )
+        })
+        .collect();
+    let read = |sql: &str, into: &mut std::collections::BTreeMap<String, u64>| {
+        let rows = client.query(sql).ok()?;
+        for row in 0..rows.data.len() {
+            if let (Some(model), Some(n)) = (
+                rows.text(row, "model"),
+                rows.text(row, "rows").and_then(|n| n.parse().ok()),
+            ) {
+                into.insert(model, n);
+            }
+        }
+        Some(())
+    };
+    let mut counts = std::collections::BTreeMap::new();
+    if counted.is_empty() {
+        return counts;
+    }
+    let all: Vec<&str> = counted.iter().map(|(_, sql)| sql.as_str()).collect();
+    if read(&all.join(" UNION ALL "), &mut counts).is_none() {
+        // One relation that cannot be read (a broken view) keeps the others' counts.
+        for (_, sql) in &counted {
+            let _ = read(sql, &mut counts);
+        }
+    }
+    counts
+}
+
+/// `PASSED (0 rows)`, `FAILED (a: 3 rows, b: 0 rows)`: what the audit checked.
+fn status_with_rows(result: &AuditResult) -> String {
+    let status = result.status.to_ascii_uppercase();
+    let rows = |n: u64| {
+        if n == 1 {
+            "1 row".to_owned()
+        } else {
+            format!("{n} rows")
+        }
+    };
+    match result.checked_rows.as_slice() {
+        [] => status,
+        [only] => format!("{status} ({})", rows(only.rows)),
+        many => format!(
+            "{status} ({})",
+            many.iter()
+                .map(|c| format!("{}: {}", c.model, rows(c.rows)))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+    }
+}
+
+impl AuditResult {
+    /// It ran over at least one relation with no rows, so a pass proves nothing there.
+    fn checked_an_empty_relation(&self) -> bool {
+        self.checked_rows.iter().any(|c| c.rows == 0)
+    }
+}
+
 fn print(json: bool, results: &[AuditResult]) -> ExitCode {
     let errors = results.iter().filter(|r| r.is_error()).count();
     let warnings = results.iter().filter(|r| r.status == "warning").count();
     let verdict = if errors == 0 { "PASS" } else { "FAIL" };
+    let over_empty: Vec<&str> = results
+        .iter()
+        .filter(|r| r.checked_an_empty_relation())
+        .map(AuditResult::name)
+        .collect();
     if json {
         print_json(&serde_json::json!({
             "results": results,
             "result": verdict,
             "errors": errors,
             "warnings": warnings,
+            "over_empty_relations": over_empty,
         }));
     } else {
         print_lines(results);
+        let mut out = std::io::stdout().lock();
+        if !over_empty.is_empty() {
+            let _ = writeln!(
+                out,
+                "Note: {} audits ran over an empty relation and checked nothing there: {}",
+                over_empty.len(),
+                over_empty.join(", ")
+            );
+        }
         let _ = writeln!(
-            std::io::stdout().lock(),
+            out,
             "Result: {verdict} ({errors} errors, {warnings} warnings)"
         );
     }
@@ -308,7 +434,7 @@ pub(crate) fn print_lines(results: &[AuditResult]) {
         let _ = write!(
             out,
             "{}  {}  ({}, {})",
-            result.status.to_ascii_uppercase(),
+            status_with_rows(result),
             result.name,
             result.severity,
             result.file

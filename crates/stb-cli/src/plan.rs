@@ -519,12 +519,21 @@ pub(crate) fn prepare(
                 create_table_query: r.create_table_query.clone(),
             })
     };
+    let baseline = |model: &str| match &fingerprints {
+        Fingerprints::Found(found) => found
+            .get(&format!("{database}.{model}"))
+            .map(|f| f.definition_sql.clone()),
+        Fingerprints::Absent | Fingerprints::Unavailable(_) => None,
+    };
     let probes = stb_plan::shrink::probes(
         &workflow.roots,
-        &compiled.plan_models,
-        &compiled.plan_sources,
-        start_time.as_ref(),
-        &facts,
+        &stb_plan::shrink::Context {
+            models: &compiled.plan_models,
+            sources: &compiled.plan_sources,
+            start: start_time.as_ref(),
+            facts: &facts,
+            baseline: &baseline,
+        },
     );
     let replay_windows =
         stb_build::shrink::measure(&client, &probes).map_err(|e| Failure::from(&e))?;

@@ -85,27 +85,44 @@ pub struct Probe {
     pub window: Option<WindowSql>,
     /// The driving input's retention, as its live TTL says (`30d`, or the expression).
     pub retention: Option<String>,
+    /// The live table was filled by another query than the one the build creates.
+    pub query_changed: bool,
 }
 
 /// The scalar subqueries that measure one root's window.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct WindowSql {
     pub input_rows: String,
-    /// Everything retained (no `--start-time`).
+    /// Everything retained, through the query that filled the live table (its last
+    /// build's, when the model changed since): what history can still give back of it.
+    pub history: String,
+    /// Everything retained (no `--start-time`), through the new query.
     pub retained: String,
     /// From `--start-time` on; `None` without one.
     pub bounded: Option<String>,
 }
 
-/// The probes for `roots`; `facts` reads the catalog by unqualified relation name.
+/// What the planner knows around the roots.
+pub struct Context<'a> {
+    pub models: &'a [PlanModel],
+    pub sources: &'a [PlanSource],
+    pub start: Option<&'a StartTime>,
+    /// The catalog, by unqualified relation name.
+    pub facts: &'a dyn Fn(&str) -> Option<RelationFacts>,
+    /// A model's compiled query at its last successful build, when recorded.
+    pub baseline: &'a dyn Fn(&str) -> Option<String>,
+}
+
+/// The probes for `roots`.
 #[must_use]
-pub fn probes(
-    roots: &[RootReplay],
-    models: &[PlanModel],
-    sources: &[PlanSource],
-    start: Option<&StartTime>,
-    facts: &dyn Fn(&str) -> Option<RelationFacts>,
-) -> Vec<Probe> {
+pub fn probes(roots: &[RootReplay], context: &Context<'_>) -> Vec<Probe> {
+    let Context {
+        models,
+        sources,
+        start,
+        facts,
+        baseline,
+    } = *context;
     roots
         .iter()
         .map(|root| {
@@ -123,14 +140,26 @@ pub fn probes(
                 _ => Basis::Rows,
             };
             let template = &root.template;
-            let window_count = |predicate: &str| {
+            let window_count = |template: &crate::replay::ReplayTemplate, predicate: &str| {
                 basis.count(&format!("({}) AS __stb_window", template.select(predicate)))
             };
+            let previous = model.and_then(|m| {
+                let old = baseline(&m.name).filter(|old| *old != m.query)?;
+                let reference = driving_reference(&root.driving_input, models, sources)?;
+                previous_template(template, m, &old, reference)
+            });
+            let history = previous.as_ref().unwrap_or(template);
+            let everything = crate::replay::window_now(&template.anchor, None);
             let window = input_facts.as_ref().map(|_| WindowSql {
                 input_rows: format!("SELECT count() FROM {}", template.anchor.relation),
-                retained: window_count(&crate::replay::window_now(&template.anchor, None)),
-                bounded: start
-                    .map(|s| window_count(&crate::replay::window_now(&template.anchor, Some(s)))),
+                history: window_count(history, &everything),
+                retained: window_count(template, &everything),
+                bounded: start.map(|s| {
+                    window_count(
+                        template,
+                        &crate::replay::window_now(&template.anchor, Some(s)),
+                    )
+                }),
             });
             Probe {
                 model: root.model.clone(),
@@ -142,9 +171,45 @@ pub fn probes(
                     .as_ref()
                     .and_then(|f| ttl_clause(&f.create_table_query))
                     .map(|ttl| retention_label(&ttl)),
+                query_changed: previous.is_some(),
             }
         })
         .collect()
+}
+
+/// The text a reference to the driving input becomes in compiled SQL.
+fn driving_reference<'a>(
+    input: &str,
+    models: &'a [PlanModel],
+    sources: &'a [PlanSource],
+) -> Option<&'a str> {
+    match sources.iter().find(|s| s.name == input) {
+        Some(source) => source.reference.as_deref(),
+        None => models
+            .iter()
+            .find(|m| m.name == input)
+            .map(|m| m.reference.as_str()),
+    }
+}
+
+/// The replay of the model's previous query: the recorded compiled text cut at the driving
+/// input's reference, the way the compiler cuts the current one. Only when cutting the
+/// current query that way gives exactly the compiler's parts (the reference text occurs
+/// nowhere else) and the previous text references the input at all.
+fn previous_template(
+    template: &crate::replay::ReplayTemplate,
+    model: &PlanModel,
+    previous: &str,
+    reference: &str,
+) -> Option<crate::replay::ReplayTemplate> {
+    let cut = |text: &str| -> Vec<String> { text.split(reference).map(str::to_owned).collect() };
+    let parts = cut(previous);
+    (cut(&model.query) == model.replay_query && parts.len() > 1).then(|| {
+        crate::replay::ReplayTemplate {
+            query_parts: parts,
+            ..template.clone()
+        }
+    })
 }
 
 fn table_of(model: &PlanModel) -> Option<&str> {
@@ -239,11 +304,24 @@ pub fn live_query(probes: &[Probe]) -> Option<String> {
     }))
 }
 
-/// The query that reads every measured root's window: `root`, `input_rows`,
-/// `retained_rows`, `replayable_rows`. `only` restricts it to one root (used to find which
-/// root a failing query comes from).
+/// Which columns a window query reads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WindowColumns {
+    /// `input_rows`, `history_rows`, `retained_rows`, `replayable_rows`.
+    All,
+    /// `input_rows`, `history_rows`: what the loss needs, without the new query (which can
+    /// fail to run, and then fails the build itself, not the guard).
+    History,
+}
+
+/// The query that reads every measured root's window (`root` and the columns). `only`
+/// restricts it to one root (used to find which root a failing query comes from).
 #[must_use]
-pub fn window_query(probes: &[Probe], only: Option<usize>) -> Option<String> {
+pub fn window_query(
+    probes: &[Probe],
+    only: Option<usize>,
+    columns: WindowColumns,
+) -> Option<String> {
     union(
         probes
             .iter()
@@ -251,11 +329,18 @@ pub fn window_query(probes: &[Probe], only: Option<usize>) -> Option<String> {
             .filter(|(index, probe)| only.is_none_or(|o| o == *index) && probe.needs_window())
             .filter_map(|(index, probe)| {
                 let window = probe.window.as_ref()?;
-                let bounded = window.bounded.as_deref().unwrap_or(&window.retained);
-                Some(format!(
-                    "SELECT {index} AS root, ({}) AS input_rows, ({}) AS retained_rows, ({bounded}) AS replayable_rows",
-                    window.input_rows, window.retained
-                ))
+                let mut select = format!(
+                    "SELECT {index} AS root, ({}) AS input_rows, ({}) AS history_rows",
+                    window.input_rows, window.history
+                );
+                if columns == WindowColumns::All {
+                    let bounded = window.bounded.as_deref().unwrap_or(&window.retained);
+                    select.push_str(&format!(
+                        ", ({}) AS retained_rows, ({bounded}) AS replayable_rows",
+                        window.retained
+                    ));
+                }
+                Some(select)
             }),
     )
 }
@@ -277,6 +362,7 @@ fn union(parts: impl Iterator<Item = String>) -> Option<String> {
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct WindowCounts {
     pub input_rows: u64,
+    pub history_rows: u64,
     pub retained_rows: u64,
     pub replayable_rows: u64,
 }
@@ -321,12 +407,18 @@ pub struct ReplayWindow {
     pub live_rows: u64,
     /// Rows the driving input holds.
     pub input_rows: u64,
-    /// What the whole retained history would restore.
+    /// What the whole retained history gives back through the query that filled the
+    /// table: the part of `live_rows` history still holds.
+    pub history_rows: u64,
+    /// What the whole retained history gives through the new query.
     pub retained_rows: u64,
     /// What the replay restores (from `--start-time` on, when given).
     pub replayable_rows: u64,
-    /// `live_rows - retained_rows` when positive: history that no longer exists.
+    /// `live_rows - history_rows` when positive: history that no longer exists.
     pub lost_rows: u64,
+    /// The model's query changed since the table was built: `history_rows` counts the
+    /// previous query over the window, so a new filter is not mistaken for lost history.
+    pub query_changed: bool,
     /// What `--start-time` leaves out of the retained history, on purpose.
     pub discarded_by_start_time: u64,
     /// Why `lost_rows` is not zero.
@@ -335,6 +427,9 @@ pub struct ReplayWindow {
     pub retention: Option<String>,
     /// Why the window could not be measured (the guard then treats the root as a loss).
     pub error: Option<String>,
+    /// Why the new query's counts (`retained_rows`, `replayable_rows`) could not be read;
+    /// the loss is still measured. The build will meet the same error.
+    pub new_query_error: Option<String>,
 }
 
 impl ReplayWindow {
@@ -365,9 +460,23 @@ impl ReplayWindow {
             text.push_str(&format!(" (could not be measured: {error})"));
             return text;
         }
+        if let Some(error) = &self.new_query_error {
+            text = format!(
+                "{}: {} now, history keeps {} (the new query could not be counted: {error})",
+                self.model,
+                basis.unit(self.live_rows),
+                self.history_rows
+            );
+        }
         let mut notes = Vec::new();
         if self.lost_rows > 0 {
             notes.push(format!("{} lost: {}", self.lost_rows, self.cause()));
+        }
+        if self.query_changed && self.retained_rows != self.history_rows {
+            notes.push(format!(
+                "the changed query gives {} where the current one gives {}",
+                self.retained_rows, self.history_rows
+            ));
         }
         if self.discarded_by_start_time > 0 {
             notes.push(format!(
@@ -403,22 +512,32 @@ impl ReplayWindow {
     }
 }
 
-/// Combines what was read: `live` and `windows` are indexed like `probes`; `errors` holds
-/// the roots whose window query failed.
+/// What was read, indexed like the probes.
+pub struct Readings<'a> {
+    pub live: &'a dyn Fn(usize) -> Option<u64>,
+    pub windows: &'a dyn Fn(usize) -> Option<WindowCounts>,
+    /// Roots whose history could not be measured.
+    pub errors: &'a dyn Fn(usize) -> Option<String>,
+    /// Roots whose new query could not be counted (their history was).
+    pub new_query_errors: &'a dyn Fn(usize) -> Option<String>,
+}
+
+/// Combines what was read into each root's window and the guard's conclusion.
 #[must_use]
-pub fn assess(
-    probes: &[Probe],
-    live: &dyn Fn(usize) -> Option<u64>,
-    windows: &dyn Fn(usize) -> Option<WindowCounts>,
-    errors: &dyn Fn(usize) -> Option<String>,
-) -> Vec<ReplayWindow> {
+pub fn assess(probes: &[Probe], readings: &Readings<'_>) -> Vec<ReplayWindow> {
+    let Readings {
+        live,
+        windows,
+        errors,
+        new_query_errors,
+    } = *readings;
     probes
         .iter()
         .enumerate()
         .map(|(index, probe)| {
             let live_rows = live(index).unwrap_or(0);
             let counts = windows(index).unwrap_or_default();
-            let lost_rows = live_rows.saturating_sub(counts.retained_rows);
+            let lost_rows = live_rows.saturating_sub(counts.history_rows);
             let reason = (lost_rows > 0).then(|| {
                 if probe.window.is_none() {
                     ShrinkReason::MissingSource
@@ -442,15 +561,18 @@ pub fn assess(
                 live_table_exists: probe.live_sql.is_some(),
                 live_rows,
                 input_rows: counts.input_rows,
+                history_rows: counts.history_rows,
                 retained_rows: counts.retained_rows,
                 replayable_rows: counts.replayable_rows,
                 lost_rows,
+                query_changed: probe.query_changed,
                 discarded_by_start_time: counts
                     .retained_rows
                     .saturating_sub(counts.replayable_rows),
                 reason,
                 retention: probe.retention.clone(),
                 error: errors(index),
+                new_query_error: new_query_errors(index),
             }
         })
         .collect()

@@ -279,16 +279,79 @@ fn a_broken_model_fails_its_tests_and_the_build_audits_with_readable_reports() {
         "the build itself is applied: {stdout}"
     );
     assert!(
-        stdout
-            .contains("FAILED  no_negative_amounts  (error, audits/amounts.sql)  10 failing rows"),
+        stdout.contains(
+            "FAILED (10 rows)  no_negative_amounts  (error, audits/amounts.sql)  10 failing rows"
+        ),
         "{stdout}"
     );
     // The audit the warehouse refused is recorded as an error; the others still ran.
-    assert!(stdout.contains("ERROR  reads_a_missing_column"), "{stdout}");
-    assert!(stdout.contains("WARNING  small_amounts"), "{stdout}");
+    assert!(
+        stdout.contains("ERROR (10 rows)  reads_a_missing_column"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("WARNING (10 rows)  small_amounts"),
+        "{stdout}"
+    );
     assert!(String::from_utf8_lossy(&output.stderr).contains(
         "error[STB-BUILD-004]: build audits failed: no_negative_amounts, reads_a_missing_column"
     ));
+}
+
+/// An audit that passes over an empty relation checked nothing: it says so, in text and JSON.
+#[test]
+fn an_audit_over_an_empty_relation_says_it_checked_no_rows() {
+    let db = TestDatabase::create("quality_empty");
+    execute(&format!(
+        "CREATE TABLE {}.payments_existing (id UInt64, amount Int64, ts DateTime64(3, 'UTC')) ENGINE = MergeTree ORDER BY id",
+        db.name
+    ));
+    let dir = project(&db.name);
+    let build = stb(dir.path(), &["build", "--auto-approve"]);
+    let stdout = String::from_utf8_lossy(&build.stdout);
+    assert!(build.status.success(), "{stdout}");
+    assert!(
+        stdout.contains("PASSED (0 rows)  no_negative_amounts  (error, audits/amounts.sql)"),
+        "the build's audits say what they checked: {stdout}"
+    );
+    let output = stb(dir.path(), &["audit"]);
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(output.status.success(), "{stdout}");
+    assert!(
+        stdout.contains("PASSED (0 rows)  small_amounts"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("Note: 2 audits ran over an empty relation and checked nothing there: no_negative_amounts, small_amounts"),
+        "{stdout}"
+    );
+    let output = stb(dir.path(), &["audit", "--json"]);
+    let json: Value = serde_json::from_slice(&output.stdout).expect("JSON");
+    assert_eq!(
+        json["results"][0]["checked_rows"],
+        serde_json::json!([{"model": "clean", "rows": 0}]),
+        "{json}"
+    );
+    assert_eq!(
+        json["over_empty_relations"],
+        serde_json::json!(["no_negative_amounts", "small_amounts"])
+    );
+    execute(&format!(
+        "INSERT INTO {}.payments_existing SELECT number, toInt64(number) + 5, now64(3, 'UTC') FROM numbers(4)",
+        db.name
+    ));
+    let output = stb(dir.path(), &["audit", "--json"]);
+    let json: Value = serde_json::from_slice(&output.stdout).expect("JSON");
+    assert_eq!(json["results"][0]["checked_rows"][0]["rows"], 4, "{json}");
+    assert_eq!(json["over_empty_relations"], serde_json::json!([]));
+    let recorded = execute(&format!(
+        "SELECT payload_json FROM {}._streambuild_node_results WHERE node_name = 'no_negative_amounts' ORDER BY completed_at DESC LIMIT 1 FORMAT TSVRaw",
+        db.name
+    ));
+    assert!(
+        recorded.contains("\"checked_rows\":[{\"model\":\"clean\",\"rows\":4}]"),
+        "{recorded}"
+    );
 }
 
 /// docs/testing.md shows real files and real outputs: a project built from the page's test

@@ -351,6 +351,24 @@ fn an_adopted_table_whose_rows_expired_before_the_boundary_is_refused_and_groups
     ));
     assert_eq!(accepted["shrink"]["lost_rows"], 4);
     assert_eq!(count(&format!("SELECT count() FROM {clean}")), 6);
+
+    // A new filter gives fewer rows on purpose: measured through the query that filled the
+    // table, history lost nothing, so no flag is needed.
+    let model = dir.path().join("pipelines/pl__events/clean.sql");
+    let text = std::fs::read_to_string(&model).expect("model");
+    std::fs::write(&model, format!("{}WHERE amount > 12\n", text)).expect("write");
+    let plan = succeeded(&stb(dir.path(), &["plan", "--json", "--select", "clean"]));
+    let window = &plan["replay_roots"][0]["replay_window"];
+    assert_eq!(window["query_changed"], true, "{plan}");
+    assert_eq!(window["history_rows"], 6);
+    assert_eq!(window["retained_rows"], 3);
+    assert_eq!(window["lost_rows"], 0);
+    let rebuilt = succeeded(&stb(
+        dir.path(),
+        &["build", "--auto-approve", "--json", "--select", "clean"],
+    ));
+    assert_eq!(rebuilt["shrink"]["needs_allow_shrink"], false, "{rebuilt}");
+    assert_eq!(count(&format!("SELECT count() FROM {clean}")), 3);
 }
 
 /// `YYYY-MM-DDTHH:MM:SSZ`, `ago` before the warehouse's now.

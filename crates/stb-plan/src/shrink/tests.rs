@@ -68,6 +68,79 @@ fn facts(name: &str) -> Option<RelationFacts> {
     }
 }
 
+fn context<'a>(
+    models: &'a [PlanModel],
+    sources: &'a [PlanSource],
+    start: Option<&'a StartTime>,
+    baseline: &'a dyn Fn(&str) -> Option<String>,
+) -> Context<'a> {
+    Context {
+        models,
+        sources,
+        start,
+        facts: &facts,
+        baseline,
+    }
+}
+
+#[test]
+fn a_changed_query_measures_history_through_the_query_that_filled_the_table() {
+    let mut events = model("events", false);
+    events.query = "SELECT a FROM db.raw__orders WHERE a > 5".into();
+    events.replay_query = vec!["SELECT a FROM ".into(), " WHERE a > 5".into()];
+    let mut changed = root("events", BoundaryMode::Offsets);
+    changed.template.query_parts = events.replay_query.clone();
+    let (models, sources) = ([events], [source()]);
+    let previous = |_: &str| Some("SELECT a FROM db.raw__orders WHERE a > 0".to_owned());
+    let measured = probes(
+        &[changed.clone()],
+        &context(&models, &sources, None, &previous),
+    );
+    let window = measured[0].window.as_ref().expect("window");
+    assert!(measured[0].query_changed);
+    assert!(
+        window.history.contains("AS raw__orders WHERE a > 0)"),
+        "{}",
+        window.history
+    );
+    assert!(
+        window.retained.contains("AS raw__orders WHERE a > 5)"),
+        "{}",
+        window.retained
+    );
+    // The same query recorded, none recorded, or one that never reads the input: the
+    // current query is the measure.
+    for recorded in [
+        Some("SELECT a FROM db.raw__orders WHERE a > 5".to_owned()),
+        None,
+        Some("SELECT 1".to_owned()),
+    ] {
+        let baseline = move |_: &str| recorded.clone();
+        let probes = probes(
+            &[changed.clone()],
+            &context(&models, &sources, None, &baseline),
+        );
+        assert!(!probes[0].query_changed);
+        let window = probes[0].window.as_ref().expect("window");
+        assert_eq!(window.history, window.retained);
+    }
+    // A filter the new query adds is not lost history.
+    let mut tightened = probe(None, true);
+    tightened.query_changed = true;
+    let assessed = read_back(
+        &[tightened],
+        &|_| Some(20),
+        &|_| Some(counts(30, 20, 18, 18)),
+        &|_| None,
+    );
+    assert_eq!(assessed[0].lost_rows, 0);
+    assert!(!assessed[0].needs_consent());
+    assert_eq!(
+        assessed[0].describe(),
+        "order_events: 20 rows now, 18 replayable (the changed query gives 18 where the current one gives 20)"
+    );
+}
+
 #[test]
 fn row_wise_roots_count_rows_of_the_query_over_the_window_and_merging_tables_count_groups() {
     let models = [
@@ -80,7 +153,8 @@ fn row_wise_roots_count_rows_of_the_query_over_the_window_and_merging_tables_cou
         root("totals", BoundaryMode::Offsets),
         root("fresh", BoundaryMode::Offsets),
     ];
-    let probes = probes(&roots, &models, &[source()], None, &facts);
+    let sources = [source()];
+    let probes = probes(&roots, &context(&models, &sources, None, &|_| None));
     assert_eq!(probes[0].basis, Basis::Rows);
     assert_eq!(
         probes[0].live_sql.as_deref(),
@@ -111,10 +185,10 @@ fn row_wise_roots_count_rows_of_the_query_over_the_window_and_merging_tables_cou
     assert!(!probes[2].needs_window());
     let live = live_query(&probes).expect("two tables");
     assert_eq!(live.matches("UNION ALL").count(), 1, "{live}");
-    let windows = window_query(&probes, None).expect("two windows");
+    let windows = window_query(&probes, None, WindowColumns::All).expect("two windows");
     assert_eq!(windows.matches(" AS root,").count(), 2, "{windows}");
     assert_eq!(
-        window_query(&probes, Some(1))
+        window_query(&probes, Some(1), WindowColumns::All)
             .expect("one")
             .matches(" AS root,")
             .count(),
@@ -125,12 +199,10 @@ fn row_wise_roots_count_rows_of_the_query_over_the_window_and_merging_tables_cou
 #[test]
 fn a_start_time_adds_a_bounded_window_per_mode() {
     let start = parse_start_time("2026-11-29").expect("time");
+    let (models, sources) = ([model("events", false)], [source()]);
     let probes = probes(
         &[root("events", BoundaryMode::Offsets)],
-        &[model("events", false)],
-        &[source()],
-        Some(&start),
-        &facts,
+        &context(&models, &sources, Some(&start), &|_| None),
     );
     let bounded = probes[0].window.as_ref().and_then(|w| w.bounded.clone());
     let bounded = bounded.expect("bounded");
@@ -203,16 +275,42 @@ fn probe(retention: Option<&str>, input: bool) -> Probe {
         live_sql: Some("SELECT count() FROM db.tbl__order_events".into()),
         window: input.then(|| WindowSql {
             input_rows: String::new(),
+            history: String::new(),
             retained: String::new(),
             bounded: None,
         }),
         retention: retention.map(str::to_owned),
+        query_changed: false,
     }
 }
 
-fn counts(input_rows: u64, retained_rows: u64, replayable_rows: u64) -> WindowCounts {
+/// `assess` over one reading per probe.
+fn read_back(
+    probes: &[Probe],
+    live: &dyn Fn(usize) -> Option<u64>,
+    windows: &dyn Fn(usize) -> Option<WindowCounts>,
+    errors: &dyn Fn(usize) -> Option<String>,
+) -> Vec<ReplayWindow> {
+    assess(
+        probes,
+        &Readings {
+            live,
+            windows,
+            errors,
+            new_query_errors: &|_| None,
+        },
+    )
+}
+
+fn counts(
+    input_rows: u64,
+    history_rows: u64,
+    retained_rows: u64,
+    replayable_rows: u64,
+) -> WindowCounts {
     WindowCounts {
         input_rows,
+        history_rows,
         retained_rows,
         replayable_rows,
     }
@@ -220,10 +318,10 @@ fn counts(input_rows: u64, retained_rows: u64, replayable_rows: u64) -> WindowCo
 
 #[test]
 fn a_root_whose_history_holds_less_than_its_table_needs_consent_with_the_reason() {
-    let expired = assess(
+    let expired = read_back(
         &[probe(Some("30d"), true)],
         &|_| Some(450),
-        &|_| Some(counts(0, 0, 0)),
+        &|_| Some(counts(0, 0, 0, 0)),
         &|_| None,
     );
     assert_eq!(expired[0].lost_rows, 450);
@@ -233,33 +331,33 @@ fn a_root_whose_history_holds_less_than_its_table_needs_consent_with_the_reason(
         expired[0].describe(),
         "order_events: 450 rows now, 0 replayable (450 lost: history expired by retention 30d)"
     );
-    let emptied = assess(
+    let emptied = read_back(
         &[probe(None, true)],
         &|_| Some(3),
-        &|_| Some(counts(0, 0, 0)),
+        &|_| Some(counts(0, 0, 0, 0)),
         &|_| None,
     );
     assert_eq!(emptied[0].reason, Some("empty_source"));
     assert!(emptied[0].describe().ends_with("(3 lost: orders is empty)"));
-    let trimmed = assess(
+    let trimmed = read_back(
         &[probe(None, true)],
         &|_| Some(10),
-        &|_| Some(counts(6, 6, 6)),
+        &|_| Some(counts(6, 6, 6, 6)),
         &|_| None,
     );
     assert_eq!(trimmed[0].reason, Some("history_removed"));
     assert_eq!(trimmed[0].lost_rows, 4);
-    let missing = assess(&[probe(None, false)], &|_| Some(10), &|_| None, &|_| None);
+    let missing = read_back(&[probe(None, false)], &|_| Some(10), &|_| None, &|_| None);
     assert_eq!(missing[0].reason, Some("missing_source"));
     assert!(missing[0].needs_consent());
 }
 
 #[test]
 fn a_start_time_discards_on_purpose_and_only_lost_history_needs_consent() {
-    let bounded = assess(
+    let bounded = read_back(
         &[probe(Some("30d"), true)],
         &|_| Some(450),
-        &|_| Some(counts(450, 450, 300)),
+        &|_| Some(counts(450, 450, 450, 300)),
         &|_| None,
     );
     assert_eq!(bounded[0].lost_rows, 0);
@@ -270,17 +368,17 @@ fn a_start_time_discards_on_purpose_and_only_lost_history_needs_consent() {
         "order_events: 450 rows now, 300 replayable (150 before --start-time discarded)"
     );
     // More arrived in the input than the table has seen yet: nothing is lost.
-    let growing = assess(
+    let growing = read_back(
         &[probe(None, true)],
         &|_| Some(440),
-        &|_| Some(counts(450, 450, 450)),
+        &|_| Some(counts(450, 450, 450, 450)),
         &|_| None,
     );
     assert!(!growing[0].needs_consent());
     // An empty table has nothing to lose, and an unmeasured one with rows needs consent.
-    let empty = assess(&[probe(None, true)], &|_| Some(0), &|_| None, &|_| None);
+    let empty = read_back(&[probe(None, true)], &|_| Some(0), &|_| None, &|_| None);
     assert!(!empty[0].needs_consent());
-    let unmeasured = assess(&[probe(None, true)], &|_| Some(5), &|_| None, &|_| {
+    let unmeasured = read_back(&[probe(None, true)], &|_| Some(5), &|_| None, &|_| {
         Some("Unknown table".into())
     });
     assert!(unmeasured[0].needs_consent());
@@ -288,5 +386,27 @@ fn a_start_time_discards_on_purpose_and_only_lost_history_needs_consent() {
         unmeasured[0]
             .describe()
             .contains("could not be measured: Unknown table")
+    );
+}
+
+#[test]
+fn a_new_query_that_cannot_run_fails_the_build_and_is_no_loss() {
+    let probes = [probe(None, true)];
+    let history_only = window_query(&probes, None, WindowColumns::History).expect("query");
+    assert!(history_only.contains("AS history_rows"));
+    assert!(!history_only.contains("retained_rows"));
+    let windows = assess(
+        &probes,
+        &Readings {
+            live: &|_| Some(9),
+            windows: &|_| Some(counts(9, 9, 0, 0)),
+            errors: &|_| None,
+            new_query_errors: &|_| Some("Unknown function".into()),
+        },
+    );
+    assert!(!windows[0].needs_consent());
+    assert_eq!(
+        windows[0].describe(),
+        "order_events: 9 rows now, history keeps 9 (the new query could not be counted: Unknown function)"
     );
 }
