@@ -1,7 +1,8 @@
-//! Reads what the shrink guard needs (see `stb_plan::shrink`): one query for every root's
-//! live count, then one for every root's window. Only when the window query fails is it
-//! repeated root by root, so one unreadable root does not hide the others' numbers, and a
-//! root whose new query fails still has its loss measured through the query that filled it.
+//! Reads what the shrink guard needs (see `stb_plan::shrink`): per batch of roots (one
+//! batch for most projects), one query for the live counts, then, once every live count is
+//! read, one for the windows. Only when a window query fails is it repeated root by root,
+//! so one unreadable root does not hide the others' numbers, and a root whose new query
+//! fails still has its loss measured through the query that filled it.
 
 use std::collections::BTreeMap;
 
@@ -16,8 +17,12 @@ use stb_warehouse::{Client, Rows, WarehouseError};
 /// The live counts could not be read (the warehouse is unreachable or refuses plain
 /// `count()` reads); a failing window is reported per root instead.
 pub fn measure(client: &Client, probes: &[Probe]) -> Result<Vec<ReplayWindow>, WarehouseError> {
+    let batches = stb_plan::shrink::batches(probes);
     let mut live = BTreeMap::new();
-    if let Some(sql) = live_query(probes) {
+    for batch in &batches {
+        let Some(sql) = live_query(probes, batch) else {
+            continue;
+        };
         let rows = client.query(&sql)?;
         for row in 0..rows.data.len() {
             if let (Some(root), Some(count)) =
@@ -30,36 +35,41 @@ pub fn measure(client: &Client, probes: &[Probe]) -> Result<Vec<ReplayWindow>, W
     let mut windows = BTreeMap::new();
     let mut errors = BTreeMap::new();
     let mut new_query_errors = BTreeMap::new();
-    let all = window_query(probes, None, WindowColumns::All);
-    if let Some(sql) = all
-        && client
+    let failed: Vec<usize> = batches
+        .iter()
+        .filter(|batch| {
+            window_query(probes, batch, WindowColumns::All).is_some_and(|sql| {
+                client
+                    .query(&sql)
+                    .map(|rows| read_windows(&rows, &mut windows))
+                    .is_err()
+            })
+        })
+        .flatten()
+        .copied()
+        .collect();
+    for index in failed {
+        let Some(sql) = window_query(probes, &[index], WindowColumns::All) else {
+            continue;
+        };
+        let Err(error) = client
             .query(&sql)
             .map(|rows| read_windows(&rows, &mut windows))
-            .is_err()
-    {
-        for index in 0..probes.len() {
-            let Some(sql) = window_query(probes, Some(index), WindowColumns::All) else {
-                continue;
-            };
-            let Err(error) = client
-                .query(&sql)
-                .map(|rows| read_windows(&rows, &mut windows))
-            else {
-                continue;
-            };
-            let history = window_query(probes, Some(index), WindowColumns::History)
-                .map(|sql| client.query(&sql));
-            match history {
-                Some(Ok(rows)) => {
-                    read_windows(&rows, &mut windows);
-                    new_query_errors.insert(index, error.to_string());
-                }
-                Some(Err(history_error)) => {
-                    errors.insert(index, history_error.to_string());
-                }
-                None => {
-                    errors.insert(index, error.to_string());
-                }
+        else {
+            continue;
+        };
+        let history =
+            window_query(probes, &[index], WindowColumns::History).map(|sql| client.query(&sql));
+        match history {
+            Some(Ok(rows)) => {
+                read_windows(&rows, &mut windows);
+                new_query_errors.insert(index, error.to_string());
+            }
+            Some(Err(history_error)) => {
+                errors.insert(index, history_error.to_string());
+            }
+            None => {
+                errors.insert(index, error.to_string());
             }
         }
     }

@@ -3,8 +3,8 @@
 //! boundary, from `--start-time` on) would restore, and name every root that would come
 //! back smaller.
 //!
-//! Two queries per plan, whatever the number of roots or models: first every root's live
-//! count, then every root's window. In that order, rows that arrive in between can only
+//! Two queries per plan, whatever the number of models (per batch of 100 roots, past
+//! that): first every root's live count, then every root's window. In that order, rows that arrive in between can only
 //! make the window larger (a row reaches the driving input before any view feeds it on),
 //! so concurrent ingestion never looks like a loss.
 //!
@@ -293,11 +293,47 @@ fn retention_label(ttl: &str) -> String {
     ttl.to_owned()
 }
 
-/// The query that reads every measured root's live count: `root`, `live_rows`.
+/// Roots per measuring query, and its SQL size: a query stays well inside ClickHouse's
+/// default `max_query_size` (256 KiB) and `max_ast_elements` (50,000).
+const BATCH_ROOTS: usize = 100;
+const BATCH_BYTES: usize = 192 * 1024;
+
+/// The measured roots cut into batches, one query each per phase: a plan sends two
+/// queries for every project whose roots fit one batch, and one more per batch beyond.
 #[must_use]
-pub fn live_query(probes: &[Probe]) -> Option<String> {
-    union(probes.iter().enumerate().filter_map(|(index, probe)| {
-        probe
+pub fn batches(probes: &[Probe]) -> Vec<Vec<usize>> {
+    let mut batches: Vec<Vec<usize>> = Vec::new();
+    let mut bytes = 0;
+    for (index, probe) in probes.iter().enumerate() {
+        if probe.live_sql.is_none() {
+            continue;
+        }
+        let size = probe.window.as_ref().map_or(0, |w| {
+            w.input_rows.len()
+                + w.history.len()
+                + w.retained.len()
+                + w.bounded.as_ref().map_or(0, String::len)
+        });
+        match batches.last_mut() {
+            Some(batch) if batch.len() < BATCH_ROOTS && bytes + size <= BATCH_BYTES => {
+                batch.push(index);
+                bytes += size;
+            }
+            _ => {
+                batches.push(vec![index]);
+                bytes = size;
+            }
+        }
+    }
+    batches
+}
+
+/// The query that reads the live counts of the roots `indices`: `root`, `live_rows`.
+#[must_use]
+pub fn live_query(probes: &[Probe], indices: &[usize]) -> Option<String> {
+    union(indices.iter().filter_map(|&index| {
+        probes
+            .get(index)?
             .live_sql
             .as_ref()
             .map(|sql| format!("SELECT {index} AS root, ({sql}) AS live_rows"))
@@ -314,19 +350,14 @@ pub enum WindowColumns {
     History,
 }
 
-/// The query that reads every measured root's window (`root` and the columns). `only`
-/// restricts it to one root (used to find which root a failing query comes from).
+/// The query that reads the windows of the roots `indices` (`root` and the columns).
 #[must_use]
-pub fn window_query(
-    probes: &[Probe],
-    only: Option<usize>,
-    columns: WindowColumns,
-) -> Option<String> {
+pub fn window_query(probes: &[Probe], indices: &[usize], columns: WindowColumns) -> Option<String> {
     union(
-        probes
+        indices
             .iter()
-            .enumerate()
-            .filter(|(index, probe)| only.is_none_or(|o| o == *index) && probe.needs_window())
+            .filter_map(|&index| probes.get(index).map(|probe| (index, probe)))
+            .filter(|(_, probe)| probe.needs_window())
             .filter_map(|(index, probe)| {
                 let window = probe.window.as_ref()?;
                 let mut select = format!(

@@ -19,6 +19,11 @@ use stb_test_support::{TestDatabase, execute, stack, unique_name, wait_for};
 const DAY_MS: i64 = 24 * 3_600 * 1_000;
 
 fn stb(dir: &Path, args: &[&str]) -> Output {
+    answering(dir, args, "")
+}
+
+/// Runs stb with `input` on its standard input (answers to its questions).
+fn answering(dir: &Path, args: &[&str], input: &str) -> Output {
     Command::cargo_bin("stb")
         .expect("stb")
         .args(args)
@@ -26,6 +31,7 @@ fn stb(dir: &Path, args: &[&str]) -> Output {
         .arg(dir)
         .envs(stb_test_support::warehouse_env())
         .env("STREAMBUILD_LIVE_STABILIZATION_SECONDS", "1")
+        .write_stdin(input)
         .output()
         .expect("runs")
 }
@@ -345,6 +351,22 @@ fn an_adopted_table_whose_rows_expired_before_the_boundary_is_refused_and_groups
         10,
         "rows kept"
     );
+    // At a terminal the build asks, with the numbers on screen; no keeps everything.
+    let before = relations(&db.name);
+    let declined = answering(dir.path(), &["build"], "n\n");
+    assert_eq!(declined.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&declined.stderr);
+    assert!(
+        stderr.contains("This rebuild loses rows that retained history cannot restore:\n  clean: 10 rows now, 6 replayable (4 lost: history expired by retention 1d)"),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("Rebuild anyway and lose these rows? [y/N]"),
+        "{stderr}"
+    );
+    assert!(String::from_utf8_lossy(&declined.stdout).contains("Build cancelled."));
+    assert_eq!(relations(&db.name), before, "nothing dropped or created");
+    assert_eq!(last_invocation(&db.name).0, "cancelled");
     let accepted = succeeded(&stb(
         dir.path(),
         &["build", "--auto-approve", "--json", "--allow-shrink"],

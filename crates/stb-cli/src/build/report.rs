@@ -105,7 +105,7 @@ pub(super) fn print_result(
     }
     let shrinking = prepared.output.shrinking();
     if !shrinking.is_empty() {
-        let _ = writeln!(out, "\nAccepted loss (--allow-shrink)");
+        let _ = writeln!(out, "\nAccepted loss");
         for window in shrinking {
             let _ = writeln!(out, "  {}", window.describe());
         }

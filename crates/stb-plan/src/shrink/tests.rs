@@ -183,12 +183,18 @@ fn row_wise_roots_count_rows_of_the_query_over_the_window_and_merging_tables_cou
     // A root whose table does not exist has nothing to lose and is not measured.
     assert_eq!(probes[2].live_sql, None);
     assert!(!probes[2].needs_window());
-    let live = live_query(&probes).expect("two tables");
+    let measured = batches(&probes);
+    assert_eq!(
+        measured,
+        vec![vec![0, 1]],
+        "one batch; the new table is not measured"
+    );
+    let live = live_query(&probes, &measured[0]).expect("two tables");
     assert_eq!(live.matches("UNION ALL").count(), 1, "{live}");
-    let windows = window_query(&probes, None, WindowColumns::All).expect("two windows");
+    let windows = window_query(&probes, &measured[0], WindowColumns::All).expect("two windows");
     assert_eq!(windows.matches(" AS root,").count(), 2, "{windows}");
     assert_eq!(
-        window_query(&probes, Some(1), WindowColumns::All)
+        window_query(&probes, &[1], WindowColumns::All)
             .expect("one")
             .matches(" AS root,")
             .count(),
@@ -392,7 +398,7 @@ fn a_start_time_discards_on_purpose_and_only_lost_history_needs_consent() {
 #[test]
 fn a_new_query_that_cannot_run_fails_the_build_and_is_no_loss() {
     let probes = [probe(None, true)];
-    let history_only = window_query(&probes, None, WindowColumns::History).expect("query");
+    let history_only = window_query(&probes, &[0], WindowColumns::History).expect("query");
     assert!(history_only.contains("AS history_rows"));
     assert!(!history_only.contains("retained_rows"));
     let windows = assess(
@@ -408,5 +414,22 @@ fn a_new_query_that_cannot_run_fails_the_build_and_is_no_loss() {
     assert_eq!(
         windows[0].describe(),
         "order_events: 9 rows now, history keeps 9 (the new query could not be counted: Unknown function)"
+    );
+}
+
+#[test]
+fn many_roots_are_measured_in_batches_that_fit_the_server_limits() {
+    let many: Vec<Probe> = (0..250).map(|_| probe(None, true)).collect();
+    let cut = batches(&many);
+    assert_eq!(cut.iter().map(Vec::len).collect::<Vec<_>>(), [100, 100, 50]);
+    let mut large = probe(None, true);
+    if let Some(window) = large.window.as_mut() {
+        window.history = "x".repeat(100 * 1024);
+    }
+    let cut = batches(&[large.clone(), large.clone(), large]);
+    assert_eq!(
+        cut,
+        vec![vec![0], vec![1], vec![2]],
+        "each over half the byte budget"
     );
 }
