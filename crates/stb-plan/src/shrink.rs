@@ -361,15 +361,26 @@ pub fn window_query(probes: &[Probe], indices: &[usize], columns: WindowColumns)
             .filter_map(|(index, probe)| {
                 let window = probe.window.as_ref()?;
                 let mut select = format!(
-                    "SELECT {index} AS root, ({}) AS input_rows, ({}) AS history_rows",
-                    window.input_rows, window.history
+                    "SELECT {index} AS root, ({}) AS input_rows",
+                    window.input_rows
                 );
-                if columns == WindowColumns::All {
-                    let bounded = window.bounded.as_deref().unwrap_or(&window.retained);
-                    select.push_str(&format!(
-                        ", ({}) AS retained_rows, ({bounded}) AS replayable_rows",
-                        window.retained
-                    ));
+                if columns == WindowColumns::History {
+                    select.push_str(&format!(", ({}) AS history_rows", window.history));
+                    return Some(select);
+                }
+                // Each distinct count runs once: an unchanged query's history is the
+                // retained count, and without a start time so is the replayable one.
+                select.push_str(&format!(", ({}) AS retained_rows", window.retained));
+                if window.history == window.retained {
+                    select.push_str(", retained_rows AS history_rows");
+                } else {
+                    select.push_str(&format!(", ({}) AS history_rows", window.history));
+                }
+                match &window.bounded {
+                    Some(bounded) => {
+                        select.push_str(&format!(", ({bounded}) AS replayable_rows"));
+                    }
+                    None => select.push_str(", retained_rows AS replayable_rows"),
                 }
                 Some(select)
             }),

@@ -192,6 +192,9 @@ fn row_wise_roots_count_rows_of_the_query_over_the_window_and_merging_tables_cou
     let live = live_query(&probes, &measured[0]).expect("two tables");
     assert_eq!(live.matches("UNION ALL").count(), 1, "{live}");
     let windows = window_query(&probes, &measured[0], WindowColumns::All).expect("two windows");
+    // An unchanged query without a start time counts its window once.
+    assert_eq!(windows.matches("AS __stb_window").count(), 2, "{windows}");
+    assert!(windows.contains("retained_rows AS history_rows, retained_rows AS replayable_rows"));
     assert_eq!(windows.matches(" AS root,").count(), 2, "{windows}");
     assert_eq!(
         window_query(&probes, &[1], WindowColumns::All)
