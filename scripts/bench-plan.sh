@@ -26,7 +26,8 @@ printf '[targets.dev]\ndatabase = "%s"\n' "$database" > "$project/streambuild_lo
 "$stb" compile --project-dir "$project" >/dev/null
 
 # "Deploy" the project's relations: one table per model relation, named as the build
-# would name them, with the model's columns (the plan reads names and columns only).
+# would name them, with the model's columns (the plan reads names and columns only), and
+# each source's landing table.
 echo "creating the relations of $models models in $database ..." >&2
 python3 - "$project/target/manifest.json" "$url" "$database" <<'PY'
 import json, sys, urllib.request
@@ -40,6 +41,14 @@ for model in models.values():
     columns = ", ".join(f"`{c['name']}` {c['type']}" for c in (model.get("spec") or {}).get("columns", [])) or "x UInt8"
     for resource in model["resources"]:
         run(f"CREATE TABLE {database}.`{resource['name']}` ({columns}) ENGINE = Memory")
+# The landing tables, as compiled, so the plan's shrink guard measures every replay root's
+# window (its live count and the root's query over the landing) as it would on a target.
+import os
+root = os.path.dirname(manifest)
+for source in json.load(open(manifest))["sources"].values():
+    for resource in source["resources"]:
+        if resource["kind"] == "table":
+            run(open(os.path.join(root, resource["path"])).read())
 PY
 
 count_queries() {
