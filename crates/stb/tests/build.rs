@@ -104,6 +104,10 @@ fn build(dir: &Path, extra: &[&str]) -> Value {
 }
 
 /// Rows `p, o, ts, seq, kind, amount` for offsets `from..to` in partitions 0..3.
+///
+/// The fixed instants the tests pass cannot expire: these tables have no TTL, the only
+/// comparison with the clock is the timestamp mode's `<= now()` cutoff, which a past instant
+/// always meets, and every `--start-time` is chosen between the instants themselves.
 fn insert_events(database: &str, from: u64, to: u64, ts: &str) {
     execute(&format!(
         "INSERT INTO {database}.events_existing SELECT number % 3, intDiv(number, 3), toDateTime64('{ts}', 3, 'UTC'), number, ['a', 'b', 'ignored'][number % 7 % 3 + 1], number % 25 FROM numbers({}, {})",
