@@ -129,8 +129,8 @@ pub fn probes(roots: &[RootReplay], context: &Context<'_>) -> Vec<Probe> {
             let model = models.iter().find(|m| m.name == root.model);
             let table = model.and_then(|m| table_of(m));
             let live = table.and_then(facts);
-            let input = input_relation(&root.driving_input, models, sources);
-            let input_facts = input.and_then(facts);
+            let input = Input::find(&root.driving_input, models, sources);
+            let input_facts = input.as_ref().and_then(Input::relation).and_then(facts);
             let basis = match &live {
                 Some(live) if model.is_some_and(|m| m.aggregate) || merges_rows(&live.engine) => {
                     Basis::Groups {
@@ -145,7 +145,7 @@ pub fn probes(roots: &[RootReplay], context: &Context<'_>) -> Vec<Probe> {
             };
             let previous = model.and_then(|m| {
                 let old = baseline(&m.name).filter(|old| *old != m.query)?;
-                let reference = driving_reference(&root.driving_input, models, sources)?;
+                let reference = input.as_ref().and_then(Input::reference)?;
                 previous_template(template, m, &old, reference)
             });
             let history = previous.as_ref().unwrap_or(template);
@@ -177,18 +177,34 @@ pub fn probes(roots: &[RootReplay], context: &Context<'_>) -> Vec<Probe> {
         .collect()
 }
 
-/// The text a reference to the driving input becomes in compiled SQL.
-fn driving_reference<'a>(
-    input: &str,
-    models: &'a [PlanModel],
-    sources: &'a [PlanSource],
-) -> Option<&'a str> {
-    match sources.iter().find(|s| s.name == input) {
-        Some(source) => source.reference.as_deref(),
-        None => models
-            .iter()
-            .find(|m| m.name == input)
-            .map(|m| m.reference.as_str()),
+/// A driving input: a source, or a model that is not rebuilt.
+enum Input<'a> {
+    Source(&'a PlanSource),
+    Model(&'a PlanModel),
+}
+
+impl<'a> Input<'a> {
+    fn find(name: &str, models: &'a [PlanModel], sources: &'a [PlanSource]) -> Option<Self> {
+        match sources.iter().find(|s| s.name == name) {
+            Some(source) => Some(Self::Source(source)),
+            None => models.iter().find(|m| m.name == name).map(Self::Model),
+        }
+    }
+
+    /// The text a reference to it becomes in compiled SQL.
+    fn reference(&self) -> Option<&'a str> {
+        match self {
+            Self::Source(source) => source.reference.as_deref(),
+            Self::Model(model) => Some(model.reference.as_str()),
+        }
+    }
+
+    /// The relation it names: a landing or adopted table, or a model's table.
+    fn relation(&self) -> Option<&'a str> {
+        match self {
+            Self::Source(source) => source.relation.as_deref(),
+            Self::Model(model) => table_of(model),
+        }
     }
 }
 
@@ -218,22 +234,6 @@ fn table_of(model: &PlanModel) -> Option<&str> {
         .iter()
         .find(|(kind, _)| *kind == RelationKind::Table)
         .map(|(_, relation)| relation.as_str())
-}
-
-/// The relation a driving input names: a source's landing or adopted table, or a model's
-/// table.
-fn input_relation<'a>(
-    input: &str,
-    models: &'a [PlanModel],
-    sources: &'a [PlanSource],
-) -> Option<&'a str> {
-    match sources.iter().find(|s| s.name == input) {
-        Some(source) => source.relation.as_deref(),
-        None => models
-            .iter()
-            .find(|m| m.name == input)
-            .and_then(|m| table_of(m)),
-    }
 }
 
 /// `a, b` for `(a, b)`; anything else as it is.

@@ -218,7 +218,13 @@ pub(crate) fn run(args: &BuildArgs) -> ExitCode {
     if !machine {
         prepared.output.print(false, args.verbose);
     }
-    match confirm::accept_shrink(args, &prepared) {
+    // The shrink guard first: a refused loss is recorded as refused, with its numbers.
+    let verdict = match confirm::accept_shrink(args, &prepared) {
+        Ok(true) => confirm(args, &project, &prepared).map_err(|f| (f, "failed")),
+        Ok(false) => Ok(false),
+        Err(failure) => Err((failure, "refused")),
+    };
+    match verdict {
         Ok(true) => {
             if !prepared.output.shrinking().is_empty() {
                 observer.event("shrink_accepted", None, prepared.output.shrink_json());
@@ -231,41 +237,24 @@ pub(crate) fn run(args: &BuildArgs) -> ExitCode {
             recorder.finish(&Ending::early("cancelled", None, executed.len()));
             return ExitCode::from(1);
         }
-        Err(failure) => {
+        Err((failure, outcome)) => {
             drop(heartbeat);
-            observer.event("shrink_refused", None, prepared.output.shrink_json());
-            observer.completed("refused", 1, Some(&failure.message));
-            let summary = serde_json::json!({
-                "status": "refused",
-                "code": CODE_SHRINK,
-                "shrink": prepared.output.shrink_json(),
-                "replay_windows": prepared.output.replay_windows,
-            })
-            .to_string();
+            let mut summary = "{}".to_owned();
+            if outcome == "refused" {
+                observer.event("shrink_refused", None, prepared.output.shrink_json());
+                summary = serde_json::json!({
+                    "status": "refused",
+                    "code": CODE_SHRINK,
+                    "shrink": prepared.output.shrink_json(),
+                    "replay_windows": prepared.output.replay_windows,
+                })
+                .to_string();
+            }
+            observer.completed(outcome, 1, Some(&failure.message));
             recorder.finish(&Ending {
                 summary: &summary,
-                ..Ending::early("refused", Some(&failure.message), executed.len())
+                ..Ending::early(outcome, Some(&failure.message), executed.len())
             });
-            return fail(&failure, args.json);
-        }
-    }
-    match confirm(args, &project, &prepared) {
-        Ok(true) => {}
-        Ok(false) => {
-            drop(heartbeat);
-            let _ = writeln!(std::io::stdout().lock(), "Build cancelled.");
-            observer.completed("cancelled", 1, None);
-            recorder.finish(&Ending::early("cancelled", None, executed.len()));
-            return ExitCode::from(1);
-        }
-        Err(failure) => {
-            drop(heartbeat);
-            observer.completed("failed", 1, Some(&failure.message));
-            recorder.finish(&Ending::early(
-                "failed",
-                Some(&failure.message),
-                executed.len(),
-            ));
             return fail(&failure, args.json);
         }
     }
