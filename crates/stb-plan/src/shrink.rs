@@ -528,7 +528,7 @@ impl ReplayWindow {
         }
         if let Some(key) = &self.group_key {
             notes.push(format!(
-                "counted as groups of ({}) since the table merges rows",
+                "counted as groups of ({}): an aggregate's or a merging table's row count moves with merges",
                 if key.is_empty() {
                     "the whole table"
                 } else {

@@ -436,3 +436,24 @@ fn many_roots_are_measured_in_batches_that_fit_the_server_limits() {
         "each over half the byte budget"
     );
 }
+
+#[test]
+fn groups_are_named_as_groups_and_say_why() {
+    let mut totals = probe(None, true);
+    totals.model = "totals".into();
+    totals.basis = Basis::Groups {
+        key: "customer_id".into(),
+    };
+    let windows = read_back(
+        &[totals],
+        &|_| Some(25),
+        &|_| Some(counts(300, 20, 20, 20)),
+        &|_| None,
+    );
+    assert_eq!(windows[0].basis, "groups");
+    assert_eq!(windows[0].lost_rows, 5);
+    assert_eq!(
+        windows[0].describe(),
+        "totals: 25 groups now, 20 replayable (5 lost: history no longer in orders; counted as groups of (customer_id): an aggregate's or a merging table's row count moves with merges)"
+    );
+}
