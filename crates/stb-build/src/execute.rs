@@ -143,14 +143,21 @@ pub fn run(
             Action::SettleInserts => stb_plan::workflow::RUNNING_INSERTS_SQL.to_owned(),
             Action::ResetConsumerGroup(_) => workflow.recorded_sql(step),
             Action::Replay(root) => {
-                let Some(capture) = &captures[*root] else {
-                    execution.status = Status::Failed;
-                    execution.failed_step = Some(step.id.clone());
-                    execution.error_message = Some("the replay boundary was not captured".into());
-                    break;
+                let replay = &workflow.roots[*root];
+                let template = &replay.template;
+                let bound = if replay.bounded {
+                    let Some(capture) = &captures[*root] else {
+                        execution.status = Status::Failed;
+                        execution.failed_step = Some(step.id.clone());
+                        execution.error_message =
+                            Some("the replay boundary was not captured".into());
+                        break;
+                    };
+                    predicate(template.anchor.mode, capture, replay.start_time.as_ref())
+                } else {
+                    // Its input was rebuilt from paused landings and nothing else feeds it.
+                    "1".to_owned()
                 };
-                let template = &workflow.roots[*root].template;
-                let bound = predicate(template.anchor.mode, capture, workflow.start_time.as_ref());
                 let rendered = template.render(&bound);
                 execution.statements[index].sql.clone_from(&rendered);
                 revision += 1;
@@ -424,7 +431,7 @@ fn read_capture(
     let replay = &workflow.roots[root];
     let anchor = &replay.template.anchor;
     let cell = |row: usize, column: &str| rows.text(row, column);
-    let capture = parse_capture(anchor, workflow.start_time.as_ref(), rows.data.len(), &cell)
+    let capture = parse_capture(anchor, replay.start_time.as_ref(), rows.data.len(), &cell)
         .map_err(|e| format!("replay boundary of '{}': {e}", replay.model))?;
     let (ranges, cutoff, lower) = match &capture {
         Capture::Offsets { runs, .. } => (runs.clone(), None, None),
@@ -438,7 +445,7 @@ fn read_capture(
         ranges,
         cutoff,
         lower,
-        predicate: predicate(anchor.mode, &capture, workflow.start_time.as_ref()),
+        predicate: predicate(anchor.mode, &capture, replay.start_time.as_ref()),
     };
     Ok((capture, record))
 }

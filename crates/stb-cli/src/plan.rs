@@ -575,7 +575,22 @@ impl Output {
                 root.driving_input,
                 root.template.anchor.mode.as_str()
             );
-            let _ = writeln!(out, "  └── [replay root] {}", root.model);
+            if root.waits_for.is_empty() {
+                let _ = writeln!(out, "  └── [replay root] {}", root.model);
+            } else {
+                let _ = writeln!(
+                    out,
+                    "  └── [replay root] {}  (stage {}: joins {}, rebuilt in this build; its view is created and it replays once {} complete)",
+                    root.model,
+                    root.stage,
+                    root.waits_for.join(", "),
+                    if root.waits_for.len() == 1 {
+                        "that is"
+                    } else {
+                        "they are"
+                    }
+                );
+            }
             for model in &root.propagated {
                 let _ = writeln!(out, "      └── [rebuild] {model}");
             }
@@ -693,6 +708,11 @@ impl Output {
             "execution_scope": self.plan.entries.iter().map(|e| &e.model).collect::<Vec<_>>(),
             "replay_roots": self.roots.iter().map(|r| serde_json::json!({
                 "model": r.model,
+                "model_key": {"name": r.model},
+                "reason": if r.waits_for.is_empty() { "driving_input_not_rebuilt" } else { "side_input_rebuilt" },
+                "stage": r.stage,
+                "waits_for": r.waits_for,
+                "bounded": r.bounded,
                 "driving_input": r.driving_input,
                 "driving_input_relation": r.template.anchor.relation,
                 "replay_boundary_mode": r.template.anchor.mode.as_str(),

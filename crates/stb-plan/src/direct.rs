@@ -175,6 +175,26 @@ pub struct ReplayRoot {
     pub driving_input: String,
     /// Rebuilt table models fed from this root, in entry order.
     pub propagated: Vec<String>,
+    /// Replays run stage by stage. Stage 0 replays from inputs the build does not
+    /// rebuild. A model that joins a side input rebuilt in this build (a fan-in) replays
+    /// in a later stage, once that input is complete, with its view created only then:
+    /// during earlier replays its view would join a side table still being filled.
+    pub stage: usize,
+    /// The rebuilt side inputs a fan-in waits for (empty at stage 0).
+    pub waits_for: Vec<String>,
+}
+
+impl ReplayRoot {
+    /// Why the model is a replay root: `driving_input_not_rebuilt`, or
+    /// `side_input_rebuilt` for a fan-in.
+    #[must_use]
+    pub fn reason(&self) -> &'static str {
+        if self.waits_for.is_empty() {
+            "driving_input_not_rebuilt"
+        } else {
+            "side_input_rebuilt"
+        }
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -346,7 +366,8 @@ pub fn plan_direct(
     let scope = &selection.scope;
     let in_scope: Vec<&PlanModel> = models.iter().filter(|m| scope.contains(&m.name)).collect();
     let prerequisites = prerequisites(&in_scope, scope, &by_name, sources, present)?;
-    let (replay_roots, root_names) = replay_roots(&in_scope, scope, &by_name, sources);
+    let stages = stages(&in_scope, scope);
+    let (replay_roots, root_names) = replay_roots(&in_scope, scope, &by_name, sources, &stages);
     let entries = in_scope
         .iter()
         .map(|m| Entry {
@@ -378,6 +399,33 @@ pub fn plan_direct(
             .collect::<Vec<_>>()
     };
     use RelationKind::{MaterializedView, Table, View};
+    // A fan-in's view is created in its own stage, right before its replay; the views
+    // of everything else go live before the first replay.
+    let deferred: Vec<(usize, &String)> = replay_roots
+        .iter()
+        .filter(|root| root.stage > 0)
+        .filter_map(|root| by_name.get(root.model.as_str()).map(|m| (root.stage, m)))
+        .flat_map(|(stage, model)| {
+            model
+                .relations
+                .iter()
+                .filter(|(kind, _)| *kind == MaterializedView)
+                .map(move |(_, relation)| (stage, relation))
+        })
+        .collect();
+    let mut later: Vec<(RelationKind, String)> = Vec::new();
+    for stage in 1..=deferred.iter().map(|(s, _)| *s).max().unwrap_or(0) {
+        later.extend(
+            deferred
+                .iter()
+                .filter(|(s, _)| *s == stage)
+                .map(|(_, relation)| (MaterializedView, (*relation).clone())),
+        );
+    }
+    let now: Vec<(RelationKind, String)> = ordered(&[MaterializedView], true)
+        .into_iter()
+        .filter(|relation| !later.contains(relation))
+        .collect();
     Ok(DirectPlan {
         entries,
         prerequisites,
@@ -385,12 +433,7 @@ pub fn plan_direct(
         teardown: ordered(&[View, MaterializedView, Table], true),
         // Materialized views go live leaves first: when a view starts writing, every view
         // downstream of it already listens, so each row it writes reaches the whole closure.
-        creation: [
-            ordered(&[Table], false),
-            ordered(&[MaterializedView], true),
-            ordered(&[View], false),
-        ]
-        .concat(),
+        creation: [ordered(&[Table], false), now, ordered(&[View], false), later].concat(),
         warnings: in_scope
             .iter()
             .filter(|m| m.has_mutable_ref)
@@ -442,19 +485,69 @@ fn prerequisites(
     Ok(found)
 }
 
-/// Each table model's chain of driving inputs, climbed while the parent is rebuilt too.
+/// When each model in scope is complete (by stage), and which rebuilt side inputs each
+/// fan-in waits for. A model is complete in the stage its driving input is, unless it
+/// joins a side input rebuilt in this build: then it replays itself, one stage after its
+/// last rebuilt input (side or driving) is complete. `in_scope` is in topological order.
+fn stages(in_scope: &[&PlanModel], scope: &BTreeSet<String>) -> BTreeMap<String, Stage> {
+    let mut stages: BTreeMap<String, Stage> = BTreeMap::new();
+    for model in in_scope {
+        let done = |name: &String| stages.get(name).map_or(0, |s| s.done);
+        let rebuilt = |name: &&String| scope.contains(*name);
+        let waits_for: Vec<String> = if model.is_table {
+            model
+                .reads
+                .iter()
+                .filter(rebuilt)
+                .filter(|read| Some(read.as_str()) != model.driving_input.as_deref())
+                .cloned()
+                .collect()
+        } else {
+            Vec::new()
+        };
+        let inputs = model.reads.iter().filter(rebuilt).map(done).max();
+        let stage = if waits_for.is_empty() {
+            Stage {
+                done: inputs.unwrap_or(0),
+                waits_for,
+            }
+        } else {
+            Stage {
+                done: inputs.unwrap_or(0) + 1,
+                waits_for,
+            }
+        };
+        stages.insert(model.name.clone(), stage);
+    }
+    stages
+}
+
+/// When a model is complete, and the rebuilt side inputs it waits for.
+struct Stage {
+    done: usize,
+    waits_for: Vec<String>,
+}
+
+/// Each table model's chain of driving inputs, climbed while the parent is rebuilt too and
+/// the model is not a fan-in (which replays itself). Roots come in stage order.
 fn replay_roots<'m>(
     in_scope: &[&'m PlanModel],
     scope: &BTreeSet<String>,
     by_name: &BTreeMap<&str, &'m PlanModel>,
     sources: &[PlanSource],
+    stages: &BTreeMap<String, Stage>,
 ) -> (Vec<ReplayRoot>, BTreeSet<&'m str>) {
+    let fan_in = |model: &PlanModel| {
+        stages
+            .get(&model.name)
+            .is_some_and(|s| !s.waits_for.is_empty())
+    };
     let mut roots: Vec<ReplayRoot> = Vec::new();
     for model in in_scope.iter().filter(|m| m.is_table) {
         let mut top: &PlanModel = model;
-        while let Some(parent) = top
-            .driving_input
-            .as_deref()
+        while let Some(parent) = Some(top)
+            .filter(|t| !fan_in(t))
+            .and_then(|t| t.driving_input.as_deref())
             .filter(|p| scope.contains(*p))
             .and_then(|p| by_name.get(p))
             .filter(|p| p.is_table)
@@ -475,10 +568,15 @@ fn replay_roots<'m>(
             Some(root) if top.name != model.name => root.propagated.push(model.name.clone()),
             Some(_) => {}
             None => {
+                let stage = stages.get(&top.name);
                 let mut root = ReplayRoot {
                     model: top.name.clone(),
                     driving_input,
                     propagated: Vec::new(),
+                    stage: stage
+                        .filter(|s| !s.waits_for.is_empty())
+                        .map_or(0, |s| s.done),
+                    waits_for: stage.map(|s| s.waits_for.clone()).unwrap_or_default(),
                 };
                 if top.name != model.name {
                     root.propagated.push(model.name.clone());
@@ -487,6 +585,7 @@ fn replay_roots<'m>(
             }
         }
     }
+    roots.sort_by_key(|root| root.stage);
     let names = roots
         .iter()
         .filter_map(|r| by_name.get(r.model.as_str()).map(|m| m.name.as_str()))

@@ -149,12 +149,18 @@ pub fn probes(roots: &[RootReplay], context: &Context<'_>) -> Vec<Probe> {
                 previous_template(template, m, &old, reference)
             });
             let history = previous.as_ref().unwrap_or(template);
-            let everything = crate::replay::window_now(&template.anchor, None);
+            // An unbounded replay (a fan-in over an input rebuilt from paused landings)
+            // reads all of its input.
+            let everything = if root.bounded {
+                crate::replay::window_now(&template.anchor, None)
+            } else {
+                "1".to_owned()
+            };
             let window = input_facts.as_ref().map(|_| WindowSql {
                 input_rows: format!("SELECT count() FROM {}", template.anchor.relation),
                 history: window_count(history, &everything),
                 retained: window_count(template, &everything),
-                bounded: start.map(|s| {
+                bounded: start.filter(|_| root.start_time.is_some()).map(|s| {
                     window_count(
                         template,
                         &crate::replay::window_now(&template.anchor, Some(s)),

@@ -1,9 +1,11 @@
 //! The direct build's workflow: every statement, in the order it runs, assembled once
 //! before confirmation. Replay statements are templates until their boundary is captured.
 //!
-//! Phases are monotonic: preparation, teardown, realization, stabilization, boundary,
-//! replay. All boundaries are captured before the first replay so every capture is taken
-//! as close as possible to the moment the new views went live.
+//! Phases are monotonic within a stage: preparation, teardown, realization, stabilization,
+//! boundary, replay. All boundaries of a stage are captured before its first replay so
+//! every capture is taken as close as possible to the moment the new views went live.
+//! Later stages (fan-ins: models joining a side input this build rebuilds) create their
+//! views and replay after the earlier stages' replays, then activation resumes landings.
 
 use std::collections::BTreeMap;
 
@@ -110,12 +112,29 @@ pub struct RootReplay {
     pub propagated: Vec<String>,
     pub capture_sql: String,
     pub template: ReplayTemplate,
+    /// See [`crate::direct::ReplayRoot::stage`].
+    pub stage: usize,
+    /// The rebuilt side inputs a fan-in waits for.
+    pub waits_for: Vec<String>,
+    /// False for a fan-in whose driving input was rebuilt in an earlier stage from paused
+    /// landings only: nothing can reach that input any more until activation, so the
+    /// replay reads all of it and needs no boundary (nor lineage columns in it).
+    pub bounded: bool,
+    /// The start time this root's window applies: the build's, except for a fan-in
+    /// replayed from a rebuilt input, which holds only the rebuilt window already.
+    pub start_time: Option<StartTime>,
 }
 
 impl RootReplay {
     /// What the statement records hold for the replay until its boundary is known.
     #[must_use]
     pub fn placeholder(&self) -> String {
+        if !self.bounded {
+            return format!(
+                "-- replay_{}: INSERT INTO {} from all of {} (rebuilt by an earlier stage, fed by paused landings only); rendered at runtime",
+                self.model, self.template.target, self.driving_input
+            );
+        }
         format!(
             "-- replay_{}: INSERT INTO {} from {} bounded by capture_replay_{} ({} boundary); rendered at runtime",
             self.model,
@@ -274,7 +293,18 @@ pub fn assemble(
                 .map(|((kind, relation), sql)| ((*kind, relation.as_str()), sql))
         })
         .collect();
+    // A fan-in's view waits for its stage (below).
+    let deferred: Vec<&str> = plan
+        .replay_roots
+        .iter()
+        .filter(|root| root.stage > 0)
+        .filter_map(|root| by_name.get(root.model.as_str()))
+        .flat_map(|m| m.relations.iter().map(|(_, r)| r.as_str()))
+        .collect();
     for (kind, relation) in &plan.creation {
+        if *kind == RelationKind::MaterializedView && deferred.contains(&relation.as_str()) {
+            continue;
+        }
         if let Some(statement) = statements.get(&(*kind, relation.as_str())) {
             steps.push(Step::statement(
                 format!("realize_{relation}"),
@@ -283,50 +313,58 @@ pub fn assemble(
             ));
         }
     }
+    let paused: Vec<&str> = paused_landings.iter().map(|l| l.source.as_str()).collect();
+    let scope: Vec<&str> = plan.entries.iter().map(|e| e.model.as_str()).collect();
     let roots = plan
         .replay_roots
         .iter()
-        .map(|root| root_replay(root, &by_name, sources, options))
+        .map(|root| {
+            let rebuilt_input = scope.contains(&root.driving_input.as_str());
+            let frozen = rebuilt_input && fed_only_by(&root.driving_input, &by_name, &paused);
+            root_replay(root, &by_name, sources, options, rebuilt_input, frozen)
+        })
         .collect::<Result<Vec<_>, _>>()?;
-    // The wait lets inserts that began before the new views existed finish before the
-    // boundary is taken. A paused landing receives no inserts at all, so when every root
-    // replays one, there is nothing to wait for; anything else may be fed by writers or by
-    // streaming the warehouse does not list as queries, so it keeps the timed wait.
-    let frozen: Vec<&str> = paused_landings
+    let frozen_references: Vec<&str> = paused_landings
         .iter()
         .filter_map(|l| sources.iter().find(|s| s.name == l.source))
         .filter_map(|s| s.reference.as_deref())
         .collect();
-    let all_frozen = roots
-        .iter()
-        .all(|r| frozen.contains(&r.template.anchor.relation.as_str()));
-    if !all_frozen && options.stabilization_seconds > 0 {
-        steps.push(Step::statement(
-            "wait_for_live_stabilization".into(),
-            Phase::Stabilization,
-            sleep_sql(options.stabilization_seconds),
-        ));
-    }
-    for (index, root) in roots.iter().enumerate() {
-        steps.push(Step::of(
-            format!("capture_replay_{}", root.model),
-            Phase::Boundary,
-            Action::Capture(index),
-        ));
-    }
-    if roots.iter().any(|r| r.template.skip_existing.is_some()) {
-        steps.push(Step::of(
-            "wait_for_inflight_inserts".into(),
-            Phase::Boundary,
-            Action::SettleInserts,
-        ));
-    }
-    for (index, root) in roots.iter().enumerate() {
-        steps.push(Step::of(
-            format!("replay_{}", root.model),
-            Phase::Replay,
-            Action::Replay(index),
-        ));
+    let last_stage = roots.iter().map(|r| r.stage).max().unwrap_or(0);
+    for stage in 0..=last_stage {
+        let in_stage: Vec<usize> = (0..roots.len())
+            .filter(|i| roots[*i].stage == stage)
+            .collect();
+        if stage > 0 {
+            for (kind, relation) in plan
+                .creation
+                .iter()
+                .filter(|(kind, _)| *kind == RelationKind::MaterializedView)
+            {
+                let Some(statement) = statements.get(&(*kind, relation.as_str())) else {
+                    continue;
+                };
+                let owned = in_stage.iter().any(|i| {
+                    by_name
+                        .get(roots[*i].model.as_str())
+                        .is_some_and(|m| m.relations.iter().any(|(_, r)| r == relation))
+                });
+                if owned {
+                    steps.push(Step::statement(
+                        format!("realize_{relation}"),
+                        Phase::Realization,
+                        (*statement).clone(),
+                    ));
+                }
+            }
+        }
+        boundaries_and_replays(
+            &roots,
+            &in_stage,
+            stage,
+            &frozen_references,
+            options,
+            &mut steps,
+        );
     }
     for landing in &paused_landings {
         steps.push(Step::statement(
@@ -343,6 +381,81 @@ pub fn assemble(
         paused_landings,
         fresh_groups,
     })
+}
+
+/// A stage's waits, captures and replays. The wait lets inserts that began before the new
+/// views existed finish before the boundary is taken. A paused landing receives no inserts
+/// at all, so when every bounded root of the stage replays one, there is nothing to wait
+/// for; anything else may be fed by writers or by streaming the warehouse does not list
+/// as queries, so it keeps the timed wait. Later stages' step ids carry their stage.
+fn boundaries_and_replays(
+    roots: &[RootReplay],
+    in_stage: &[usize],
+    stage: usize,
+    frozen_references: &[&str],
+    options: &WorkflowOptions,
+    steps: &mut Vec<Step>,
+) {
+    let suffix = if stage == 0 {
+        String::new()
+    } else {
+        format!("_stage_{stage}")
+    };
+    let bounded: Vec<usize> = in_stage
+        .iter()
+        .copied()
+        .filter(|i| roots[*i].bounded)
+        .collect();
+    let all_frozen = bounded
+        .iter()
+        .all(|i| frozen_references.contains(&roots[*i].template.anchor.relation.as_str()));
+    if !all_frozen && options.stabilization_seconds > 0 {
+        steps.push(Step::statement(
+            format!("wait_for_live_stabilization{suffix}"),
+            Phase::Stabilization,
+            sleep_sql(options.stabilization_seconds),
+        ));
+    }
+    for &index in &bounded {
+        steps.push(Step::of(
+            format!("capture_replay_{}", roots[index].model),
+            Phase::Boundary,
+            Action::Capture(index),
+        ));
+    }
+    if bounded
+        .iter()
+        .any(|i| roots[*i].template.skip_existing.is_some())
+    {
+        steps.push(Step::of(
+            format!("wait_for_inflight_inserts{suffix}"),
+            Phase::Boundary,
+            Action::SettleInserts,
+        ));
+    }
+    for &index in in_stage {
+        steps.push(Step::of(
+            format!("replay_{}", roots[index].model),
+            Phase::Replay,
+            Action::Replay(index),
+        ));
+    }
+}
+
+/// True when `input` is fed, through its chain of driving inputs, by one of the `paused`
+/// landings: nothing reaches it until they resume.
+fn fed_only_by(input: &str, by_name: &BTreeMap<&str, &PlanModel>, paused: &[&str]) -> bool {
+    let mut current = input;
+    for _ in 0..=by_name.len() {
+        match by_name.get(current) {
+            Some(model) => match model.driving_input.as_deref() {
+                Some(parent) => current = parent,
+                None => return false,
+            },
+            None => return paused.contains(&current),
+        }
+    }
+    false
 }
 
 /// A server-side wait, part of the recorded workflow; one second per row keeps it under
@@ -477,12 +590,22 @@ fn prepare_landings(
         .collect()
 }
 
+/// A root's replay. `rebuilt_input`: its driving input is rebuilt by an earlier stage (a
+/// fan-in), so it already holds only the build's window; `frozen`: nothing feeds that
+/// input until activation, so the replay reads all of it.
 fn root_replay(
     root: &crate::direct::ReplayRoot,
     by_name: &BTreeMap<&str, &PlanModel>,
     sources: &[PlanSource],
     options: &WorkflowOptions,
+    rebuilt_input: bool,
+    frozen: bool,
 ) -> Result<RootReplay, PlanError> {
+    let start_time = if rebuilt_input {
+        None
+    } else {
+        options.start_time.clone()
+    };
     let model = by_name.get(root.model.as_str()).ok_or_else(|| PlanError {
         message: format!("replay root '{}' is not a compiled model", root.model),
         hint: "recompile the project",
@@ -525,18 +648,36 @@ fn root_replay(
             )
         }
     };
-    let time_column = required_columns(mode, &columns, options.start_time.is_some()).map_err(
-        |missing| PlanError {
-            message: format!(
-                "replay root '{}' reads '{}', which has no column {missing}: a {} replay{} needs it",
-                root.model,
-                root.driving_input,
-                mode.as_str(),
-                if options.start_time.is_some() { " with --start-time" } else { "" }
-            ),
-            hint: "select the upstream model too (--select <upstream>) so the replay starts where the lineage columns exist",
-        },
-    )?;
+    let time_column = if frozen {
+        None
+    } else {
+        required_columns(mode, &columns, start_time.is_some()).map_err(|missing| {
+            if rebuilt_input {
+                PlanError {
+                    message: format!(
+                        "'{}' joins {}, rebuilt in this build, so it replays from '{}' once that is complete; '{}' is fed live by a source the build does not pause, so the replay needs a {} boundary on it, and it has no column {missing}",
+                        root.model,
+                        root.waits_for.join(", "),
+                        root.driving_input,
+                        root.driving_input,
+                        mode.as_str()
+                    ),
+                    hint: "keep the lineage columns (_replay_*) in the driving input's output",
+                }
+            } else {
+                PlanError {
+                    message: format!(
+                        "replay root '{}' reads '{}', which has no column {missing}: a {} replay{} needs it",
+                        root.model,
+                        root.driving_input,
+                        mode.as_str(),
+                        if start_time.is_some() { " with --start-time" } else { "" }
+                    ),
+                    hint: "select the upstream model too (--select <upstream>) so the replay starts where the lineage columns exist",
+                }
+            }
+        })?
+    };
     if model.replay_query.len() < 2 {
         return Err(PlanError {
             message: format!(
@@ -551,26 +692,36 @@ fn root_replay(
         mode,
         time_column,
     };
+    let skip_existing = if frozen {
+        // Nothing reaches the fan-in's new view before its replay ends.
+        None
+    } else {
+        existing_keys(
+            mode,
+            model.aggregate,
+            &model
+                .output_columns
+                .iter()
+                .map(|(name, _)| name.clone())
+                .collect::<Vec<_>>(),
+        )
+    };
     Ok(RootReplay {
         model: root.model.clone(),
         driving_input: root.driving_input.clone(),
         propagated: root.propagated.clone(),
-        capture_sql: capture_sql(&anchor, options.start_time.as_ref()),
+        capture_sql: capture_sql(&anchor, start_time.as_ref()),
         template: ReplayTemplate {
             target: model.reference.clone(),
             query_parts: model.replay_query.clone(),
             anchor,
             settings: model.replay_settings.clone(),
-            skip_existing: existing_keys(
-                mode,
-                model.aggregate,
-                &model
-                    .output_columns
-                    .iter()
-                    .map(|(name, _)| name.clone())
-                    .collect::<Vec<_>>(),
-            ),
+            skip_existing,
         },
+        stage: root.stage,
+        waits_for: root.waits_for.clone(),
+        bounded: !frozen,
+        start_time,
     })
 }
 

@@ -90,25 +90,40 @@ fn everything_is_planned_with_one_root_per_driving_chain() {
         [
             ("clean", "all_models", true),
             ("customer_names", "all_models", true),
-            ("enriched", "all_models", false),
+            ("enriched", "all_models", true),
             ("summary", "all_models", false),
         ]
     );
+    // enriched joins customer_names, which this build rebuilds: it replays from clean in a
+    // second stage, once customer_names is complete, instead of riding clean's replay.
     assert_eq!(
         plan.replay_roots,
         [
             ReplayRoot {
                 model: "clean".into(),
                 driving_input: "orders".into(),
-                propagated: vec!["enriched".into()],
+                propagated: vec![],
+                stage: 0,
+                waits_for: vec![],
             },
             ReplayRoot {
                 model: "customer_names".into(),
                 driving_input: "customers".into(),
                 propagated: vec![],
+                stage: 0,
+                waits_for: vec![],
+            },
+            ReplayRoot {
+                model: "enriched".into(),
+                driving_input: "clean".into(),
+                propagated: vec![],
+                stage: 1,
+                waits_for: vec!["customer_names".into()],
             },
         ]
     );
+    assert_eq!(plan.replay_roots[2].reason(), "side_input_rebuilt");
+    assert_eq!(plan.replay_roots[0].reason(), "driving_input_not_rebuilt");
     let names = |list: &[(RelationKind, String)]| {
         list.iter()
             .map(|(_, n)| n.as_str())
@@ -121,7 +136,7 @@ fn everything_is_planned_with_one_root_per_driving_chain() {
     );
     assert_eq!(
         names(&plan.creation),
-        "tbl__clean tbl__customer_names tbl__enriched mv__enriched mv__customer_names mv__clean vw__summary"
+        "tbl__clean tbl__customer_names tbl__enriched mv__customer_names mv__clean vw__summary mv__enriched"
     );
     let prerequisites: Vec<(&str, bool)> = plan
         .prerequisites
@@ -202,8 +217,10 @@ fn scheduled_pulls_are_not_replayed_and_mutable_refs_warn() {
         &everything_exists,
     )
     .expect("plan");
+    // customer_names is refreshed by the warehouse, never replayed; enriched, which joins
+    // it, still waits for its rebuild before it replays.
     let roots: Vec<&str> = plan.replay_roots.iter().map(|r| r.model.as_str()).collect();
-    assert_eq!(roots, ["clean"]);
+    assert_eq!(roots, ["clean", "enriched"]);
     assert_eq!(plan.warnings.len(), 1);
     assert!(plan.warnings[0].starts_with("mutable_ref_replay_not_guaranteed: 'enriched'"));
 }
@@ -264,6 +281,85 @@ fn missing_upstream_models_join_the_scope_until_nothing_is_missing() {
             ("clean", "missing_upstream"),
             ("enriched", "missing_upstream"),
             ("summary", "selected"),
+        ]
+    );
+}
+
+/// alpha <- source; beta <- alpha; gamma <- beta; delta <- alpha joins gamma;
+/// epsilon <- delta; zeta <- alpha joins delta (a join on a join); report (view) <- zeta.
+fn fan_ins() -> (Vec<PlanModel>, Vec<PlanSource>) {
+    let models = vec![
+        table("alpha", "pl__a", "orders", &[]),
+        table("beta", "pl__a", "alpha", &[]),
+        table("gamma", "pl__a", "beta", &[]),
+        table("delta", "pl__a", "alpha", &["gamma"]),
+        table("epsilon", "pl__a", "delta", &[]),
+        table("zeta", "pl__a", "alpha", &["delta"]),
+        view("report", &["zeta"]),
+    ];
+    (models, project().1)
+}
+
+fn roots_of(plan: &DirectPlan) -> Vec<(&str, usize, Vec<&str>, Vec<&str>)> {
+    plan.replay_roots
+        .iter()
+        .map(|r| {
+            (
+                r.model.as_str(),
+                r.stage,
+                r.propagated.iter().map(String::as_str).collect(),
+                r.waits_for.iter().map(String::as_str).collect(),
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn fan_ins_replay_in_stages_after_their_rebuilt_side_inputs() {
+    let (models, sources) = fan_ins();
+    let graph = model_graph(&models);
+    let plan = plan_direct(
+        &models,
+        &sources,
+        &Selection::new(&graph, None),
+        &everything_exists,
+    )
+    .expect("plan");
+    assert_eq!(
+        roots_of(&plan),
+        [
+            ("alpha", 0, vec!["beta", "gamma"], vec![]),
+            ("delta", 1, vec!["epsilon"], vec!["gamma"]),
+            ("zeta", 2, vec![], vec!["delta"]),
+        ]
+    );
+    let names: Vec<&str> = plan.creation.iter().map(|(_, n)| n.as_str()).collect();
+    // Fan-ins' views come last, stage by stage; everything else goes live first.
+    assert_eq!(
+        &names[names.len() - 3..],
+        ["vw__report", "mv__delta", "mv__zeta"]
+    );
+    assert!(names.contains(&"mv__epsilon"));
+
+    // Selecting gamma: delta joins it, and replays from alpha (not rebuilt) after it.
+    let selected = Selection::new(&graph, Some(["gamma".to_owned()].into()));
+    let plan = plan_direct(&models, &sources, &selected, &everything_exists).expect("plan");
+    assert_eq!(
+        roots_of(&plan),
+        [
+            ("gamma", 0, vec![], vec![]),
+            ("delta", 1, vec!["epsilon"], vec!["gamma"]),
+            ("zeta", 2, vec![], vec!["delta"]),
+        ]
+    );
+    // Selecting delta alone: gamma is not rebuilt, so delta is an ordinary root.
+    let selected = Selection::new(&graph, Some(["delta".to_owned()].into()));
+    let plan = plan_direct(&models, &sources, &selected, &everything_exists).expect("plan");
+    assert_eq!(
+        roots_of(&plan),
+        [
+            ("delta", 0, vec!["epsilon"], vec![]),
+            ("zeta", 1, vec![], vec!["delta"]),
         ]
     );
 }

@@ -42,6 +42,10 @@ fn root(name: &str, mode: BoundaryMode) -> RootReplay {
             settings: vec![("max_threads".into(), "2".into())],
             skip_existing: Some(&["_replay_partition", "_replay_offset"]),
         },
+        stage: 0,
+        waits_for: Vec::new(),
+        bounded: true,
+        start_time: None,
     }
 }
 
@@ -209,8 +213,10 @@ fn row_wise_roots_count_rows_of_the_query_over_the_window_and_merging_tables_cou
 fn a_start_time_adds_a_bounded_window_per_mode() {
     let start = parse_start_time("2026-11-29").expect("time");
     let (models, sources) = ([model("events", false)], [source()]);
+    let mut bounded_root = root("events", BoundaryMode::Offsets);
+    bounded_root.start_time = Some(start.clone());
     let probes = probes(
-        &[root("events", BoundaryMode::Offsets)],
+        &[bounded_root],
         &context(&models, &sources, Some(&start), &|_| None),
     );
     let bounded = probes[0].window.as_ref().and_then(|w| w.bounded.clone());

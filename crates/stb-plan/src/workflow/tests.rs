@@ -242,3 +242,117 @@ fn roots_on_paused_landings_need_no_wait_and_a_fresh_landing_resets_its_group() 
             .unwrap_or_default()
     );
 }
+
+/// clean <- events; names <- clean; joined <- clean joins names (a fan-in).
+fn fan_in_project(clean_columns: &[&str]) -> (Vec<PlanModel>, Vec<PlanSource>) {
+    let (_, sources) = project();
+    let mut joined = table(
+        "joined",
+        "clean",
+        &["x", "_replay_partition", "_replay_offset"],
+    );
+    joined.reads.push("names".into());
+    let models = vec![
+        table("clean", "events", clean_columns),
+        table("names", "clean", &["x"]),
+        joined,
+    ];
+    (models, sources)
+}
+
+fn landing() -> Landing {
+    Landing {
+        kafka_table: "kafka__events".into(),
+        raw_table: "raw__events".into(),
+        view: "mv__events".into(),
+        create_view: "CREATE MATERIALIZED VIEW IF NOT EXISTS db.mv__events TO db.raw__events AS SELECT 1 AS x FROM db.kafka__events".into(),
+        ..Landing::default()
+    }
+}
+
+#[test]
+fn a_fan_in_on_a_paused_landing_creates_its_view_and_replays_all_of_its_input_after_the_first_stage()
+ {
+    let (models, mut sources) = fan_in_project(&["x"]);
+    sources[0].landing = Some(landing());
+    let workflow = assemble(
+        &plan(&models, &sources, None),
+        &models,
+        &sources,
+        &options(None),
+        &|_| true,
+    )
+    .expect("clean needs no lineage columns: its content is frozen");
+    let ids = step_ids(&workflow);
+    let position = |id: &str| ids.iter().position(|s| *s == id).expect(id);
+    assert!(
+        position("replay_clean") < position("realize_mv__joined"),
+        "{ids:?}"
+    );
+    assert!(position("realize_mv__joined") < position("replay_joined"));
+    assert!(position("replay_joined") < position("activate_source_mv__events"));
+    assert!(
+        !ids.contains(&"capture_replay_joined"),
+        "nothing to bound: {ids:?}"
+    );
+    let joined = &workflow.roots[1];
+    assert_eq!(
+        (joined.model.as_str(), joined.stage, joined.bounded),
+        ("joined", 1, false)
+    );
+    assert_eq!(joined.template.skip_existing, None);
+    assert!(joined.placeholder().contains("from all of clean"));
+}
+
+#[test]
+fn a_fan_in_fed_live_bounds_its_replay_on_its_rebuilt_input() {
+    // An adopted source is never paused: the fan-in's input keeps growing, so its replay
+    // is bounded after its view is live, and the input needs the lineage columns.
+    let (models, sources) = fan_in_project(&["x"]);
+    let error = assemble(
+        &plan(&models, &sources, None),
+        &models,
+        &sources,
+        &options(Some("2026-11-01")),
+        &|_| true,
+    )
+    .expect_err("clean has no lineage columns");
+    assert!(
+        error.message.contains("'joined' joins names, rebuilt in this build, so it replays from 'clean' once that is complete"),
+        "{}",
+        error.message
+    );
+    let (models, sources) = fan_in_project(&["x", "_replay_partition", "_replay_offset"]);
+    let workflow = assemble(
+        &plan(&models, &sources, None),
+        &models,
+        &sources,
+        &options(Some("2026-11-01")),
+        &|_| true,
+    )
+    .expect("workflow");
+    let ids = step_ids(&workflow);
+    let tail: Vec<&str> = ids[ids
+        .iter()
+        .position(|s| *s == "replay_clean")
+        .expect("clean")..]
+        .to_vec();
+    assert_eq!(
+        tail,
+        [
+            "replay_clean",
+            "realize_mv__joined",
+            "wait_for_live_stabilization_stage_1",
+            "capture_replay_joined",
+            "wait_for_inflight_inserts_stage_1",
+            "replay_joined",
+        ]
+    );
+    let joined = &workflow.roots[1];
+    assert!(joined.bounded);
+    assert_eq!(joined.start_time, None, "clean holds the window already");
+    assert_eq!(
+        workflow.roots[0].start_time.as_ref().map(|s| s.as_str()),
+        Some("2026-11-01 00:00:00.000")
+    );
+}
