@@ -50,6 +50,8 @@ pub struct CapturedRoot {
     pub lower: Option<String>,
     /// The predicate the replay bounds its input with.
     pub predicate: String,
+    /// What the replay covers, in every mode (per partition for offsets).
+    pub coverage: Vec<stb_plan::replay::Coverage>,
 }
 
 /// Everything a run did, for records, artifacts and output.
@@ -446,6 +448,7 @@ fn read_capture(
         cutoff,
         lower,
         predicate: predicate(anchor.mode, &capture, replay.start_time.as_ref()),
+        coverage: stb_plan::replay::coverage(anchor, &capture, replay.start_time.as_ref()),
     };
     Ok((capture, record))
 }

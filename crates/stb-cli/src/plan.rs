@@ -113,6 +113,9 @@ pub(crate) struct Output {
     pub(crate) owner: std::collections::BTreeMap<String, String>,
     /// Managed sources whose Kafka table is recreated, with what drifted.
     pub(crate) recreations: Vec<(String, Vec<String>)>,
+    /// Managed sources whose landing table exists with pieces missing, which the build
+    /// recreates (`kafka_table`, `landing_view`).
+    pub(crate) repairs: Vec<(String, Vec<&'static str>)>,
     /// Per replay root (same order as `roots`): what its table holds and what its replay
     /// window restores; the shrink guard.
     pub(crate) replay_windows: Vec<stb_plan::shrink::ReplayWindow>,
@@ -167,14 +170,18 @@ impl Output {
     }
 }
 
-/// Compares every landing the scope reads with its declaration: settings drift is
-/// repaired by the build (returned with what changed); anything else stops it here, before
-/// anything is dropped.
+/// What a build does to the landings it reads: Kafka tables recreated for their settings,
+/// and missing pieces of landings that exist.
+type LandingWork = (Vec<(String, Vec<String>)>, Vec<(String, Vec<&'static str>)>);
+
+/// Compares every landing the scope reads with its declaration: settings drift and missing
+/// pieces are repaired by the build (returned with what changed or is missing); anything
+/// else stops it here, before anything is dropped.
 fn source_recreations(
     plan: &DirectPlan,
     compiled: &stb_compile::Compiled,
     catalog: &stb_warehouse::Catalog,
-) -> Result<Vec<(String, Vec<String>)>, Failure> {
+) -> Result<LandingWork, Failure> {
     let drift_failure = |message: String, hint: String| Failure {
         code: SOURCE_DRIFT_CODE,
         message,
@@ -182,7 +189,12 @@ fn source_recreations(
     };
     let read = landings_read(plan, &compiled.plan_models, &compiled.plan_sources);
     let mut recreations = Vec::new();
+    let mut repairs = Vec::new();
     for source in &read {
+        let missing = missing_landing_pieces(source, catalog);
+        if !missing.is_empty() {
+            repairs.push((source.name.clone(), missing));
+        }
         match live_drift(source, catalog) {
             Ok(Drift::None) => {}
             Ok(Drift::Settings(changes)) => recreations.push((source.name.clone(), changes)),
@@ -204,8 +216,10 @@ fn source_recreations(
             .iter()
             .filter(|s| model.reads.contains(&s.name) && !read.iter().any(|r| r.name == s.name))
         {
+            let missing = missing_landing_pieces(source, catalog);
             let drifted = match live_drift(source, catalog) {
-                Ok(Drift::None) => continue,
+                Ok(Drift::None) if missing.is_empty() => continue,
+                Ok(Drift::None) => format!("missing: {}", missing.join(", ")),
                 Ok(Drift::Settings(changes)) => changes.join(", "),
                 Err(error) => error.message,
             };
@@ -221,7 +235,17 @@ fn source_recreations(
             ));
         }
     }
-    Ok(recreations)
+    Ok((recreations, repairs))
+}
+
+/// The pieces of `source`'s landing that are missing while its landing table exists.
+fn missing_landing_pieces(
+    source: &stb_plan::direct::PlanSource,
+    catalog: &stb_warehouse::Catalog,
+) -> Vec<&'static str> {
+    source.landing.as_ref().map_or_else(Vec::new, |landing| {
+        stb_plan::drift::missing_pieces(&live_landing(landing, catalog))
+    })
 }
 
 /// For `--changed`: one direct pipeline per managed source whose Kafka settings drifted
@@ -234,9 +258,10 @@ fn drifted_source_pipelines(
 ) -> Vec<String> {
     let mut chosen = Vec::new();
     for source in &compiled.plan_sources {
-        let Ok(Drift::Settings(_)) = live_drift(source, catalog) else {
+        let drifted = matches!(live_drift(source, catalog), Ok(Drift::Settings(_)));
+        if !drifted && missing_landing_pieces(source, catalog).is_empty() {
             continue;
-        };
+        }
         let read_by_scope = compiled
             .plan_models
             .iter()
@@ -267,7 +292,15 @@ fn live_drift(
     let Some(landing) = &source.landing else {
         return Ok(Drift::None);
     };
-    let live = LiveLanding {
+    landing_drift(&source.name, landing, &live_landing(landing, catalog))
+}
+
+/// A landing as the catalog has it.
+fn live_landing(
+    landing: &stb_plan::direct::Landing,
+    catalog: &stb_warehouse::Catalog,
+) -> LiveLanding {
+    LiveLanding {
         kafka_create: catalog
             .relation(&landing.kafka_table)
             .map(|r| r.create_table_query.clone()),
@@ -280,8 +313,7 @@ fn live_drift(
         view_create: catalog
             .relation(&landing.view)
             .map(|r| r.create_table_query.clone()),
-    };
-    landing_drift(&source.name, landing, &live)
+    }
 }
 
 /// A managed source's landing drifted in a way a build cannot repair.
@@ -491,7 +523,7 @@ pub(crate) fn prepare(
         })?,
         Err(_) => 5,
     };
-    let recreations = source_recreations(&plan, compiled, &catalog)?;
+    let (recreations, repairs) = source_recreations(&plan, compiled, &catalog)?;
     let workflow = assemble(
         &plan,
         &compiled.plan_models,
@@ -547,6 +579,7 @@ pub(crate) fn prepare(
             roots: workflow.roots.clone(),
             owner,
             recreations,
+            repairs,
             replay_windows,
         },
         workflow,
@@ -647,6 +680,16 @@ impl Output {
                 );
             }
         }
+        if !self.repairs.is_empty() {
+            let _ = writeln!(out, "\nLanding repairs");
+            for (source, missing) in &self.repairs {
+                let _ = writeln!(
+                    out,
+                    "  {source}: {} missing, recreated from the declaration (landing table and its rows kept; the consumer group resumes from its committed offsets)",
+                    missing.join(" and ")
+                );
+            }
+        }
         if let Some(start) = &self.start_time {
             let _ = writeln!(
                 out,
@@ -727,6 +770,9 @@ impl Output {
             "creation": self.plan.creation.iter().map(|(k, n)| serde_json::json!({"kind": kind(k), "relation": n})).collect::<Vec<_>>(),
             "source_recreations": self.recreations.iter().map(|(source, changes)| serde_json::json!({
                 "source": source, "changes": changes,
+            })).collect::<Vec<_>>(),
+            "landing_repairs": self.repairs.iter().map(|(source, missing)| serde_json::json!({
+                "source": source, "missing": missing,
             })).collect::<Vec<_>>(),
             "warnings": self.plan.warnings,
         })

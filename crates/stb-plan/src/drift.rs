@@ -73,6 +73,25 @@ pub fn create_settings(create: &str) -> Vec<(String, String)> {
     settings
 }
 
+/// The pieces of a landing that is there (its landing table exists) but incomplete: its
+/// Kafka table (`kafka_table`) or its landing view (`landing_view`) was dropped by hand or
+/// lost with a server. A build recreates exactly these from the declaration and never
+/// touches the landing table; the consumer group resumes from its committed offsets.
+#[must_use]
+pub fn missing_pieces(live: &LiveLanding) -> Vec<&'static str> {
+    if live.raw_columns.is_none() {
+        return Vec::new();
+    }
+    let mut missing = Vec::new();
+    if live.kafka_create.is_none() {
+        missing.push("kafka_table");
+    }
+    if live.view_create.is_none() {
+        missing.push("landing_view");
+    }
+    missing
+}
+
 /// ClickHouse shows secret settings as this in `CREATE TABLE` text.
 const HIDDEN: &str = "[HIDDEN]";
 

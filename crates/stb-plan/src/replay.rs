@@ -157,8 +157,10 @@ pub fn capture_sql(anchor: &Anchor, start: Option<&StartTime>) -> String {
             let window = start.map_or_else(String::new, |s| {
                 format!(" WHERE {column} >= {}", time_literal(s.as_str()))
             });
+            // `upper`: the last position present at or below the cutoff, for the coverage.
             format!(
                 "SELECT toString(now64(3, 'UTC')) AS cutoff, toString(min({column})) AS lower, \
+                 toString(maxIf({column}, {column} <= now64(3, 'UTC'))) AS upper, \
                  count() AS rows, {captured_at} FROM {relation}{window}"
             )
         }
@@ -230,7 +232,11 @@ pub enum Capture {
     Scalar {
         /// `None`: nothing to replay.
         cutoff: Option<String>,
+        /// The predicate's lower bound (`None`: unbounded below).
         lower: Option<String>,
+        /// The first and last positions present in the window, for the coverage.
+        first: Option<String>,
+        last: Option<String>,
         captured_at: Option<String>,
     },
 }
@@ -289,6 +295,8 @@ pub fn parse_capture(
                 return Ok(Capture::Scalar {
                     cutoff: None,
                     lower: None,
+                    first: None,
+                    last: None,
                     captured_at,
                 });
             }
@@ -306,12 +314,101 @@ pub fn parse_capture(
                 (_, Some(start)) => Some(start.as_str().to_owned()),
                 (_, None) => None,
             };
+            let first = cell(0, "lower").map(check).transpose()?;
+            let last = match mode {
+                BoundaryMode::Cursor => cutoff.clone(),
+                _ => cell(0, "upper").map(check).transpose()?,
+            };
             Ok(Capture::Scalar {
                 cutoff,
                 lower,
+                first,
+                last,
                 captured_at,
             })
         }
+    }
+}
+
+/// What a replay covered, one row per partition (offsets) or one row (scalar modes): the
+/// spec's capture-row fields, recorded with the run for every mode.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct Coverage {
+    pub driving_input_relation_name: String,
+    pub replay_boundary_mode: &'static str,
+    /// `_replay_partition=<p>`, or `_replay_<mode>`.
+    pub boundary_key: String,
+    pub partition_value: Option<String>,
+    pub source_partition_column_name: Option<&'static str>,
+    pub source_position_column_name: &'static str,
+    /// The column a `--start-time` is compared with, when one bounds the window.
+    pub source_timestamp_column_name: Option<&'static str>,
+    /// The first position replayed (`None`: nothing was).
+    pub lower_value: Option<String>,
+    /// The last position present at the capture.
+    pub upper_value: Option<String>,
+    pub replay_cutoff_value: Option<String>,
+    pub cutoff_inclusive: bool,
+}
+
+/// The coverage of `capture` on `anchor`'s input, bounded below by `start` when given.
+#[must_use]
+pub fn coverage(anchor: &Anchor, capture: &Capture, start: Option<&StartTime>) -> Vec<Coverage> {
+    let row = |key: String, partition: Option<String>, lower, upper, cutoff| Coverage {
+        driving_input_relation_name: anchor.relation.clone(),
+        replay_boundary_mode: anchor.mode.as_str(),
+        boundary_key: key,
+        source_partition_column_name: partition.as_ref().map(|_| PARTITION),
+        partition_value: partition,
+        source_position_column_name: anchor.mode.scalar_column(),
+        source_timestamp_column_name: start.and(anchor.time_column),
+        lower_value: lower,
+        upper_value: upper,
+        replay_cutoff_value: cutoff,
+        cutoff_inclusive: true,
+    };
+    match capture {
+        Capture::Offsets { runs, .. } => {
+            let mut partitions: Vec<(i128, i128, i128)> = Vec::new();
+            for run in runs {
+                match partitions.iter_mut().find(|p| p.0 == run.partition) {
+                    Some(p) => {
+                        p.1 = p.1.min(run.lower);
+                        p.2 = p.2.max(run.upper);
+                    }
+                    None => partitions.push((run.partition, run.lower, run.upper)),
+                }
+            }
+            partitions
+                .into_iter()
+                .map(|(partition, lower, upper)| {
+                    row(
+                        format!("{PARTITION}={partition}"),
+                        Some(partition.to_string()),
+                        Some(lower.to_string()),
+                        Some(upper.to_string()),
+                        Some(upper.to_string()),
+                    )
+                })
+                .collect()
+        }
+        Capture::Scalar {
+            cutoff,
+            lower,
+            first,
+            last,
+            ..
+        } => vec![row(
+            anchor.mode.scalar_column().to_owned(),
+            None,
+            if cutoff.is_some() {
+                lower.clone().or_else(|| first.clone())
+            } else {
+                None
+            },
+            last.clone(),
+            cutoff.clone(),
+        )],
     }
 }
 

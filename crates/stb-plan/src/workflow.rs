@@ -577,6 +577,16 @@ fn prepare_landings(
             ));
             if options.recreate_sources.iter().any(|s| s == source) {
                 recreate_kafka_table(source, landing, &options.database, steps);
+            } else if present(&landing.raw_table) && !present(&landing.kafka_table) {
+                // The landing table is there and its Kafka table is not: create just that
+                // (a missing landing view is created at activation like any paused one).
+                let mut create = Step::statement(
+                    format!("restore_source_kafka__{source}"),
+                    Phase::Preparation,
+                    landing.create_kafka.clone(),
+                );
+                create.recorded = Some(landing.create_kafka_recorded.clone());
+                steps.push(create);
             }
             PausedLanding {
                 source: (*source).to_owned(),

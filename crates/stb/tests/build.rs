@@ -412,6 +412,33 @@ fn timestamp_and_cursor_modes_replay_history_exactly_once() {
             even(&db.name, "2026-11-01 12:00:00"),
             "{mode} from the start time"
         );
+        // The replayed range is recorded for this mode too, in the output and the artifact.
+        let covered = &result["boundaries"][0]["coverage"];
+        assert_eq!(covered.as_array().map(Vec::len), Some(1), "{result}");
+        assert_eq!(covered[0]["replay_boundary_mode"], mode);
+        assert_eq!(covered[0]["boundary_key"], format!("_replay_{mode}"));
+        assert_eq!(covered[0]["partition_value"], Value::Null);
+        assert_eq!(covered[0]["cutoff_inclusive"], true);
+        assert_eq!(
+            covered[0]["source_timestamp_column_name"],
+            "_replay_timestamp"
+        );
+        let (lower, upper) = match mode {
+            // The cursor is seq: from the first at or after the start to the last.
+            "cursor" => (
+                execute(&format!("SELECT minIf(seq, ts >= '2026-11-01 12:00:00') FROM {}.events_existing FORMAT TSV", db.name)).trim().to_owned(),
+                execute(&format!("SELECT max(seq) FROM {}.events_existing FORMAT TSV", db.name)).trim().to_owned(),
+            ),
+            _ => ("2026-11-01 12:00:00.000".to_owned(), execute(&format!("SELECT toString(max(ts)) FROM {}.events_existing FORMAT TSV", db.name)).trim().to_owned()),
+        };
+        assert_eq!(covered[0]["lower_value"], lower.as_str(), "{result}");
+        assert_eq!(covered[0]["upper_value"], upper.as_str(), "{result}");
+        let execution: Value = serde_json::from_str(
+            &std::fs::read_to_string(dir.path().join("target/run/build/execution.json"))
+                .expect("artifact"),
+        )
+        .expect("JSON");
+        assert_eq!(execution["captured_roots"][0]["coverage"], *covered);
     }
 }
 

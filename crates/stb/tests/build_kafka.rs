@@ -438,3 +438,60 @@ fn settings_drift_recreates_the_kafka_table_and_other_drift_stops_before_teardow
         "the landing was never paused"
     );
 }
+
+#[test]
+fn a_landing_missing_its_kafka_table_or_view_is_completed_and_keeps_its_rows() {
+    let (db, topic, dir) = built_landing("build_kafka_missing", 9);
+    let raw_uuid = table_uuid(&db.name, "raw__orders");
+    let landed = || {
+        execute(&format!(
+            "SELECT count() FROM {}.raw__orders FORMAT TSV",
+            db.name
+        ))
+        .trim()
+        .to_owned()
+    };
+    for (dropped, missing) in [
+        ("kafka__orders", "kafka_table"),
+        ("mv__orders", "landing_view"),
+    ] {
+        execute(&format!("DROP TABLE {}.{dropped} SYNC", db.name));
+        let plan = stb(dir.path(), &["plan", "--json"]);
+        let plan: Value = serde_json::from_slice(&plan.stdout).expect("JSON");
+        assert_eq!(
+            plan["landing_repairs"],
+            serde_json::json!([{"source": "orders", "missing": [missing]}]),
+            "{plan}"
+        );
+        let text = stb(dir.path(), &["plan"]);
+        let text = String::from_utf8_lossy(&text.stdout);
+        assert!(
+            text.contains(&format!("orders: {missing} missing, recreated from the declaration (landing table and its rows kept")),
+            "{text}"
+        );
+        let result = build(dir.path());
+        assert_eq!(result["status"], "succeeded", "{result}");
+        assert_eq!(
+            table_uuid(&db.name, "raw__orders"),
+            raw_uuid,
+            "landing table kept"
+        );
+        assert_eq!(landed(), "9", "landing rows kept, none landed twice");
+        assert!(landing_view_exists(&db.name), "ingestion runs again");
+        assert_exactly(&db.name, 9);
+    }
+    // Both at once, then new messages: they land once and reach the model.
+    execute(&format!("DROP TABLE {}.mv__orders SYNC", db.name));
+    execute(&format!("DROP TABLE {}.kafka__orders SYNC", db.name));
+    let workflow = {
+        build(dir.path());
+        std::fs::read_to_string(dir.path().join("target/run/build/workflow.sql")).expect("workflow")
+    };
+    assert!(
+        workflow.contains("-- step: restore_source_kafka__orders"),
+        "{workflow}"
+    );
+    send(&topic, 9..15);
+    assert_exactly(&db.name, 15);
+    assert_eq!(landed(), "15");
+}

@@ -94,6 +94,9 @@ pub(super) fn print_result(
                 "  {} replays {} where {}",
                 root.model, root.driving_input, root.predicate
             );
+            for covered in &root.coverage {
+                let _ = writeln!(out, "    covers {}", describe_coverage(covered));
+            }
         }
     }
     if !execution.replays.is_empty() {
@@ -129,5 +132,26 @@ pub(super) fn print_result(
     }
     for note in notes.iter().chain(&execution.warnings) {
         let _ = writeln!(out, "\nwarning: {note}");
+    }
+}
+
+/// `partition 0: _replay_offset 0 to 149 (cutoff 149, inclusive)`.
+fn describe_coverage(covered: &stb_plan::replay::Coverage) -> String {
+    let scope = covered
+        .partition_value
+        .as_ref()
+        .map_or_else(String::new, |p| format!("partition {p}: "));
+    match (&covered.lower_value, &covered.upper_value) {
+        (Some(lower), Some(upper)) => format!(
+            "{scope}{} {lower} to {upper} (cutoff {}, {})",
+            covered.source_position_column_name,
+            covered.replay_cutoff_value.as_deref().unwrap_or("none"),
+            if covered.cutoff_inclusive {
+                "inclusive"
+            } else {
+                "exclusive"
+            }
+        ),
+        _ => format!("{scope}nothing: the window was empty"),
     }
 }

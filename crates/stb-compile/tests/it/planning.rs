@@ -41,18 +41,33 @@ fn the_shop_plans_with_roots_at_each_source() {
         .iter()
         .map(|r| (r.model.as_str(), r.driving_input.as_str()))
         .collect();
+    // order_customers joins customer_names, which the same build rebuilds: a fan-in,
+    // replayed from orders_clean once customer_names is complete.
     assert_eq!(
         roots,
-        [("customer_names", "customers"), ("orders_clean", "orders")].into()
+        [
+            ("customer_names", "customers"),
+            ("order_customers", "orders_clean"),
+            ("orders_clean", "orders")
+        ]
+        .into()
     );
-    let orders_root = plan
+    let fan_in = plan
         .replay_roots
         .iter()
-        .find(|r| r.model == "orders_clean")
+        .find(|r| r.model == "order_customers")
         .expect("root");
-    assert_eq!(orders_root.propagated, ["order_customers"]);
+    assert_eq!(
+        (fan_in.stage, fan_in.waits_for.as_slice()),
+        (1, &["customer_names".to_owned()][..])
+    );
+    assert!(fan_in.propagated.is_empty(), "customer_counts is a view");
     let last_created = plan.creation.last().map(|(k, _)| *k);
-    assert_eq!(last_created, Some(RelationKind::View));
+    assert_eq!(
+        last_created,
+        Some(RelationKind::MaterializedView),
+        "the fan-in's view"
+    );
     let managed: Vec<(&str, bool)> = compiled
         .plan_sources
         .iter()

@@ -111,3 +111,25 @@ fn group_table_and_view_drift_stop_the_build() {
         "{error:?}"
     );
 }
+
+#[test]
+fn an_incomplete_landing_names_its_missing_pieces_and_a_fresh_one_none() {
+    let complete = LiveLanding {
+        kafka_create: Some(String::new()),
+        raw_columns: Some(Vec::new()),
+        view_create: Some(String::new()),
+    };
+    assert!(missing_pieces(&complete).is_empty());
+    let without_kafka = LiveLanding {
+        kafka_create: None,
+        ..complete.clone()
+    };
+    assert_eq!(missing_pieces(&without_kafka), ["kafka_table"]);
+    let bare = LiveLanding {
+        raw_columns: Some(Vec::new()),
+        ..LiveLanding::default()
+    };
+    assert_eq!(missing_pieces(&bare), ["kafka_table", "landing_view"]);
+    // No landing table: a fresh landing, created whole by the build.
+    assert!(missing_pieces(&LiveLanding::default()).is_empty());
+}

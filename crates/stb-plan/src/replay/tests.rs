@@ -243,3 +243,116 @@ fn lineage_preserving_roots_skip_rows_the_new_view_already_wrote() {
         "INSERT INTO db.t SELECT * FROM (SELECT * FROM db.raw__orders WHERE (_replay_offset <= 3) AND (_replay_partition, _replay_offset) NOT IN (SELECT _replay_partition, _replay_offset FROM db.t)) AS raw__orders"
     );
 }
+
+#[test]
+fn every_mode_records_what_its_replay_covers() {
+    let start = parse_start_time("2026-11-29T12:00:00Z").expect("time");
+    let timestamp = anchor(BoundaryMode::Timestamp, Some(TIMESTAMP));
+    let cell = |_: usize, column: &str| {
+        Some(
+            match column {
+                "rows" => "5",
+                "cutoff" => "2026-11-30 10:00:00.123",
+                "lower" => "2026-11-29 13:00:00.000",
+                "upper" => "2026-11-30 09:59:59.000",
+                "captured_at" => "2026-11-30 10:00:00.123",
+                _ => return None,
+            }
+            .to_owned(),
+        )
+    };
+    let capture = parse_capture(&timestamp, Some(&start), 1, &cell).expect("capture");
+    let covered = coverage(&timestamp, &capture, Some(&start));
+    assert_eq!(covered.len(), 1);
+    let row = &covered[0];
+    assert_eq!(row.boundary_key, "_replay_timestamp");
+    assert_eq!(row.partition_value, None);
+    assert_eq!(row.source_timestamp_column_name, Some(TIMESTAMP));
+    assert_eq!(
+        row.lower_value.as_deref(),
+        Some("2026-11-29 12:00:00.000"),
+        "the start bounds it"
+    );
+    assert_eq!(row.upper_value.as_deref(), Some("2026-11-30 09:59:59.000"));
+    assert_eq!(
+        row.replay_cutoff_value.as_deref(),
+        Some("2026-11-30 10:00:00.123")
+    );
+    assert!(row.cutoff_inclusive);
+    // Without a start time the window starts at the first position present.
+    let capture = parse_capture(&timestamp, None, 1, &cell).expect("capture");
+    let row = &coverage(&timestamp, &capture, None)[0];
+    assert_eq!(row.lower_value.as_deref(), Some("2026-11-29 13:00:00.000"));
+    assert_eq!(row.source_timestamp_column_name, None);
+
+    let cursor = anchor(BoundaryMode::Cursor, Some(TIMESTAMP));
+    let cursor_cell = |_: usize, column: &str| {
+        Some(
+            match column {
+                "rows" => "5",
+                "cutoff" => "41",
+                "lower" => "17",
+                "captured_at" => "2026-11-30 10:00:00.123",
+                _ => return None,
+            }
+            .to_owned(),
+        )
+    };
+    let capture = parse_capture(&cursor, Some(&start), 1, &cursor_cell).expect("capture");
+    let row = &coverage(&cursor, &capture, Some(&start))[0];
+    assert_eq!(
+        (
+            row.lower_value.as_deref(),
+            row.upper_value.as_deref(),
+            row.replay_cutoff_value.as_deref()
+        ),
+        (Some("17"), Some("41"), Some("41"))
+    );
+    assert_eq!(row.boundary_key, "_replay_cursor");
+
+    let offsets = anchor(BoundaryMode::Offsets, Some(LANDED_AT));
+    let capture = Capture::Offsets {
+        runs: vec![
+            OffsetRun {
+                partition: 0,
+                lower: 3,
+                upper: 5,
+            },
+            OffsetRun {
+                partition: 0,
+                lower: 8,
+                upper: 9,
+            },
+            OffsetRun {
+                partition: 2,
+                lower: 0,
+                upper: 1,
+            },
+        ],
+        captured_at: None,
+    };
+    let rows: Vec<String> = coverage(&offsets, &capture, None)
+        .into_iter()
+        .map(|r| {
+            format!(
+                "{} {:?} {:?}..{:?}",
+                r.boundary_key, r.partition_value, r.lower_value, r.upper_value
+            )
+        })
+        .collect();
+    assert_eq!(
+        rows,
+        [
+            "_replay_partition=0 Some(\"0\") Some(\"3\")..Some(\"9\")",
+            "_replay_partition=2 Some(\"2\") Some(\"0\")..Some(\"1\")",
+        ]
+    );
+    // An empty scalar window is recorded as covering nothing.
+    let empty = |_: usize, column: &str| (column == "rows").then(|| "0".to_owned());
+    let capture = parse_capture(&timestamp, None, 1, &empty).expect("capture");
+    let row = &coverage(&timestamp, &capture, None)[0];
+    assert_eq!(
+        (row.lower_value.clone(), row.replay_cutoff_value.clone()),
+        (None, None)
+    );
+}
