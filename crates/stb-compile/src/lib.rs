@@ -191,7 +191,7 @@ pub fn compile(project: &Project) -> Result<Compiled, Diagnostics> {
         &tests,
         &audits,
     );
-    let dag = manifest::dag(project, &order);
+    let dag = manifest::dag(project, &order, &tests, &audits);
     files.insert("manifest.json".to_owned(), manifest);
     files.insert("streambuild_dag.json".to_owned(), dag);
     let warnings = tests.iter().flat_map(|t| t.warnings.clone()).collect();

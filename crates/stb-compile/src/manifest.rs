@@ -13,7 +13,7 @@ use stb_model::keys::{Retention, WhenMissing};
 use stb_project::Project;
 use stb_project::pipelines::ModelKind;
 use stb_project::refs::RefType;
-use stb_project::sources::SourceRetention;
+use stb_project::sources::{SourceKind, SourceRetention};
 
 use crate::model::{AnalysedModel, AppliedRetention, CompiledModel};
 
@@ -107,9 +107,15 @@ enum RetentionEntry<'a> {
 
 #[derive(Serialize)]
 struct SourceEntry<'a> {
+    /// The target database the relation lives in (a table function has none).
+    database: Option<&'a str>,
     logical_key: String,
     name: &'a str,
+    /// The bare relation (`raw__S`, the adopted table) or the `postgresql(...)` text.
     relation_name: Option<&'a str>,
+    /// What a reference to the source becomes in model SQL (qualified, or the adopted
+    /// table's aliasing subquery).
+    reference: Option<&'a str>,
     replay_lineage_mode: Option<&'a str>,
     resources: Vec<Resource<'a>>,
     retention: Option<RetentionEntry<'a>>,
@@ -294,12 +300,20 @@ pub(crate) fn manifest(
                         timestamp: "broker",
                     },
                 });
+            let reference = relations.get(&source.name).map(String::as_str);
+            let bare = match source.kind {
+                SourceKind::Kafka => objects.map(|o| o.raw.name.name.as_str()),
+                SourceKind::StreamTable => source.table_name.as_deref(),
+                SourceKind::Postgres => reference,
+            };
             (
                 source.name.as_str(),
                 SourceEntry {
+                    database: (source.kind != SourceKind::Postgres).then_some(database),
                     logical_key: format!("source:{}", source.name),
                     name: &source.name,
-                    relation_name: relations.get(&source.name).map(String::as_str),
+                    relation_name: bare,
+                    reference,
                     replay_lineage_mode: source.replay_boundary.as_deref(),
                     resources,
                     retention,
@@ -529,8 +543,15 @@ struct Dag<'a> {
     topological_order: &'a [String],
 }
 
-/// Nodes (sources by name, then models in pipeline and file order) and lineage edges.
-pub(crate) fn dag(project: &Project, order: &[String]) -> String {
+/// Nodes (sources by name, models in pipeline and file order, tests and audits by
+/// identity) and edges: lineage, model → test per target model, model → audit per model
+/// the audit reads.
+pub(crate) fn dag(
+    project: &Project,
+    order: &[String],
+    tests: &[crate::sql_tests::CompiledTest],
+    audits: &[crate::audits::CompiledAudit],
+) -> String {
     let mut sources: Vec<&str> = project.sources.iter().map(|s| s.name.as_str()).collect();
     sources.sort_unstable();
     let mut nodes: Vec<Node<'_>> = sources
@@ -565,6 +586,37 @@ pub(crate) fn dag(project: &Project, order: &[String]) -> String {
                 to_id: format!("model:{}", model.name),
             });
         }
+    }
+    let mut quality: Vec<(&str, &str, &[String])> = Vec::new();
+    let mut sorted_tests: Vec<&crate::sql_tests::CompiledTest> = tests.iter().collect();
+    sorted_tests.sort_by(|a, b| a.name.cmp(&b.name));
+    quality.extend(
+        sorted_tests
+            .iter()
+            .map(|t| ("test", t.name.as_str(), t.targets.as_slice())),
+    );
+    let mut sorted_audits: Vec<&crate::audits::CompiledAudit> = audits.iter().collect();
+    sorted_audits.sort_by(|a, b| a.name.cmp(&b.name));
+    quality.extend(
+        sorted_audits
+            .iter()
+            .map(|a| ("audit", a.name.as_str(), a.models.as_slice())),
+    );
+    let models: Vec<&str> = project
+        .pipelines
+        .iter()
+        .flat_map(|p| p.models.iter().map(|m| m.name.as_str()))
+        .collect();
+    for (kind, name, targets) in quality {
+        let id = format!("{kind}:{name}");
+        for target in targets.iter().filter(|t| models.contains(&t.as_str())) {
+            edges.push(Edge {
+                edge_type: kind,
+                from_id: format!("model:{target}"),
+                to_id: id.clone(),
+            });
+        }
+        nodes.push(Node { id, name, kind });
     }
     // Sorted by (from_id, to_id, edge_type).
     edges.sort_by(|a, b| {

@@ -50,3 +50,95 @@ fn aggregating_models_are_not_replay_anchors() {
         "offsets"
     );
 }
+
+#[test]
+fn the_dag_holds_tests_and_audits_and_sources_name_their_bare_relation() {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/orders");
+    let compiled = compile_dir(&dir).unwrap_or_else(|d| panic!("{d:#?}"));
+    let dag: serde_json::Value =
+        serde_json::from_str(&compiled.files["streambuild_dag.json"]).expect("JSON");
+    let nodes: Vec<(String, String)> = dag["nodes"]
+        .as_array()
+        .expect("nodes")
+        .iter()
+        .map(|n| {
+            (
+                n["id"].as_str().unwrap_or("").to_owned(),
+                n["type"].as_str().unwrap_or("").to_owned(),
+            )
+        })
+        .collect();
+    let kinds: Vec<&str> = nodes.iter().map(|(_, kind)| kind.as_str()).collect();
+    // Sources, then models, then tests, then audits.
+    let first = |kind: &str| kinds.iter().position(|k| *k == kind).expect(kind);
+    let last = |kind: &str| kinds.iter().rposition(|k| *k == kind).expect(kind);
+    assert!(
+        last("source") < first("model")
+            && last("model") < first("test")
+            && last("test") < first("audit"),
+        "{kinds:?}"
+    );
+    assert!(
+        nodes.contains(&(
+            "test:only_paid_events_become_paid_orders".into(),
+            "test".into()
+        )),
+        "{nodes:?}"
+    );
+    assert!(
+        nodes.contains(&("audit:revenue_matches_paid_orders".into(), "audit".into())),
+        "{nodes:?}"
+    );
+    let edges: Vec<(String, String, String)> = dag["edges"]
+        .as_array()
+        .expect("edges")
+        .iter()
+        .map(|e| {
+            (
+                e["from_id"].as_str().unwrap_or("").to_owned(),
+                e["to_id"].as_str().unwrap_or("").to_owned(),
+                e["edge_type"].as_str().unwrap_or("").to_owned(),
+            )
+        })
+        .collect();
+    for edge in [
+        (
+            "model:paid_orders",
+            "test:only_paid_events_become_paid_orders",
+            "test",
+        ),
+        (
+            "model:customer_revenue",
+            "audit:revenue_matches_paid_orders",
+            "audit",
+        ),
+        (
+            "model:paid_orders",
+            "audit:revenue_matches_paid_orders",
+            "audit",
+        ),
+    ] {
+        assert!(
+            edges.contains(&(edge.0.into(), edge.1.into(), edge.2.into())),
+            "{edge:?} in {edges:?}"
+        );
+    }
+    let mut sorted = edges.clone();
+    sorted.sort();
+    sorted.dedup();
+    assert_eq!(sorted.len(), edges.len(), "no duplicate edge");
+    let manifest: serde_json::Value =
+        serde_json::from_str(&compiled.files["manifest.json"]).expect("JSON");
+    let source = &manifest["sources"]["orders"];
+    assert_eq!(
+        (
+            source["relation_name"].as_str(),
+            source["database"].as_str()
+        ),
+        (Some("raw__orders"), Some("orders_demo"))
+    );
+    assert_eq!(
+        manifest["models"]["paid_orders"]["relation_name"],
+        "tbl__paid_orders"
+    );
+}
