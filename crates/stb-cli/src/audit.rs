@@ -85,10 +85,15 @@ impl AuditResult {
         }
     }
 
-    /// A failure that fails the run: error severity with failing rows, or an audit the
-    /// warehouse could not run.
+    /// A failure that fails the run: an error-severity audit that failed, or that the
+    /// warehouse could not run. A warning-severity audit never fails it.
     pub(crate) fn is_error(&self) -> bool {
-        self.status == "failed" || self.status == "error"
+        self.status == "failed" || (self.status == "error" && self.severity != "warning")
+    }
+
+    /// A failure of a warning-severity audit: failing rows, or the warehouse refused it.
+    pub(crate) fn is_warning(&self) -> bool {
+        self.severity == "warning" && (self.status == "warning" || self.status == "error")
     }
 
     /// The row `_streambuild_node_results` keeps.
@@ -101,7 +106,14 @@ impl AuditResult {
             failure_count: self.failing_rows,
             warmup_seconds: self.warmup_seconds,
             definition: &self.sql,
-            payload_json: serde_json::json!({"file": self.file, "sample": self.sample, "message": self.message, "checked_rows": self.checked_rows}).to_string(),
+            payload_json: serde_json::json!({
+                "file": self.file,
+                "failure_count": self.failing_rows,
+                "sample_rows": self.sample,
+                "message": self.message,
+                "checked_rows": self.checked_rows,
+            })
+            .to_string(),
             error_message: self.message.as_deref().filter(|_| self.status == "error"),
         }
     }
@@ -357,9 +369,9 @@ fn relation_counts(
     counts
 }
 
-/// `PASSED (0 rows)`, `FAILED (a: 3 rows, b: 0 rows)`: what the audit checked.
+/// `PASS (0 rows)`, `FAIL (a: 3 rows, b: 0 rows)`: what the audit checked.
 fn status_with_rows(result: &AuditResult) -> String {
-    let status = result.status.to_ascii_uppercase();
+    let status = crate::quality::status_label(result.status);
     let rows = |n: u64| {
         if n == 1 {
             "1 row".to_owned()
@@ -389,7 +401,7 @@ impl AuditResult {
 
 fn print(json: bool, results: &[AuditResult]) -> ExitCode {
     let errors = results.iter().filter(|r| r.is_error()).count();
-    let warnings = results.iter().filter(|r| r.status == "warning").count();
+    let warnings = results.iter().filter(|r| r.is_warning()).count();
     let verdict = if errors == 0 { "PASS" } else { "FAIL" };
     let over_empty: Vec<&str> = results
         .iter()
@@ -402,6 +414,8 @@ fn print(json: bool, results: &[AuditResult]) -> ExitCode {
             "result": verdict,
             "errors": errors,
             "warnings": warnings,
+            "error_failure_count": errors,
+            "warning_failure_count": warnings,
             "over_empty_relations": over_empty,
         }));
     } else {

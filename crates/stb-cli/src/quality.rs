@@ -26,6 +26,17 @@ pub(crate) struct QualityArgs {
     pub(crate) json: bool,
 }
 
+/// A test's or audit's status as the text output shows it: `PASS`, `FAIL`, `ERROR`,
+/// `WARN` or `DEFERRED` (the reference's words for tests, used for audits too).
+pub(crate) fn status_label(status: &str) -> String {
+    match status {
+        "passed" => "PASS".to_owned(),
+        "failed" => "FAIL".to_owned(),
+        "warning" => "WARN".to_owned(),
+        other => other.to_ascii_uppercase(),
+    }
+}
+
 /// The entries of one section (`tests`, `audits`) of the compiled manifest, in name order.
 pub(crate) fn manifest_section<T: serde::de::DeserializeOwned>(
     compiled: &stb_compile::Compiled,

@@ -177,7 +177,7 @@ fn print(json: bool, results: &[TestResult]) -> ExitCode {
             let _ = writeln!(
                 out,
                 "{}  {}  ({})",
-                result.status.to_ascii_uppercase(),
+                crate::quality::status_label(&result.status),
                 result.name,
                 result.file
             );

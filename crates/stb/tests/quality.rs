@@ -165,6 +165,24 @@ fn audits_wait_for_their_relations_then_fail_or_warn_by_severity() {
         "a sample of five rows"
     );
     assert_eq!(by_name("small_amounts")["status"], "warning");
+    assert_eq!(
+        (
+            json["error_failure_count"].clone(),
+            json["warning_failure_count"].clone()
+        ),
+        (1.into(), 1.into())
+    );
+    // The failing audit's record keeps its count and a sample of five rows.
+    let payload: Value = serde_json::from_str(
+        execute(&format!(
+            "SELECT payload_json FROM {}._streambuild_node_results WHERE node_name = 'no_negative_amounts' AND status = 'failed' ORDER BY completed_at DESC LIMIT 1 FORMAT TSVRaw",
+            db.name
+        ))
+        .trim(),
+    )
+    .expect("payload");
+    assert_eq!(payload["failure_count"], 7);
+    assert_eq!(payload["sample_rows"].as_array().map(Vec::len), Some(5));
     let text = stb(dir.path(), &["audit"]);
     assert!(String::from_utf8_lossy(&text.stdout).contains("Result: FAIL (1 errors, 1 warnings)"));
     // Selecting the model keeps both of its audits.
@@ -262,7 +280,7 @@ fn a_broken_model_fails_its_tests_and_the_build_audits_with_readable_reports() {
     let output = stb(dir.path(), &["test"]);
     let stdout = String::from_utf8_lossy(&output.stdout);
     assert_eq!(output.status.code(), Some(1), "{stdout}");
-    assert!(stdout.contains("FAILED  keeps_every_payment"), "{stdout}");
+    assert!(stdout.contains("FAIL  keeps_every_payment"), "{stdout}");
     assert!(
         stdout.contains("missing x1: (1, 5, 2026-11-01 00:00:00.000)"),
         "{stdout}"
@@ -280,7 +298,7 @@ fn a_broken_model_fails_its_tests_and_the_build_audits_with_readable_reports() {
     );
     assert!(
         stdout.contains(
-            "FAILED (10 rows)  no_negative_amounts  (error, audits/amounts.sql)  10 failing rows"
+            "FAIL (10 rows)  no_negative_amounts  (error, audits/amounts.sql)  10 failing rows"
         ),
         "{stdout}"
     );
@@ -289,10 +307,7 @@ fn a_broken_model_fails_its_tests_and_the_build_audits_with_readable_reports() {
         stdout.contains("ERROR (10 rows)  reads_a_missing_column"),
         "{stdout}"
     );
-    assert!(
-        stdout.contains("WARNING (10 rows)  small_amounts"),
-        "{stdout}"
-    );
+    assert!(stdout.contains("WARN (10 rows)  small_amounts"), "{stdout}");
     assert!(String::from_utf8_lossy(&output.stderr).contains(
         "error[STB-BUILD-004]: build audits failed: no_negative_amounts, reads_a_missing_column"
     ));
@@ -311,16 +326,13 @@ fn an_audit_over_an_empty_relation_says_it_checked_no_rows() {
     let stdout = String::from_utf8_lossy(&build.stdout);
     assert!(build.status.success(), "{stdout}");
     assert!(
-        stdout.contains("PASSED (0 rows)  no_negative_amounts  (error, audits/amounts.sql)"),
+        stdout.contains("PASS (0 rows)  no_negative_amounts  (error, audits/amounts.sql)"),
         "the build's audits say what they checked: {stdout}"
     );
     let output = stb(dir.path(), &["audit"]);
     let stdout = String::from_utf8_lossy(&output.stdout);
     assert!(output.status.success(), "{stdout}");
-    assert!(
-        stdout.contains("PASSED (0 rows)  small_amounts"),
-        "{stdout}"
-    );
+    assert!(stdout.contains("PASS (0 rows)  small_amounts"), "{stdout}");
     assert!(
         stdout.contains("Note: 2 audits ran over an empty relation and checked nothing there: no_negative_amounts, small_amounts"),
         "{stdout}"

@@ -34,7 +34,9 @@ pub(super) fn summary(
         "audits": {
             "results": audits,
             "errors": audits.iter().filter(|a| a.is_error()).count(),
-            "warnings": audits.iter().filter(|a| a.status == "warning").count(),
+            "warnings": audits.iter().filter(|a| a.is_warning()).count(),
+            "error_failure_count": audits.iter().filter(|a| a.is_error()).count(),
+            "warning_failure_count": audits.iter().filter(|a| a.is_warning()).count(),
         },
     })
 }
