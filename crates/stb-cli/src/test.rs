@@ -177,7 +177,7 @@ fn print(json: bool, results: &[TestResult]) -> ExitCode {
             let _ = writeln!(
                 out,
                 "{}  {}  ({})",
-                crate::quality::status_label(&result.status),
+                crate::quality::status_label(result.status),
                 result.name,
                 result.file
             );
