@@ -67,7 +67,15 @@ for _ in $(seq "$runs"); do
   if [ -z "$best" ] || awk "BEGIN{exit !($wall < $best)}"; then best=$wall; fi
   if [ "$peak" -gt "$rss" ]; then rss=$peak; fi
 done
+# The same plan writing one file per statement under target/run/plan/steps/ as well (what
+# plans up to 1,000 statements do by default): the cost of the per-statement files.
+best_steps=""
+for _ in $(seq "$runs"); do
+  wall="$( { STB_PLAN_STEP_FILES_LIMIT=1000000000 /usr/bin/time -f '%e' "$stb" plan --json --project-dir "$project" >/dev/null; } 2>&1 | tail -1 )"
+  if [ -z "$best_steps" ] || awk "BEGIN{exit !($wall < $best_steps)}"; then best_steps=$wall; fi
+done
+files="$(find "$project/target/run/plan/steps" -type f | wc -l)"
 relations="$(curl -s "$url" --data-binary "SELECT count() FROM system.tables WHERE database = '$database'")"
-printf 'models %s | relations %s | plan %s s (best of %s) | peak %s MB | queries per plan %s\n' \
-  "$models" "$relations" "$best" "$runs" "$(( rss / 1024 ))" "$queries"
+printf 'models %s | relations %s | plan %s s (best of %s) | peak %s MB | queries per plan %s | with %s step files %s s\n' \
+  "$models" "$relations" "$best" "$runs" "$(( rss / 1024 ))" "$queries" "$files" "$best_steps"
 curl -s "$url" --data-binary "DROP DATABASE IF EXISTS $database SYNC" >/dev/null

@@ -28,6 +28,9 @@ pub(crate) fn publish(root: &Path, name: &str, files: &[(String, String)]) -> Re
     std::fs::create_dir_all(&stage).map_err(|e| failure(&stage, &e))?;
     for (name, contents) in files {
         let path = stage.join(name);
+        if let Some(parent) = path.parent() {
+            std::fs::create_dir_all(parent).map_err(|e| failure(parent, &e))?;
+        }
         std::fs::write(&path, contents).map_err(|e| failure(&path, &e))?;
     }
     if final_dir.exists() {
@@ -46,14 +49,42 @@ fn joined(statements: impl Iterator<Item = (String, String)>) -> String {
     text
 }
 
+/// `steps/NNNN_<step>.sql`, one statement each, so a DBA can run a build by hand, in
+/// order. Secrets stay redacted (`***`): Kafka credentials must be filled in by hand.
+fn step_files(statements: impl Iterator<Item = (String, String)>) -> Vec<(String, String)> {
+    statements
+        .enumerate()
+        .map(|(index, (id, sql))| {
+            (
+                format!("steps/{:04}_{id}.sql", index + 1),
+                format!("{};\n", sql.trim_end()),
+            )
+        })
+        .collect()
+}
+
+/// Plans with more statements than this write only `workflow.template.sql`, not one file
+/// per statement: file creation dominates a large plan (measured in docs/benchmarks.md).
+/// `STB_PLAN_STEP_FILES_LIMIT` overrides it.
+const PLAN_STEP_FILES_LIMIT: usize = 1_000;
+
+fn plan_step_files_limit() -> usize {
+    std::env::var("STB_PLAN_STEP_FILES_LIMIT")
+        .ok()
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or(PLAN_STEP_FILES_LIMIT)
+}
+
 /// `target/run/plan/`: `plan.json` (the plan and every step of the workflow: id, phase,
-/// intent, statement) and `workflow.template.sql` (the statements in order; replays are
-/// templates until their boundary is captured). One file per statement, as the reference
-/// writes, costs a file creation each: 5 s for the 8,000 statements of a 2,000-model
-/// rebuild on a busy disk here, against a plan that otherwise takes under one second.
+/// intent, statement), `workflow.template.sql` (the statements in order; replays are
+/// templates until their boundary is captured) and, up to [`PLAN_STEP_FILES_LIMIT`]
+/// statements, `steps/NNNN_<step>.sql`. One file per statement costs a file creation
+/// each, which at 2,000 models (8,000 statements) takes longer than the plan itself.
 pub(crate) fn write_plan(root: &Path, prepared: &Prepared) -> Result<(), Failure> {
     let workflow = &prepared.workflow;
     let mut plan = prepared.output.json();
+    let with_step_files = workflow.steps.len() <= plan_step_files_limit();
+    plan["step_files"] = serde_json::json!(with_step_files);
     plan["steps"] = workflow
         .steps
         .iter()
@@ -69,7 +100,13 @@ pub(crate) fn write_plan(root: &Path, prepared: &Prepared) -> Result<(), Failure
             })
         })
         .collect();
-    let files = vec![
+    let statements = || {
+        workflow
+            .steps
+            .iter()
+            .map(|s| (s.id.clone(), workflow.recorded_sql(s)))
+    };
+    let mut files = vec![
         (
             "plan.json".to_owned(),
             format!(
@@ -77,20 +114,17 @@ pub(crate) fn write_plan(root: &Path, prepared: &Prepared) -> Result<(), Failure
                 serde_json::to_string_pretty(&plan).unwrap_or_default()
             ),
         ),
-        (
-            "workflow.template.sql".to_owned(),
-            joined(
-                workflow
-                    .steps
-                    .iter()
-                    .map(|s| (s.id.clone(), workflow.recorded_sql(s))),
-            ),
-        ),
+        ("workflow.template.sql".to_owned(), joined(statements())),
     ];
+    if with_step_files {
+        files.extend(step_files(statements()));
+    }
     publish(root, "plan", &files)
 }
 
-/// `target/run/build/`: `workflow.sql` (what ran, replays rendered) and `execution.json`.
+/// `target/run/build/`: `workflow.sql` (what ran, replays rendered), the same statements
+/// as `steps/NNNN_<step>.sql` (a build's own time dwarfs the file creations), and
+/// `execution.json`.
 pub(crate) fn write_build(
     root: &Path,
     workflow: &Workflow,
@@ -100,16 +134,14 @@ pub(crate) fn write_build(
     let mut record = serde_json::to_value(execution).unwrap_or_default();
     record["workflow_id"] = serde_json::json!(workflow_id);
     record["database"] = serde_json::json!(workflow.database);
-    let files = vec![
-        (
-            "workflow.sql".to_owned(),
-            joined(
-                execution
-                    .statements
-                    .iter()
-                    .map(|s| (s.step_id.clone(), s.sql.clone())),
-            ),
-        ),
+    let statements = || {
+        execution
+            .statements
+            .iter()
+            .map(|s| (s.step_id.clone(), s.sql.clone()))
+    };
+    let mut files = vec![
+        ("workflow.sql".to_owned(), joined(statements())),
         (
             "execution.json".to_owned(),
             format!(
@@ -118,5 +150,6 @@ pub(crate) fn write_build(
             ),
         ),
     ];
+    files.extend(step_files(statements()));
     publish(root, "build", &files)
 }

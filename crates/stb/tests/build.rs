@@ -912,3 +912,66 @@ fn events_stream_one_json_line_per_run_event() {
     ));
     assert!(stored.trim().parse::<usize>().expect("count") >= events.len());
 }
+
+/// A DBA can run a build by hand: the step files under target/run/build/, run in order on
+/// a target whose model relations are gone, give the same tables; `stb plan` writes them
+/// too (as templates: the replays' boundaries are known only when a build captures them).
+#[test]
+fn the_step_files_of_a_build_run_by_hand_reproduce_it() {
+    let db = TestDatabase::create("build_steps");
+    execute(&EVENTS.replace("{db}", &db.name));
+    insert_events(&db.name, 0, 30, "2026-11-01 00:00:00");
+    let dir = offsets_project(&db.name, "amount", None);
+    build(dir.path(), &[]);
+    assert_graph_matches(&db.name, "amount");
+    let steps_dir = dir.path().join("target/run/build/steps");
+    let mut steps: Vec<std::path::PathBuf> = std::fs::read_dir(&steps_dir)
+        .expect("steps/")
+        .map(|e| e.expect("entry").path())
+        .collect();
+    steps.sort();
+    let workflow = std::fs::read_to_string(dir.path().join("target/run/build/workflow.sql"))
+        .expect("workflow.sql");
+    assert_eq!(
+        steps.len(),
+        workflow.matches("-- step: ").count(),
+        "one file a statement"
+    );
+    let first = steps[0].file_name().and_then(|n| n.to_str()).unwrap_or("");
+    assert_eq!(first, "0001_prepare_target_database.sql");
+    // The model relations disappear; the steps, in order, bring them back with their rows.
+    for relation in [
+        "view__report",
+        "mv__big",
+        "mv__totals",
+        "mv__clean",
+        "tbl__big",
+        "tbl__totals",
+        "tbl__clean",
+    ] {
+        execute(&format!("DROP TABLE IF EXISTS {}.{relation} SYNC", db.name));
+    }
+    for step in &steps {
+        let sql = std::fs::read_to_string(step).expect("step");
+        if sql
+            .lines()
+            .all(|l| l.trim().is_empty() || l.trim_start().starts_with("--"))
+        {
+            continue;
+        }
+        execute(sql.trim_end().trim_end_matches(';'));
+    }
+    assert_graph_matches(&db.name, "amount");
+
+    let plan = stb(dir.path(), &["plan", "--json"], "");
+    let plan: Value = serde_json::from_slice(&plan.stdout).expect("JSON");
+    let artifact: Value = serde_json::from_str(
+        &std::fs::read_to_string(dir.path().join("target/run/plan/plan.json")).expect("plan.json"),
+    )
+    .expect("JSON");
+    assert_eq!(artifact["step_files"], true, "{plan}");
+    let planned = std::fs::read_dir(dir.path().join("target/run/plan/steps"))
+        .expect("plan steps/")
+        .count();
+    assert_eq!(Some(planned), artifact["steps"].as_array().map(Vec::len));
+}
