@@ -87,6 +87,9 @@ pub struct Probe {
     pub retention: Option<String>,
     /// The live table was filled by another query than the one the build creates.
     pub query_changed: bool,
+    /// A fan-in that replays from an input this build rebuilds first: what it can restore
+    /// is what that input's own root restores, measured there, so it is not measured.
+    pub replays_rebuilt_input: bool,
 }
 
 /// The scalar subqueries that measure one root's window.
@@ -126,6 +129,18 @@ pub fn probes(roots: &[RootReplay], context: &Context<'_>) -> Vec<Probe> {
     roots
         .iter()
         .map(|root| {
+            if root.rebuilt_input {
+                return Probe {
+                    model: root.model.clone(),
+                    driving_input: root.driving_input.clone(),
+                    basis: Basis::Rows,
+                    live_sql: None,
+                    window: None,
+                    retention: None,
+                    query_changed: false,
+                    replays_rebuilt_input: true,
+                };
+            }
             let model = models.iter().find(|m| m.name == root.model);
             let table = model.and_then(|m| table_of(m));
             let live = table.and_then(facts);
@@ -178,6 +193,7 @@ pub fn probes(roots: &[RootReplay], context: &Context<'_>) -> Vec<Probe> {
                     .and_then(|f| ttl_clause(&f.create_table_query))
                     .map(|ttl| retention_label(&ttl)),
                 query_changed: previous.is_some(),
+                replays_rebuilt_input: false,
             }
         })
         .collect()
@@ -478,6 +494,9 @@ pub struct ReplayWindow {
     /// Why the new query's counts (`retained_rows`, `replayable_rows`) could not be read;
     /// the loss is still measured. The build will meet the same error.
     pub new_query_error: Option<String>,
+    /// A fan-in replayed from an input this build rebuilds: not measured itself (its
+    /// input's root is).
+    pub replays_rebuilt_input: bool,
 }
 
 impl ReplayWindow {
@@ -495,6 +514,12 @@ impl ReplayWindow {
         } else {
             Basis::Rows
         };
+        if self.replays_rebuilt_input {
+            return format!(
+                "{}: replays from {}, rebuilt first by this build (measured at its root)",
+                self.model, self.driving_input
+            );
+        }
         if !self.live_table_exists {
             return format!("{}: new table, nothing to lose", self.model);
         }
@@ -621,6 +646,7 @@ pub fn assess(probes: &[Probe], readings: &Readings<'_>) -> Vec<ReplayWindow> {
                 retention: probe.retention.clone(),
                 error: errors(index),
                 new_query_error: new_query_errors(index),
+                replays_rebuilt_input: probe.replays_rebuilt_input,
             }
         })
         .collect()

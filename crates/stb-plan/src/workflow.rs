@@ -123,6 +123,8 @@ pub struct RootReplay {
     /// The start time this root's window applies: the build's, except for a fan-in
     /// replayed from a rebuilt input, which holds only the rebuilt window already.
     pub start_time: Option<StartTime>,
+    /// Its driving input is rebuilt by an earlier stage of the same build.
+    pub rebuilt_input: bool,
 }
 
 impl RootReplay {
@@ -732,6 +734,7 @@ fn root_replay(
         waits_for: root.waits_for.clone(),
         bounded: !frozen,
         start_time,
+        rebuilt_input,
     })
 }
 

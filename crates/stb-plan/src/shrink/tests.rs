@@ -46,6 +46,7 @@ fn root(name: &str, mode: BoundaryMode) -> RootReplay {
         waits_for: Vec::new(),
         bounded: true,
         start_time: None,
+        rebuilt_input: false,
     }
 }
 
@@ -296,6 +297,7 @@ fn probe(retention: Option<&str>, input: bool) -> Probe {
         }),
         retention: retention.map(str::to_owned),
         query_changed: false,
+        replays_rebuilt_input: false,
     }
 }
 
@@ -461,5 +463,26 @@ fn groups_are_named_as_groups_and_say_why() {
     assert_eq!(
         windows[0].describe(),
         "totals: 25 groups now, 20 replayable (5 lost: history no longer in orders; counted as groups of (customer_id): an aggregate's or a merging table's row count moves with merges)"
+    );
+}
+
+#[test]
+fn a_fan_in_replaying_a_rebuilt_input_is_left_to_that_input_s_root() {
+    let mut fan_in = root("delta", BoundaryMode::Offsets);
+    fan_in.driving_input = "alpha".into();
+    fan_in.rebuilt_input = true;
+    let (models, sources) = ([model("delta", false)], [source()]);
+    let measured = probes(&[fan_in], &context(&models, &sources, None, &|_| None));
+    assert!(measured[0].replays_rebuilt_input);
+    assert_eq!(
+        batches(&measured),
+        Vec::<Vec<usize>>::new(),
+        "no query for it"
+    );
+    let windows = read_back(&measured, &|_| None, &|_| None, &|_| None);
+    assert!(!windows[0].needs_consent());
+    assert_eq!(
+        windows[0].describe(),
+        "delta: replays from alpha, rebuilt first by this build (measured at its root)"
     );
 }
