@@ -321,13 +321,21 @@ class Handler(BaseHTTPRequestHandler):
         return True
 
     def _client_gone(self) -> bool:
-        try:
-            readable, _, _ = select.select([self.connection], [], [], 0)
-            if not readable:
-                return False
-            return self.connection.recv(1, socket.MSG_PEEK) == b""
-        except OSError:
-            return True
+        return client_gone(self.connection)
+
+
+def client_gone(connection: socket.socket) -> bool:
+    """True when the client closed its end. poll, not select: the embedded engine keeps
+    hundreds of descriptors open (per-thread /proc files), so a socket's number can pass
+    select's limit of 1024, where select raises and the request would fail."""
+    try:
+        poller = select.poll()
+        poller.register(connection, select.POLLIN)
+        if not poller.poll(0):
+            return False
+        return connection.recv(1, socket.MSG_PEEK) == b""
+    except (OSError, ValueError):
+        return True
 
 
 def _progress_sql(query_id: str) -> str:
