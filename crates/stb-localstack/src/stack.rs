@@ -93,10 +93,25 @@ pub fn up(
     let _lock = lock(layout)?;
     let mut state = read_state(layout)?;
     let marker = marker(layout);
-    let clickhouse_alive = state
+    let mut clickhouse_alive = state
         .clickhouse
         .as_ref()
         .is_some_and(|r| process::is_running(r.pid, &marker));
+    // A server started by another stb runs other code (a fix it lacks, a protocol detail):
+    // replace it, on the same port so addresses already handed out stay right.
+    let mut clickhouse_options = options.clickhouse.clone();
+    if let Some(record) = state.clickhouse.as_ref().filter(|_| clickhouse_alive)
+        && record.server_fingerprint != clickhouse::server_fingerprint()
+    {
+        progress.step("the ClickHouse server runs code from another stb version: restarting it");
+        stop_one(Component::ClickHouse, record.pid, &marker, progress)?;
+        if clickhouse_options.port == 0 {
+            clickhouse_options.port = record.port;
+        }
+        state.clickhouse = None;
+        write_state(layout, &state)?;
+        clickhouse_alive = false;
+    }
     let kafka_alive = state
         .kafka
         .as_ref()
@@ -115,11 +130,11 @@ pub fn up(
         write_state(layout, &state)?;
     }
     if !clickhouse_alive {
-        let started = clickhouse::start(layout, &options.clickhouse, progress)?;
+        let started = clickhouse::start(layout, &clickhouse_options, progress)?;
         state.clickhouse = Some(ClickHouseRecord {
             pid: started.pid,
             port: started.port,
-            user: options.clickhouse.user.clone(),
+            user: clickhouse_options.user.clone(),
             version: started.version,
             server_fingerprint: clickhouse::server_fingerprint(),
         });

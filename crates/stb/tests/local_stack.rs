@@ -76,6 +76,39 @@ fn up_status_env_down_are_idempotent_from_any_directory() {
     );
     assert_eq!(second["kafka"]["pid"], first["kafka"]["pid"]);
 
+    // A server started by another stb (its code fingerprint differs) is replaced, on the
+    // same port; the broker keeps running.
+    let state_file = state.path().join("stack.json");
+    let recorded: Value =
+        serde_json::from_str(&std::fs::read_to_string(&state_file).expect("stack.json"))
+            .expect("JSON");
+    let mut stale = recorded.clone();
+    stale["clickhouse"]["server_fingerprint"] = "0000000000000000".into();
+    std::fs::write(&state_file, stale.to_string()).expect("write stack.json");
+    let output = stb(elsewhere.path())
+        .args(up)
+        .assert()
+        .success()
+        .get_output()
+        .clone();
+    assert!(
+        String::from_utf8_lossy(&output.stderr)
+            .contains("runs code from another stb version: restarting it"),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let restarted = json(&output.stdout);
+    assert_ne!(restarted["clickhouse"]["pid"], first["clickhouse"]["pid"]);
+    assert_eq!(restarted["clickhouse"]["port"], first["clickhouse"]["port"]);
+    assert_eq!(restarted["kafka"]["pid"], first["kafka"]["pid"]);
+    let rewritten: Value =
+        serde_json::from_str(&std::fs::read_to_string(&state_file).expect("stack.json"))
+            .expect("JSON");
+    assert_eq!(
+        rewritten["clickhouse"]["server_fingerprint"],
+        recorded["clickhouse"]["server_fingerprint"]
+    );
+
     let port = first["clickhouse"]["port"].as_u64().expect("port");
     let version = stb_localstack::probe::http_get(
         u16::try_from(port).expect("port"),
