@@ -392,22 +392,21 @@ fn status_with_rows(result: &AuditResult) -> String {
     }
 }
 
-impl AuditResult {
-    /// It ran over at least one relation with no rows, so a pass proves nothing there.
-    fn checked_an_empty_relation(&self) -> bool {
-        self.checked_rows.iter().any(|c| c.rows == 0)
-    }
+/// The audits that ran over at least one relation with no rows: a pass proves nothing
+/// there.
+pub(crate) fn over_empty_relations(results: &[AuditResult]) -> Vec<&str> {
+    results
+        .iter()
+        .filter(|r| r.checked_rows.iter().any(|c| c.rows == 0))
+        .map(AuditResult::name)
+        .collect()
 }
 
 fn print(json: bool, results: &[AuditResult]) -> ExitCode {
     let errors = results.iter().filter(|r| r.is_error()).count();
     let warnings = results.iter().filter(|r| r.is_warning()).count();
     let verdict = if errors == 0 { "PASS" } else { "FAIL" };
-    let over_empty: Vec<&str> = results
-        .iter()
-        .filter(|r| r.checked_an_empty_relation())
-        .map(AuditResult::name)
-        .collect();
+    let over_empty = over_empty_relations(results);
     if json {
         print_json(&serde_json::json!({
             "results": results,
@@ -420,17 +419,8 @@ fn print(json: bool, results: &[AuditResult]) -> ExitCode {
         }));
     } else {
         print_lines(results);
-        let mut out = std::io::stdout().lock();
-        if !over_empty.is_empty() {
-            let _ = writeln!(
-                out,
-                "Note: {} audits ran over an empty relation and checked nothing there: {}",
-                over_empty.len(),
-                over_empty.join(", ")
-            );
-        }
         let _ = writeln!(
-            out,
+            std::io::stdout().lock(),
             "Result: {verdict} ({errors} errors, {warnings} warnings)"
         );
     }
@@ -463,5 +453,15 @@ pub(crate) fn print_lines(results: &[AuditResult]) {
         for row in &result.sample {
             let _ = writeln!(out, "    {}", serde_json::Value::Object(row.clone()));
         }
+    }
+    // Said once under the list, for `stb audit` and for a build's audits alike.
+    let over_empty = over_empty_relations(results);
+    if !over_empty.is_empty() {
+        let _ = writeln!(
+            out,
+            "Note: {} audits ran over an empty relation and checked nothing there: {}",
+            over_empty.len(),
+            over_empty.join(", ")
+        );
     }
 }

@@ -329,6 +329,10 @@ fn an_audit_over_an_empty_relation_says_it_checked_no_rows() {
         stdout.contains("PASS (0 rows)  no_negative_amounts  (error, audits/amounts.sql)"),
         "the build's audits say what they checked: {stdout}"
     );
+    assert!(
+        stdout.contains("Note: 2 audits ran over an empty relation and checked nothing there"),
+        "{stdout}"
+    );
     let output = stb(dir.path(), &["audit"]);
     let stdout = String::from_utf8_lossy(&output.stdout);
     assert!(output.status.success(), "{stdout}");

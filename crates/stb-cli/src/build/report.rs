@@ -37,6 +37,7 @@ pub(super) fn summary(
             "warnings": audits.iter().filter(|a| a.is_warning()).count(),
             "error_failure_count": audits.iter().filter(|a| a.is_error()).count(),
             "warning_failure_count": audits.iter().filter(|a| a.is_warning()).count(),
+            "over_empty_relations": crate::audit::over_empty_relations(audits),
         },
     })
 }
