@@ -330,6 +330,22 @@ pub fn parse_capture(
     }
 }
 
+/// Per partition, in first-seen order: (partition, lowest offset, highest offset) of its
+/// runs.
+fn partition_bounds(runs: &[OffsetRun]) -> Vec<(i128, i128, i128)> {
+    let mut partitions: Vec<(i128, i128, i128)> = Vec::new();
+    for run in runs {
+        match partitions.iter_mut().find(|p| p.0 == run.partition) {
+            Some(p) => {
+                p.1 = p.1.min(run.lower);
+                p.2 = p.2.max(run.upper);
+            }
+            None => partitions.push((run.partition, run.lower, run.upper)),
+        }
+    }
+    partitions
+}
+
 /// What a replay covered, one row per partition (offsets) or one row (scalar modes): the
 /// spec's capture-row fields, recorded with the run for every mode.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
@@ -369,16 +385,7 @@ pub fn coverage(anchor: &Anchor, capture: &Capture, start: Option<&StartTime>) -
     };
     match capture {
         Capture::Offsets { runs, .. } => {
-            let mut partitions: Vec<(i128, i128, i128)> = Vec::new();
-            for run in runs {
-                match partitions.iter_mut().find(|p| p.0 == run.partition) {
-                    Some(p) => {
-                        p.1 = p.1.min(run.lower);
-                        p.2 = p.2.max(run.upper);
-                    }
-                    None => partitions.push((run.partition, run.lower, run.upper)),
-                }
-            }
+            let partitions = partition_bounds(runs);
             partitions
                 .into_iter()
                 .map(|(partition, lower, upper)| {
@@ -435,16 +442,7 @@ fn check_time(text: &str) -> Result<String, String> {
 pub fn predicate(mode: BoundaryMode, capture: &Capture, start: Option<&StartTime>) -> String {
     match capture {
         Capture::Offsets { runs, .. } => {
-            let mut partitions: Vec<(i128, i128, i128)> = Vec::new();
-            for run in runs {
-                match partitions.iter_mut().find(|p| p.0 == run.partition) {
-                    Some(p) => {
-                        p.1 = p.1.min(run.lower);
-                        p.2 = p.2.max(run.upper);
-                    }
-                    None => partitions.push((run.partition, run.lower, run.upper)),
-                }
-            }
+            let partitions = partition_bounds(runs);
             if partitions.is_empty() {
                 return "0".to_owned();
             }

@@ -194,3 +194,20 @@ pub fn warehouse_env() -> [(&'static str, String); 2] {
         ),
     ]
 }
+
+/// Runs this workspace's `stb` on the project in `dir` against the test stack, with
+/// `input` as its standard input (answers to its questions) and a one-second
+/// stabilisation wait, so builds stay quick.
+#[must_use]
+pub fn stb_on_project(dir: &std::path::Path, args: &[&str], input: &str) -> std::process::Output {
+    assert_cmd::Command::cargo_bin("stb")
+        .expect("the stb binary")
+        .args(args)
+        .arg("--project-dir")
+        .arg(dir)
+        .envs(warehouse_env())
+        .env("STREAMBUILD_LIVE_STABILIZATION_SECONDS", "1")
+        .write_stdin(input)
+        .output()
+        .expect("stb runs")
+}

@@ -16,10 +16,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
-use assert_cmd::Command;
 use serde_json::Value;
 use stb_test_support::kafka::{Record, create_topic, produce, run_base_ms};
-use stb_test_support::{TestDatabase, execute, stack, unique_name, wait_for};
+use stb_test_support::{TestDatabase, execute, stack, stb_on_project, unique_name, wait_for};
 
 const TABLES: [&str; 6] = ["alpha", "beta", "gamma", "delta", "epsilon", "zeta"];
 const KINDS: [&str; 3] = ["created", "paid", "shipped"];
@@ -85,15 +84,7 @@ fn project(database: &str, topic: &str) -> tempfile::TempDir {
 }
 
 fn stb(dir: &Path, args: &[&str]) -> std::process::Output {
-    Command::cargo_bin("stb")
-        .expect("stb")
-        .args(args)
-        .arg("--project-dir")
-        .arg(dir)
-        .envs(stb_test_support::warehouse_env())
-        .env("STREAMBUILD_LIVE_STABILIZATION_SECONDS", "1")
-        .output()
-        .expect("runs")
+    stb_on_project(dir, args, "")
 }
 
 fn build(dir: &Path, select: &[&str]) -> Value {

@@ -11,29 +11,14 @@ use std::path::Path;
 use std::process::Output;
 use std::time::Duration;
 
-use assert_cmd::Command;
 use serde_json::Value;
 use stb_test_support::kafka::{Record, create_topic, produce, run_base_ms};
-use stb_test_support::{TestDatabase, execute, stack, unique_name, wait_for};
+use stb_test_support::{TestDatabase, execute, stack, stb_on_project, unique_name, wait_for};
 
 const DAY_MS: i64 = 24 * 3_600 * 1_000;
 
 fn stb(dir: &Path, args: &[&str]) -> Output {
-    answering(dir, args, "")
-}
-
-/// Runs stb with `input` on its standard input (answers to its questions).
-fn answering(dir: &Path, args: &[&str], input: &str) -> Output {
-    Command::cargo_bin("stb")
-        .expect("stb")
-        .args(args)
-        .arg("--project-dir")
-        .arg(dir)
-        .envs(stb_test_support::warehouse_env())
-        .env("STREAMBUILD_LIVE_STABILIZATION_SECONDS", "1")
-        .write_stdin(input)
-        .output()
-        .expect("runs")
+    stb_on_project(dir, args, "")
 }
 
 fn json_of(output: &Output) -> Value {
@@ -353,7 +338,7 @@ fn an_adopted_table_whose_rows_expired_before_the_boundary_is_refused_and_groups
     );
     // At a terminal the build asks, with the numbers on screen; no keeps everything.
     let before = relations(&db.name);
-    let declined = answering(dir.path(), &["build"], "n\n");
+    let declined = stb_on_project(dir.path(), &["build"], "n\n");
     assert_eq!(declined.status.code(), Some(1));
     let stderr = String::from_utf8_lossy(&declined.stderr);
     assert!(
