@@ -6,8 +6,9 @@ use std::process::ExitCode;
 
 use clap::Args;
 
-use crate::discover::{ProjectArgs, report};
+use crate::args::ProjectArgs;
 use crate::output::print_json;
+use crate::output::report;
 
 #[derive(Debug, Args)]
 pub(crate) struct CompileArgs {

@@ -1,12 +1,15 @@
 //! The `stb` command line: argument parsing, dispatch and output.
 
+mod args;
 mod audit;
 mod build;
 mod compile;
+mod direct;
 mod discover;
 mod local;
 mod output;
 mod plan;
+mod plan_render;
 mod quality;
 mod run_artifacts;
 mod test;

@@ -22,6 +22,16 @@ impl From<stb_localstack::LocalStackError> for Failure {
     }
 }
 
+impl From<stb_engine::EngineError> for Failure {
+    fn from(error: stb_engine::EngineError) -> Self {
+        Self {
+            code: error.code,
+            message: error.message,
+            hint: error.hint,
+        }
+    }
+}
+
 impl From<stb_diagnostics::Diagnostic> for Failure {
     fn from(diagnostic: stb_diagnostics::Diagnostic) -> Self {
         Self {
@@ -65,4 +75,19 @@ impl stb_localstack::Progress for StderrProgress {
     fn detail(&mut self, message: &str) {
         let _ = writeln!(std::io::stderr().lock(), "    {message}");
     }
+}
+
+/// Prints every diagnostic (as JSON with `json`) and returns exit code 1.
+pub(crate) fn report(diagnostics: stb_diagnostics::Diagnostics, json: bool) -> ExitCode {
+    let sorted = diagnostics.into_sorted();
+    if json {
+        print_json(&serde_json::json!({ "errors": sorted }));
+    } else {
+        let mut stderr = std::io::stderr().lock();
+        for diagnostic in &sorted {
+            let _ = writeln!(stderr, "{diagnostic}");
+        }
+        let _ = writeln!(stderr, "\n{} error(s); nothing was changed.", sorted.len());
+    }
+    ExitCode::from(1)
 }

@@ -6,9 +6,9 @@ use std::collections::BTreeSet;
 use stb_diagnostics::Diagnostic;
 use stb_graph::ScopedSelector;
 
-use crate::discover::ProjectArgs;
+use crate::args::ConnectionArgs;
+use crate::args::ProjectArgs;
 use crate::output::Failure;
-use crate::warehouse::ConnectionArgs;
 
 /// The options of `stb test` and `stb audit`.
 #[derive(Debug, clap::Args)]

@@ -8,7 +8,7 @@ use stb_build::execute::Execution;
 use stb_plan::workflow::{Action, Workflow};
 
 use crate::output::Failure;
-use crate::plan::Prepared;
+use stb_engine::direct::Planned;
 
 fn failure(path: &Path, error: &std::io::Error) -> Failure {
     Failure {
@@ -80,9 +80,9 @@ fn plan_step_files_limit() -> usize {
 /// templates until their boundary is captured) and, up to [`PLAN_STEP_FILES_LIMIT`]
 /// statements, `steps/NNNN_<step>.sql`. One file per statement costs a file creation
 /// each, which at 2,000 models (8,000 statements) takes longer than the plan itself.
-pub(crate) fn write_plan(root: &Path, prepared: &Prepared) -> Result<(), Failure> {
-    let workflow = &prepared.workflow;
-    let mut plan = prepared.output.json();
+pub(crate) fn write_plan(root: &Path, planned: &Planned) -> Result<(), Failure> {
+    let workflow = &planned.workflow;
+    let mut plan = crate::plan_render::json(planned);
     let with_step_files = workflow.steps.len() <= plan_step_files_limit();
     plan["step_files"] = serde_json::json!(with_step_files);
     plan["steps"] = workflow

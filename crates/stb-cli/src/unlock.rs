@@ -10,9 +10,9 @@ use std::process::ExitCode;
 use clap::Args;
 use stb_warehouse::{Client, TargetLock, lock_holder, metadata};
 
-use crate::discover::ProjectArgs;
+use crate::args::ConnectionArgs;
+use crate::args::ProjectArgs;
 use crate::output::{Failure, fail, print_json};
-use crate::warehouse::ConnectionArgs;
 
 /// A run whose last event is younger than this is alive (heartbeats come every 10 s).
 const ALIVE_WITHIN_MS: i64 = 45_000;

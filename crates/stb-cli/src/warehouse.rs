@@ -1,33 +1,13 @@
 //! Connecting to the target's ClickHouse: flags shared by every command that does.
 
-use clap::Args;
 use stb_project::Project;
 use stb_warehouse::{Client, ConnectionConfig, ConnectionOverrides, Secret};
 
+use crate::args::ConnectionArgs;
 use crate::output::Failure;
 
 /// `--host --port --username --password --database`; each falls back to its
 /// `STREAMBUILD_CLICKHOUSE_*` variable, then to the project's `[connection]`.
-#[derive(Debug, Args)]
-pub(crate) struct ConnectionArgs {
-    /// ClickHouse host (env STREAMBUILD_CLICKHOUSE_HOST).
-    #[arg(long, value_name = "HOST")]
-    host: Option<String>,
-    /// ClickHouse HTTP port (env STREAMBUILD_CLICKHOUSE_PORT).
-    #[arg(long, value_name = "PORT")]
-    port: Option<u16>,
-    /// ClickHouse user (env STREAMBUILD_CLICKHOUSE_USERNAME).
-    #[arg(long, value_name = "USER")]
-    username: Option<String>,
-    /// ClickHouse password (env STREAMBUILD_CLICKHOUSE_PASSWORD; prefer the variable, a flag
-    /// shows in the process list).
-    #[arg(long, value_name = "PASSWORD")]
-    password: Option<String>,
-    /// The target database (default: the target's `database`, else `default`).
-    #[arg(long, value_name = "NAME")]
-    database: Option<String>,
-}
-
 impl ConnectionArgs {
     /// A client without a default database (statements are qualified), and the database.
     pub(crate) fn connect(&self, project: &Project) -> Result<(Client, String), Failure> {

@@ -4,14 +4,14 @@
 use std::io::{BufRead, Write};
 
 use super::{BuildArgs, CODE_CONFIRMATION, CODE_SHRINK};
+use crate::direct::Prepared;
 use crate::output::Failure;
-use crate::plan::Prepared;
 
 /// The shrink guard: a rebuild that would lose rows retained history cannot restore goes on
 /// only with `--allow-shrink` or, at a terminal, a yes to a question that shows the numbers.
 /// `Err` refuses the build unattended; `Ok(false)` is a declined question.
 pub(super) fn accept_shrink(args: &BuildArgs, prepared: &Prepared) -> Result<bool, Failure> {
-    let shrinking = prepared.output.shrinking();
+    let shrinking = prepared.planned.shrinking();
     if shrinking.is_empty() || args.allow_shrink {
         return Ok(true);
     }
@@ -52,7 +52,7 @@ pub(super) fn confirm(
     project: &stb_project::Project,
     prepared: &Prepared,
 ) -> Result<bool, Failure> {
-    let executing = prepared.executed_models();
+    let executing = prepared.planned.executed_models();
     let protected: Vec<(&str, &stb_project::pipelines::Protection)> = project
         .pipelines
         .iter()

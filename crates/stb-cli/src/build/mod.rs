@@ -19,10 +19,10 @@ use stb_warehouse::events::{HEARTBEAT_INTERVAL, RunEventSink};
 use stb_warehouse::statements::{persist_statements, workflow_sha256};
 use stb_warehouse::{TargetLock, metadata};
 
-use crate::discover::{ProjectArgs, report};
+use crate::args::{ConnectionArgs, ProjectArgs, ScopeArgs};
+use crate::direct::{Prepared, prepare};
+use crate::output::report;
 use crate::output::{Failure, fail, print_json};
-use crate::plan::{Prepared, ScopeArgs, prepare};
-use crate::warehouse::ConnectionArgs;
 use confirm::confirm;
 use records::{BuildObserver, Ending, Recorder, manifest};
 use report::{print_result, summary};
@@ -147,13 +147,17 @@ pub(crate) fn run(args: &BuildArgs) -> ExitCode {
         }
     };
     let planning_ms = planning_started.elapsed().as_millis();
-    if prepared.output.nothing_changed {
+    if prepared.planned.nothing_changed {
         if args.json {
             print_json(
-                &serde_json::json!({"mode": "direct", "database": database, "status": "nothing_changed", "message": crate::plan::NOTHING_CHANGED}),
+                &serde_json::json!({"mode": "direct", "database": database, "status": "nothing_changed", "message": stb_engine::direct::NOTHING_CHANGED}),
             );
         } else {
-            let _ = writeln!(std::io::stdout().lock(), "{}", crate::plan::NOTHING_CHANGED);
+            let _ = writeln!(
+                std::io::stdout().lock(),
+                "{}",
+                stb_engine::direct::NOTHING_CHANGED
+            );
         }
         recorder.finish(&Ending {
             exit_code: 0,
@@ -174,7 +178,7 @@ pub(crate) fn run(args: &BuildArgs) -> ExitCode {
         print_events: args.events,
         warned: AtomicBool::new(false),
     };
-    let plan = &prepared.output.plan;
+    let plan = &prepared.planned.plan;
     let executed: Vec<String> = plan
         .entries
         .iter()
@@ -184,7 +188,7 @@ pub(crate) fn run(args: &BuildArgs) -> ExitCode {
         .prerequisites
         .iter()
         .map(|p| {
-            let is_model = prepared.models.iter().any(|m| m.name == p.name);
+            let is_model = prepared.planned.models.iter().any(|m| m.name == p.name);
             format!("{}:{}", if is_model { "model" } else { "source" }, p.name)
         })
         .collect();
@@ -196,16 +200,16 @@ pub(crate) fn run(args: &BuildArgs) -> ExitCode {
             "displayCommand": std::env::var("STREAMBUILD_RUN_DISPLAY_COMMAND").ok(),
             "mode": "direct",
             "toolVersion": env!("CARGO_PKG_VERSION"),
-            "totalStatements": prepared.workflow.steps.len(),
+            "totalStatements": prepared.planned.workflow.steps.len(),
             "selectedNodeCount": executed.len(),
             "database": database,
             "projectIdentity": project.name,
             "selectors": args.scope.select,
-            "startTime": prepared.output.start_time.as_ref().map(|s| s.as_str().to_owned()),
+            "startTime": prepared.planned.start_time.as_ref().map(|s| s.as_str().to_owned()),
             "executedLogicalIds": executed,
             "contextLogicalIds": context,
-            "replayWindows": prepared.output.replay_windows,
-            "shrink": prepared.output.shrink_json(),
+            "replayWindows": prepared.planned.replay_windows,
+            "shrink": serde_json::to_value(prepared.planned.shrink_summary()).unwrap_or_default(),
             "startupTimings": {
                 "compileMs": compile_ms,
                 "observabilityMs": observability_ms,
@@ -216,7 +220,7 @@ pub(crate) fn run(args: &BuildArgs) -> ExitCode {
     );
     let heartbeat = sink.heartbeat(HEARTBEAT_INTERVAL);
     if !machine {
-        prepared.output.print(false, args.verbose);
+        crate::plan_render::print(&prepared.planned, false, args.verbose);
     }
     // The shrink guard first: a refused loss is recorded as refused, with its numbers.
     let verdict = match confirm::accept_shrink(args, &prepared) {
@@ -226,8 +230,12 @@ pub(crate) fn run(args: &BuildArgs) -> ExitCode {
     };
     match verdict {
         Ok(true) => {
-            if !prepared.output.shrinking().is_empty() {
-                observer.event("shrink_accepted", None, prepared.output.shrink_json());
+            if !prepared.planned.shrinking().is_empty() {
+                observer.event(
+                    "shrink_accepted",
+                    None,
+                    serde_json::to_value(prepared.planned.shrink_summary()).unwrap_or_default(),
+                );
             }
         }
         Ok(false) => {
@@ -241,12 +249,16 @@ pub(crate) fn run(args: &BuildArgs) -> ExitCode {
             drop(heartbeat);
             let mut summary = "{}".to_owned();
             if outcome == "refused" {
-                observer.event("shrink_refused", None, prepared.output.shrink_json());
+                observer.event(
+                    "shrink_refused",
+                    None,
+                    serde_json::to_value(prepared.planned.shrink_summary()).unwrap_or_default(),
+                );
                 summary = serde_json::json!({
                     "status": "refused",
                     "code": CODE_SHRINK,
-                    "shrink": prepared.output.shrink_json(),
-                    "replay_windows": prepared.output.replay_windows,
+                    "shrink": serde_json::to_value(prepared.planned.shrink_summary()).unwrap_or_default(),
+                    "replay_windows": prepared.planned.replay_windows,
                 })
                 .to_string();
             }
@@ -311,7 +323,7 @@ fn build_audits(
                 )];
             }
         };
-    let executed = prepared.executed_models();
+    let executed = prepared.planned.executed_models();
     let chosen: Vec<&crate::audit::AuditEntry> = audits
         .iter()
         .filter(|a| a.models.iter().any(|m| executed.contains(&m.as_str())))
@@ -322,7 +334,7 @@ fn build_audits(
     ) = chosen.into_iter().partition(|a| a.warmup_seconds == 0);
     let mut results = match crate::audit::run_set(
         &prepared.client,
-        &prepared.workflow.database,
+        &prepared.planned.workflow.database,
         compiled,
         &now,
     ) {
@@ -348,10 +360,10 @@ fn execute_locked(
     run: &Run,
 ) -> Result<(String, Execution), Failure> {
     let client = &prepared.client;
-    let database = &prepared.workflow.database;
+    let database = &prepared.planned.workflow.database;
     let lock = TargetLock::acquire(client, database, &run.invocation_id, true)
         .map_err(|e| Failure::from(&e))?;
-    let statements = planned_statements(&prepared.workflow);
+    let statements = planned_statements(&prepared.planned.workflow);
     let workflow_id = workflow_sha256(&statements);
     let persisted = persist_statements(client, database, &run.invocation_id, &statements, 1);
     if let Err(error) = persisted {
@@ -364,7 +376,12 @@ fn execute_locked(
     for signal in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
         let _ = signal_hook::flag::register(signal, Arc::clone(&interrupt));
     }
-    let execution = execute(&prepared.client, &prepared.workflow, observer, &interrupt);
+    let execution = execute(
+        &prepared.client,
+        &prepared.planned.workflow,
+        observer,
+        &interrupt,
+    );
     if let Err(error) = lock.release() {
         let _ = writeln!(
             std::io::stderr().lock(),
@@ -384,11 +401,11 @@ fn finish(
     ran: &Ran,
 ) -> ExitCode {
     let (workflow_id, execution) = (ran.workflow_id.as_str(), &ran.execution);
-    let workflow = &prepared.workflow;
+    let workflow = &prepared.planned.workflow;
     let replayed: Vec<&str> = execution.replays.iter().map(|(m, _)| m.as_str()).collect();
     // Success: every entry; otherwise only models whose replay finished.
     let fingerprinted: Vec<&stb_plan::direct::PlanModel> = prepared
-        .output
+        .planned
         .plan
         .entries
         .iter()
@@ -459,7 +476,7 @@ fn finish(
         materialized: Some(materialized),
         workflow_id: Some(workflow_id),
         error: error_message,
-        selected: prepared.output.plan.entries.len(),
+        selected: prepared.planned.plan.entries.len(),
         summary: &summary_text,
     });
     if args.json {
@@ -497,5 +514,5 @@ fn compiled_model<'p>(
     prepared: &'p Prepared,
     name: &str,
 ) -> Option<&'p stb_plan::direct::PlanModel> {
-    prepared.models.iter().find(|m| m.name == name)
+    prepared.planned.models.iter().find(|m| m.name == name)
 }

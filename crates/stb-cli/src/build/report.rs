@@ -4,20 +4,20 @@ use std::io::Write;
 
 use stb_build::execute::{Execution, Status};
 
-use crate::plan::Prepared;
+use crate::direct::Prepared;
 
 pub(super) fn summary(
     prepared: &Prepared,
     execution: &Execution,
     audits: &[crate::audit::AuditResult],
 ) -> serde_json::Value {
-    let plan = &prepared.output.plan;
+    let plan = &prepared.planned.plan;
     serde_json::json!({
         "mode": "direct",
         "adapter": "clickhouse",
-        "database": prepared.workflow.database,
+        "database": prepared.planned.workflow.database,
         "status": execution.status,
-        "start_time": prepared.output.start_time.as_ref().map(|s| s.as_str().to_owned()),
+        "start_time": prepared.planned.start_time.as_ref().map(|s| s.as_str().to_owned()),
         "dropped": plan.teardown.iter().map(|(_, r)| r).collect::<Vec<_>>(),
         "created": plan.creation.iter().map(|(_, r)| r).collect::<Vec<_>>(),
         "boundary_time": execution.captured_roots.first().and_then(|c| c.captured_at.clone()),
@@ -29,7 +29,7 @@ pub(super) fn summary(
         "failed_step": execution.failed_step,
         "error_message": execution.error_message,
         "warnings": execution.warnings,
-        "replay_windows": prepared.output.replay_windows,
+        "replay_windows": prepared.planned.replay_windows,
         "shrink": accepted_shrink(prepared),
         "audits": {
             "results": audits,
@@ -44,9 +44,9 @@ pub(super) fn summary(
 
 /// The shrink guard's numbers; a build that ran past the guard with a loss accepted it.
 fn accepted_shrink(prepared: &Prepared) -> serde_json::Value {
-    let mut shrink = prepared.output.shrink_json();
+    let mut shrink = serde_json::to_value(prepared.planned.shrink_summary()).unwrap_or_default();
     if let Some(fields) = shrink.as_object_mut() {
-        let accepted = !prepared.output.shrinking().is_empty();
+        let accepted = !prepared.planned.shrinking().is_empty();
         fields.insert("accepted".into(), accepted.into());
     }
     shrink
@@ -59,7 +59,7 @@ pub(super) fn print_result(
     notes: &[String],
 ) {
     let mut out = std::io::stdout().lock();
-    let plan = &prepared.output.plan;
+    let plan = &prepared.planned.plan;
     match execution.status {
         Status::Succeeded => {
             let _ = writeln!(out, "\nDirect Build Complete");
@@ -76,15 +76,15 @@ pub(super) fn print_result(
     }
     let _ = writeln!(out, "  adapter   clickhouse");
     let _ = writeln!(out, "  mode      direct");
-    let _ = writeln!(out, "  database  {}", prepared.workflow.database);
-    if let Some(start) = &prepared.output.start_time {
+    let _ = writeln!(out, "  database  {}", prepared.planned.workflow.database);
+    if let Some(start) = &prepared.planned.start_time {
         let _ = writeln!(out, "  start     {start} UTC");
     }
     let _ = writeln!(
         out,
         "  replay roots executed  {}/{}",
         execution.replays.len(),
-        prepared.workflow.roots.len()
+        prepared.planned.workflow.roots.len()
     );
     let _ = writeln!(out, "\nRelations");
     let _ = writeln!(out, "  dropped  {}", plan.teardown.len());
@@ -109,7 +109,7 @@ pub(super) fn print_result(
             let _ = writeln!(out, "  {model}  warehouse-written rows: {rows}");
         }
     }
-    let shrinking = prepared.output.shrinking();
+    let shrinking = prepared.planned.shrinking();
     if !shrinking.is_empty() {
         let _ = writeln!(out, "\nAccepted loss");
         for window in shrinking {

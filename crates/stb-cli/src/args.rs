@@ -1,0 +1,125 @@
+//! The argument groups several commands share: which project, which warehouse, what to
+//! rebuild. Commands flatten them; none of them imports another command.
+
+use std::io::Write;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::Args;
+use stb_project::{DiscoverOptions, Project};
+
+use crate::output::{Failure, report};
+
+/// Options every project command shares.
+#[derive(Debug, Args)]
+pub(crate) struct ProjectArgs {
+    /// Project directory (default: the nearest directory upwards holding streambuild_project.toml).
+    #[arg(long, value_name = "DIR")]
+    project_dir: Option<PathBuf>,
+    /// Target to resolve (default: streambuild_local.toml `target`, then `default_target`).
+    #[arg(long, value_name = "NAME")]
+    target: Option<String>,
+    /// Project variables as a JSON object; they override every [vars] table.
+    #[arg(long, value_name = "JSON")]
+    vars: Option<String>,
+}
+
+impl ProjectArgs {
+    /// Discovers the project, or reports why not and returns the exit code.
+    pub(crate) fn discover(&self, json: bool) -> Result<(DiscoverOptions, Project), ExitCode> {
+        let options = self.options()?;
+        match stb_project::discover(&options) {
+            Ok(project) => Ok((options, project)),
+            Err(diagnostics) => Err(report(diagnostics, json)),
+        }
+    }
+
+    /// Discovers and compiles the project, or reports why not and returns the exit code.
+    pub(crate) fn compile(&self, json: bool) -> Result<(Project, stb_compile::Compiled), ExitCode> {
+        let (_, project) = self.discover(json)?;
+        match stb_compile::compile(&project) {
+            Ok(compiled) => Ok((project, compiled)),
+            Err(diagnostics) => Err(report(diagnostics, json)),
+        }
+    }
+
+    /// The discovery options, or exit code 2 for a malformed `--vars`.
+    pub(crate) fn options(&self) -> Result<DiscoverOptions, ExitCode> {
+        let vars = match self
+            .vars
+            .as_deref()
+            .map(stb_project::vars_from_json)
+            .transpose()
+        {
+            Ok(vars) => vars.unwrap_or_default(),
+            Err(message) => {
+                let _ = writeln!(std::io::stderr().lock(), "error: {message}");
+                return Err(ExitCode::from(2));
+            }
+        };
+        Ok(DiscoverOptions {
+            project_dir: self.project_dir.clone(),
+            cwd: std::env::current_dir().unwrap_or_default(),
+            target: self.target.clone(),
+            vars,
+        })
+    }
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct ConnectionArgs {
+    /// ClickHouse host (env STREAMBUILD_CLICKHOUSE_HOST).
+    #[arg(long, value_name = "HOST")]
+    pub(crate) host: Option<String>,
+    /// ClickHouse HTTP port (env STREAMBUILD_CLICKHOUSE_PORT).
+    #[arg(long, value_name = "PORT")]
+    pub(crate) port: Option<u16>,
+    /// ClickHouse user (env STREAMBUILD_CLICKHOUSE_USERNAME).
+    #[arg(long, value_name = "USER")]
+    pub(crate) username: Option<String>,
+    /// ClickHouse password (env STREAMBUILD_CLICKHOUSE_PASSWORD; prefer the variable, a flag
+    /// shows in the process list).
+    #[arg(long, value_name = "PASSWORD")]
+    pub(crate) password: Option<String>,
+    /// The target database (default: the target's `database`, else `default`).
+    #[arg(long, value_name = "NAME")]
+    pub(crate) database: Option<String>,
+}
+
+/// What to rebuild; shared by `stb plan` and `stb build`.
+#[derive(Debug, Args)]
+pub(crate) struct ScopeArgs {
+    /// Models or pipelines to rebuild (`name`, `model:name`, `pipeline:name`); everything
+    /// downstream comes with them. Default: every model.
+    #[arg(long, short = 's', value_name = "SELECTOR")]
+    pub(crate) select: Vec<String>,
+    /// Replay only history from this UTC instant on (`YYYY-MM-DD` or
+    /// `YYYY-MM-DDTHH:MM:SS[.ffffff][Z]`); direct builds discard the rows before it.
+    /// Needs --select or --changed.
+    #[arg(long, value_name = "TIME")]
+    pub(crate) start_time: Option<String>,
+    /// Rebuild the models whose query or identity differs from their last successful
+    /// build (and those never built), with everything downstream. Excludes --select.
+    #[arg(long)]
+    pub(crate) changed: bool,
+    /// Also rebuild upstream models the selection reads that do not exist in the target.
+    #[arg(long)]
+    pub(crate) include_missing_upstream: bool,
+}
+
+impl ScopeArgs {
+    /// The engine's request.
+    pub(crate) fn request(&self) -> stb_engine::direct::Request {
+        stb_engine::direct::Request {
+            select: self.select.clone(),
+            start_time: self.start_time.clone(),
+            changed: self.changed,
+            include_missing_upstream: self.include_missing_upstream,
+        }
+    }
+
+    /// Refuses flag combinations that cannot mean anything.
+    pub(crate) fn check(&self) -> Result<(), Failure> {
+        self.request().check().map(|_| ()).map_err(Failure::from)
+    }
+}

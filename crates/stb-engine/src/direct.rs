@@ -1,0 +1,717 @@
+//! Direct plans: what a build would drop, recreate and replay, with every check that can
+//! stop it before anything is touched.
+//!
+//! [`Request::resolve`] checks the flags and the selectors (no warehouse needed),
+//! [`read`] reads what the plan needs from the warehouse in a fixed number of queries,
+//! [`prepare`] plans from those values alone, and [`measure`] runs the shrink guard's
+//! queries. `stb plan` stops there; `stb build` goes on to run the workflow.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use serde::Serialize;
+use stb_compile::Compiled;
+use stb_plan::direct::{
+    DirectPlan, Landing, PlanModel, PlanSource, Reason, Selection, model_graph, plan_direct,
+};
+use stb_plan::drift::{Drift, LiveLanding, landing_drift, missing_pieces};
+use stb_plan::options::{FLAG_CODE, Mode as FlagMode, ScopeFlags, StartTime, validate};
+use stb_plan::shrink::{Probe, ReplayWindow};
+use stb_plan::sql_change::{Baseline, SqlChange, sql_change};
+use stb_plan::workflow::{RootReplay, Workflow, WorkflowOptions, assemble, landings_read};
+use stb_project::Project;
+use stb_project::project_config::Mode;
+use stb_warehouse::adopted::{ADOPTED_CODE, AdoptedTable, validate_adopted};
+use stb_warehouse::fingerprints::{Fingerprints, latest_fingerprints};
+use stb_warehouse::{Catalog, Client};
+
+use crate::EngineError;
+
+/// A managed source's landing drifted in a way a build cannot repair.
+pub const SOURCE_DRIFT_CODE: &str = "STB-SOURCE-002";
+/// Virtual pipelines in a direct plan.
+pub const VIRTUAL_CODE: &str = "STB-PLAN-002";
+/// A prerequisite model does not exist.
+pub const PREREQUISITE_CODE: &str = "STB-PLAN-003";
+/// A replay root cannot be bounded.
+pub const BOUNDARY_CODE: &str = "STB-PLAN-004";
+/// `--changed` cannot read the build records.
+pub const RECORDS_CODE: &str = "STB-PLAN-005";
+
+/// What `--changed` says when every model matches its last build.
+pub const NOTHING_CHANGED: &str = "No changed models to build.";
+
+/// What to plan, as the user asked for it.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Request {
+    /// Selectors (`name`, `model:name`, `pipeline:name`); empty: every model.
+    pub select: Vec<String>,
+    /// `--start-time`, as typed.
+    pub start_time: Option<String>,
+    pub changed: bool,
+    pub include_missing_upstream: bool,
+}
+
+/// A request whose flags and selectors are known to make sense.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Resolved {
+    pub request: Request,
+    pub start_time: Option<StartTime>,
+    /// The selected models; `None`: every model (or `--changed`, decided later).
+    pub selected: Option<BTreeSet<String>>,
+}
+
+impl Request {
+    /// Refuses flag combinations that cannot mean anything.
+    ///
+    /// # Errors
+    /// `STB-PLAN-001` and its message and hint.
+    pub fn check(&self) -> Result<Option<StartTime>, EngineError> {
+        validate(
+            &ScopeFlags {
+                select: self.select.clone(),
+                start_time: self.start_time.clone(),
+                changed: self.changed,
+                include_missing_upstream: self.include_missing_upstream,
+                ..ScopeFlags::default()
+            },
+            FlagMode::Direct,
+        )
+        .map_err(|e| EngineError::new(FLAG_CODE, e.message, e.hint))
+    }
+
+    /// Checks the flags and resolves the selectors against the compiled models, before
+    /// anything connects.
+    ///
+    /// # Errors
+    /// A flag combination that cannot mean anything, or an unknown selector.
+    pub fn resolve(&self, compiled: &Compiled) -> Result<Resolved, EngineError> {
+        let start_time = self.check()?;
+        let selected = if self.select.is_empty() {
+            None
+        } else {
+            let graph = model_graph(&compiled.plan_models);
+            Some(stb_graph::select_for_build(&graph, &self.select)?)
+        };
+        Ok(Resolved {
+            request: self.clone(),
+            start_time,
+            selected,
+        })
+    }
+}
+
+/// How the workflow is built, from the environment the caller runs in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Settings {
+    /// Seconds the new views run before boundaries are captured.
+    pub stabilization_seconds: u32,
+}
+
+/// `STREAMBUILD_LIVE_STABILIZATION_SECONDS`.
+pub const STABILIZATION_ENV: &str = "STREAMBUILD_LIVE_STABILIZATION_SECONDS";
+
+impl Default for Settings {
+    fn default() -> Self {
+        Self {
+            stabilization_seconds: 5,
+        }
+    }
+}
+
+impl Settings {
+    /// The settings `env` gives (`STREAMBUILD_LIVE_STABILIZATION_SECONDS`, default 5).
+    ///
+    /// # Errors
+    /// A value that is not a whole number of seconds.
+    pub fn from_env(env: &dyn Fn(&str) -> Option<String>) -> Result<Self, EngineError> {
+        let Some(text) = env(STABILIZATION_ENV) else {
+            return Ok(Self::default());
+        };
+        text.trim()
+            .parse()
+            .map(|stabilization_seconds| Self {
+                stabilization_seconds,
+            })
+            .map_err(|_| {
+                EngineError::new(
+                    FLAG_CODE,
+                    format!("{STABILIZATION_ENV} must be a whole number of seconds, not '{text}'"),
+                    "unset it for the default of 5 seconds",
+                )
+            })
+    }
+}
+
+/// What the warehouse holds, as far as a plan needs it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Reads {
+    pub database: String,
+    pub catalog: Catalog,
+    /// The latest recorded fingerprint of every compiled model.
+    pub fingerprints: Fingerprints,
+}
+
+/// Reads the catalog and the latest fingerprints: a fixed number of queries, whatever the
+/// number of models.
+///
+/// # Errors
+/// The warehouse could not be read.
+pub fn read(client: &Client, database: &str, compiled: &Compiled) -> Result<Reads, EngineError> {
+    let catalog = client
+        .load_catalog(database)
+        .map_err(|e| EngineError::from(&e))?;
+    // One read of the latest baselines, whatever the scope: --changed compares them all.
+    let identities: Vec<String> = compiled
+        .plan_models
+        .iter()
+        .map(|m| format!("{database}.{}", m.name))
+        .collect();
+    let fingerprints =
+        latest_fingerprints(client, database, &identities).map_err(|e| EngineError::from(&e))?;
+    Ok(Reads {
+        database: database.to_owned(),
+        catalog,
+        fingerprints,
+    })
+}
+
+/// A direct plan, ready to show or to build.
+#[derive(Debug, Clone)]
+pub struct Planned {
+    pub database: String,
+    pub plan: DirectPlan,
+    /// Each entry's SQL change since its last successful build, in entry order.
+    pub changes: Vec<(String, SqlChange)>,
+    pub start_time: Option<StartTime>,
+    /// `--changed` found nothing to rebuild.
+    pub nothing_changed: bool,
+    /// The workflow a build runs, statement by statement.
+    pub workflow: Workflow,
+    /// Relation -> the model that owns it, for the models in scope.
+    pub owner: BTreeMap<String, String>,
+    /// Managed sources whose Kafka table is recreated, with what drifted.
+    pub recreations: Vec<(String, Vec<String>)>,
+    /// Managed sources whose landing table exists with pieces missing, which the build
+    /// recreates (`kafka_table`, `landing_view`).
+    pub repairs: Vec<(String, Vec<&'static str>)>,
+    /// What the shrink guard measures, per replay root.
+    pub probes: Vec<Probe>,
+    /// Per replay root (same order as the workflow's roots): what its table holds and
+    /// what its replay window restores; filled by [`measure`].
+    pub replay_windows: Vec<ReplayWindow>,
+    /// The compiled models, for fingerprints.
+    pub models: Vec<PlanModel>,
+}
+
+/// The shrink guard's summary.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ShrinkSummary {
+    pub needs_allow_shrink: bool,
+    pub lost_rows: u64,
+    pub models: Vec<String>,
+    pub discarded_by_start_time: u64,
+}
+
+impl Planned {
+    /// The replay roots as the workflow bounds them.
+    #[must_use]
+    pub fn roots(&self) -> &[RootReplay] {
+        &self.workflow.roots
+    }
+
+    /// The models the build rebuilds, in plan order.
+    #[must_use]
+    pub fn executed_models(&self) -> Vec<&str> {
+        self.plan.entries.iter().map(|e| e.model.as_str()).collect()
+    }
+
+    /// Roots whose rebuild loses rows that retained history cannot restore.
+    #[must_use]
+    pub fn shrinking(&self) -> Vec<&ReplayWindow> {
+        self.replay_windows
+            .iter()
+            .filter(|w| w.needs_consent())
+            .collect()
+    }
+
+    #[must_use]
+    pub fn shrink_summary(&self) -> ShrinkSummary {
+        let shrinking = self.shrinking();
+        ShrinkSummary {
+            needs_allow_shrink: !shrinking.is_empty(),
+            lost_rows: shrinking.iter().map(|w| w.lost_rows).sum(),
+            models: shrinking.iter().map(|w| w.model.clone()).collect(),
+            discarded_by_start_time: self
+                .replay_windows
+                .iter()
+                .map(|w| w.discarded_by_start_time)
+                .sum(),
+        }
+    }
+
+    /// How the selection was made: `changed`, `all` or `selected`.
+    #[must_use]
+    pub fn selection_mode(&self) -> &'static str {
+        let changed = self.nothing_changed
+            || self
+                .plan
+                .entries
+                .iter()
+                .any(|e| matches!(e.reason, Reason::Changed | Reason::SourceDrift));
+        if changed {
+            "changed"
+        } else if self
+            .plan
+            .entries
+            .iter()
+            .all(|e| e.reason == Reason::AllModels)
+        {
+            "all"
+        } else {
+            "selected"
+        }
+    }
+
+    /// The relations `model` creates, in creation order.
+    #[must_use]
+    pub fn relations_of(&self, model: &str) -> Vec<&str> {
+        self.plan
+            .creation
+            .iter()
+            .filter(|(_, relation)| {
+                self.owner
+                    .get(relation.as_str())
+                    .is_some_and(|m| m == model)
+            })
+            .map(|(_, relation)| relation.as_str())
+            .collect()
+    }
+}
+
+/// Plans a direct build from values only: selection (with `--changed` and
+/// `--include-missing-upstream`), the refusals (virtual pipelines, `[build]
+/// max_pipelines`, adopted tables that do not fit, drifted landings), the plan, each
+/// model's SQL change, landing repairs, the workflow and the shrink guard's probes.
+///
+/// # Errors
+/// The first check that stops the plan, with its code.
+pub fn prepare(
+    project: &Project,
+    compiled: &Compiled,
+    resolved: &Resolved,
+    reads: &Reads,
+    settings: Settings,
+) -> Result<Planned, EngineError> {
+    let Reads {
+        database,
+        catalog,
+        fingerprints,
+    } = reads;
+    let request = &resolved.request;
+    let graph = model_graph(&compiled.plan_models);
+    let present = |relation: &str| catalog.relation(relation).is_some();
+    let mut selection = if request.changed {
+        changed_selection(project, compiled, reads, request, &graph)?
+    } else {
+        Selection::new(&graph, resolved.selected.clone())
+    };
+    if request.include_missing_upstream {
+        selection = selection.with_missing_upstream(&graph, &compiled.plan_models, &present);
+    }
+    refuse_virtual(project, &selection.scope)?;
+    stb_graph::check_max_pipelines(
+        &graph,
+        &selection.scope,
+        project.max_pipelines,
+        &project.target,
+    )?;
+    check_adopted(project, compiled, catalog, &selection.scope)?;
+    let owner = compiled
+        .plan_models
+        .iter()
+        .filter(|m| selection.scope.contains(&m.name))
+        .flat_map(|m| m.relations.iter().map(|(_, r)| (r.clone(), m.name.clone())))
+        .collect();
+    let plan = plan_direct(
+        &compiled.plan_models,
+        &compiled.plan_sources,
+        &selection,
+        &present,
+    )
+    .map_err(|e| EngineError::new(PREREQUISITE_CODE, e.message, e.hint))?;
+    let changes = sql_changes(&plan, compiled, database, fingerprints);
+    let (recreations, repairs) = source_recreations(&plan, compiled, catalog)?;
+    let workflow = assemble(
+        &plan,
+        &compiled.plan_models,
+        &compiled.plan_sources,
+        &WorkflowOptions {
+            database: database.clone(),
+            stabilization_seconds: settings.stabilization_seconds,
+            start_time: resolved.start_time.clone(),
+            recreate_sources: recreations.iter().map(|(s, _)| s.clone()).collect(),
+        },
+        &present,
+    )
+    .map_err(|e| EngineError::new(BOUNDARY_CODE, e.message, e.hint))?;
+    let probes = shrink_probes(&workflow, compiled, reads, resolved.start_time.as_ref());
+    Ok(Planned {
+        database: database.clone(),
+        plan,
+        changes,
+        start_time: resolved.start_time.clone(),
+        nothing_changed: request.changed && selection.scope.is_empty(),
+        workflow,
+        owner,
+        recreations,
+        repairs,
+        probes,
+        replay_windows: Vec::new(),
+        models: compiled.plan_models.clone(),
+    })
+}
+
+/// Runs the shrink guard's queries (after every check that can stop the plan, before
+/// anything is dropped).
+///
+/// # Errors
+/// The live counts could not be read.
+pub fn measure(client: &Client, planned: &mut Planned) -> Result<(), EngineError> {
+    planned.replay_windows =
+        stb_build::shrink::measure(client, &planned.probes).map_err(|e| EngineError::from(&e))?;
+    Ok(())
+}
+
+/// `--changed`: the models whose query or identity differs from their last build, with
+/// one pipeline per managed source whose Kafka settings drifted (or whose landing lost a
+/// piece) that nothing else in the scope reads.
+fn changed_selection(
+    project: &Project,
+    compiled: &Compiled,
+    reads: &Reads,
+    request: &Request,
+    graph: &stb_graph::ModelGraph,
+) -> Result<Selection, EngineError> {
+    let database = &reads.database;
+    let direct: Vec<PlanModel> = compiled
+        .plan_models
+        .iter()
+        .filter(|m| {
+            project
+                .pipelines
+                .iter()
+                .any(|p| p.name == m.pipeline && p.mode == Mode::Direct)
+        })
+        .cloned()
+        .collect();
+    let found = match &reads.fingerprints {
+        Fingerprints::Found(found) => Some(found),
+        Fingerprints::Absent => None,
+        Fingerprints::Unavailable(reason) => {
+            return Err(EngineError::new(
+                RECORDS_CODE,
+                format!(
+                    "--changed cannot tell what changed: the build records could not be read ({reason})"
+                ),
+                "select the models to rebuild with --select instead",
+            ));
+        }
+    };
+    let baseline = |name: &str| {
+        found
+            .and_then(|f| f.get(&format!("{database}.{name}")))
+            .map(|f| (f.definition_hash.clone(), f.identity_metadata.clone()))
+    };
+    let changed = Selection::changed(graph, &direct, &baseline);
+    let repairs = drifted_source_pipelines(project, compiled, &reads.catalog, &changed.scope);
+    if !repairs.is_empty() && request.start_time.is_some() {
+        return Err(EngineError::new(
+            FLAG_CODE,
+            format!(
+                "--changed --start-time would discard the history of pipelines that repair drifted sources: {}",
+                repairs.join(", ")
+            ),
+            "build those pipelines without --start-time first, or select models with --select",
+        ));
+    }
+    let models = project
+        .pipelines
+        .iter()
+        .filter(|p| repairs.contains(&p.name))
+        .flat_map(|p| p.models.iter().map(|m| m.name.clone()))
+        .collect();
+    Ok(changed.with_source_drift(graph, models))
+}
+
+fn refuse_virtual(project: &Project, scope: &BTreeSet<String>) -> Result<(), EngineError> {
+    let virtual_pipelines: Vec<&str> = project
+        .pipelines
+        .iter()
+        .filter(|p| p.mode == Mode::Virtual && p.models.iter().any(|m| scope.contains(&m.name)))
+        .map(|p| p.name.as_str())
+        .collect();
+    if virtual_pipelines.is_empty() {
+        return Ok(());
+    }
+    Err(EngineError::new(
+        VIRTUAL_CODE,
+        format!(
+            "Virtual pipelines are not planned by this edition yet: {}",
+            virtual_pipelines.join(", ")
+        ),
+        "select direct pipelines only, or set mode = \"direct\" while virtual plans are built",
+    ))
+}
+
+/// Every adopted table the scope reads must exist with the replay columns its source
+/// declares.
+fn check_adopted(
+    project: &Project,
+    compiled: &Compiled,
+    catalog: &Catalog,
+    scope: &BTreeSet<String>,
+) -> Result<(), EngineError> {
+    let mut problems = Vec::new();
+    for source in project
+        .sources
+        .iter()
+        .filter(|s| s.kind == stb_project::sources::SourceKind::StreamTable)
+    {
+        let read_by_scope = compiled
+            .plan_models
+            .iter()
+            .any(|m| scope.contains(&m.name) && m.reads.contains(&source.name));
+        if let (true, Some(table)) = (read_by_scope, &source.table_name) {
+            problems.extend(validate_adopted(
+                catalog,
+                &AdoptedTable {
+                    source: &source.name,
+                    table,
+                    roles: &source.columns,
+                },
+            ));
+        }
+    }
+    match problems.first() {
+        None => Ok(()),
+        Some(first) => Err(EngineError::new(
+            ADOPTED_CODE,
+            problems
+                .iter()
+                .map(|p| p.message.clone())
+                .collect::<Vec<_>>()
+                .join("\n"),
+            first.hint,
+        )),
+    }
+}
+
+/// Each entry's SQL change against its recorded baseline.
+fn sql_changes(
+    plan: &DirectPlan,
+    compiled: &Compiled,
+    database: &str,
+    fingerprints: &Fingerprints,
+) -> Vec<(String, SqlChange)> {
+    let queries: BTreeMap<&str, &str> = compiled
+        .plan_models
+        .iter()
+        .map(|m| (m.name.as_str(), m.query.as_str()))
+        .collect();
+    plan.entries
+        .iter()
+        .map(|entry| {
+            let identity = format!("{database}.{}", entry.model);
+            let current = queries.get(entry.model.as_str()).copied().unwrap_or("");
+            let baseline = match fingerprints {
+                Fingerprints::Absent => Baseline::Absent,
+                Fingerprints::Unavailable(_) => Baseline::Unavailable,
+                Fingerprints::Found(found) => found
+                    .get(&identity)
+                    .map_or(Baseline::Absent, |f| Baseline::Recorded(&f.definition_sql)),
+            };
+            (entry.model.clone(), sql_change(current, &baseline))
+        })
+        .collect()
+}
+
+/// What the shrink guard will measure for each replay root.
+fn shrink_probes(
+    workflow: &Workflow,
+    compiled: &Compiled,
+    reads: &Reads,
+    start: Option<&StartTime>,
+) -> Vec<Probe> {
+    let facts = |name: &str| {
+        reads
+            .catalog
+            .relation(name)
+            .map(|r| stb_plan::shrink::RelationFacts {
+                engine: r.engine.clone(),
+                sorting_key: r.sorting_key.clone(),
+                create_table_query: r.create_table_query.clone(),
+            })
+    };
+    let baseline = |model: &str| match &reads.fingerprints {
+        Fingerprints::Found(found) => found
+            .get(&format!("{}.{model}", reads.database))
+            .map(|f| f.definition_sql.clone()),
+        Fingerprints::Absent | Fingerprints::Unavailable(_) => None,
+    };
+    stb_plan::shrink::probes(
+        &workflow.roots,
+        &stb_plan::shrink::Context {
+            models: &compiled.plan_models,
+            sources: &compiled.plan_sources,
+            start,
+            facts: &facts,
+            baseline: &baseline,
+        },
+    )
+}
+
+/// What a build does to the landings it reads: Kafka tables recreated for their settings,
+/// and missing pieces of landings that exist.
+type LandingWork = (Vec<(String, Vec<String>)>, Vec<(String, Vec<&'static str>)>);
+
+/// Compares every landing the scope reads with its declaration: settings drift and missing
+/// pieces are repaired by the build (returned with what changed or is missing); anything
+/// else stops it here, before anything is dropped.
+fn source_recreations(
+    plan: &DirectPlan,
+    compiled: &Compiled,
+    catalog: &Catalog,
+) -> Result<LandingWork, EngineError> {
+    let read = landings_read(plan, &compiled.plan_models, &compiled.plan_sources);
+    let mut recreations = Vec::new();
+    let mut repairs = Vec::new();
+    for source in &read {
+        let missing = missing_landing_pieces(source, catalog);
+        if !missing.is_empty() {
+            repairs.push((source.name.clone(), missing));
+        }
+        match live_drift(source, catalog) {
+            Ok(Drift::None) => {}
+            Ok(Drift::Settings(changes)) => recreations.push((source.name.clone(), changes)),
+            Err(error) => {
+                return Err(EngineError::new(
+                    SOURCE_DRIFT_CODE,
+                    error.message,
+                    error.hint,
+                ));
+            }
+        }
+    }
+    // A source that feeds the scope only through models it does not rebuild: the build
+    // cannot repair it without rebuilding the pipeline that reads it.
+    for prerequisite in &plan.prerequisites {
+        let Some(model) = compiled
+            .plan_models
+            .iter()
+            .find(|m| m.name == prerequisite.name)
+        else {
+            continue;
+        };
+        for source in compiled
+            .plan_sources
+            .iter()
+            .filter(|s| model.reads.contains(&s.name) && !read.iter().any(|r| r.name == s.name))
+        {
+            let missing = missing_landing_pieces(source, catalog);
+            let drifted = match live_drift(source, catalog) {
+                Ok(Drift::None) if missing.is_empty() => continue,
+                Ok(Drift::None) => format!("missing: {}", missing.join(", ")),
+                Ok(Drift::Settings(changes)) => changes.join(", "),
+                Err(error) => error.message,
+            };
+            return Err(EngineError::new(
+                SOURCE_DRIFT_CODE,
+                format!(
+                    "source '{}' has drifted ({drifted}) and feeds this build through '{}', which it does not rebuild",
+                    source.name, model.name
+                ),
+                format!(
+                    "add --select pipeline:{} so the build repairs the source",
+                    model.pipeline
+                ),
+            ));
+        }
+    }
+    Ok((recreations, repairs))
+}
+
+/// The pieces of `source`'s landing that are missing while its landing table exists.
+fn missing_landing_pieces(source: &PlanSource, catalog: &Catalog) -> Vec<&'static str> {
+    source.landing.as_ref().map_or_else(Vec::new, |landing| {
+        missing_pieces(&live_landing(landing, catalog))
+    })
+}
+
+/// For `--changed`: one direct pipeline per managed source whose Kafka settings drifted
+/// (or whose landing lost a piece) and which `scope` does not already read (unprotected
+/// pipelines first, then by name).
+fn drifted_source_pipelines(
+    project: &Project,
+    compiled: &Compiled,
+    catalog: &Catalog,
+    scope: &BTreeSet<String>,
+) -> Vec<String> {
+    let mut chosen = Vec::new();
+    for source in &compiled.plan_sources {
+        let drifted = matches!(live_drift(source, catalog), Ok(Drift::Settings(_)));
+        if !drifted && missing_landing_pieces(source, catalog).is_empty() {
+            continue;
+        }
+        let read_by_scope = compiled
+            .plan_models
+            .iter()
+            .any(|m| scope.contains(&m.name) && m.reads.contains(&source.name));
+        if read_by_scope {
+            continue;
+        }
+        let mut owners: Vec<&stb_project::pipelines::Pipeline> = project
+            .pipelines
+            .iter()
+            .filter(|p| p.mode == Mode::Direct && p.source.as_deref() == Some(source.name.as_str()))
+            .collect();
+        owners.sort_by_key(|p| (p.protection.is_some(), p.name.clone()));
+        if let Some(owner) = owners.first()
+            && !chosen.contains(&owner.name)
+        {
+            chosen.push(owner.name.clone());
+        }
+    }
+    chosen
+}
+
+/// How `source`'s landing in the catalog differs from its declaration.
+fn live_drift(
+    source: &PlanSource,
+    catalog: &Catalog,
+) -> Result<Drift, stb_plan::direct::PlanError> {
+    let Some(landing) = &source.landing else {
+        return Ok(Drift::None);
+    };
+    landing_drift(&source.name, landing, &live_landing(landing, catalog))
+}
+
+/// A landing as the catalog has it.
+fn live_landing(landing: &Landing, catalog: &Catalog) -> LiveLanding {
+    LiveLanding {
+        kafka_create: catalog
+            .relation(&landing.kafka_table)
+            .map(|r| r.create_table_query.clone()),
+        raw_columns: catalog.relation(&landing.raw_table).map(|r| {
+            r.columns
+                .iter()
+                .map(|c| (c.name.clone(), c.data_type.clone()))
+                .collect()
+        }),
+        view_create: catalog
+            .relation(&landing.view)
+            .map(|r| r.create_table_query.clone()),
+    }
+}
+
+#[cfg(test)]
+mod tests;
