@@ -77,4 +77,30 @@ mod tests {
     fn the_command_tree_is_consistent() {
         super::Cli::command().debug_assert();
     }
+
+    /// A command parses, calls and renders; what two commands share lives in a shared
+    /// module (`args`, `direct`, `plan_render`, `quality`, ...) or in a library crate.
+    #[test]
+    fn no_command_module_imports_another() {
+        const COMMANDS: [&str; 8] = [
+            "audit", "build", "compile", "discover", "local", "plan", "test", "unlock",
+        ];
+        let src = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+        for command in COMMANDS {
+            let mut files = vec![src.join(format!("{command}.rs"))];
+            if let Ok(entries) = std::fs::read_dir(src.join(command)) {
+                files.extend(entries.filter_map(Result::ok).map(|e| e.path()));
+            }
+            for file in files.iter().filter(|f| f.exists()) {
+                let text = std::fs::read_to_string(file).expect("source");
+                for other in COMMANDS.iter().filter(|c| **c != command) {
+                    assert!(
+                        !text.contains(&format!("crate::{other}::")),
+                        "{} imports the {other} command",
+                        file.display()
+                    );
+                }
+            }
+        }
+    }
 }

@@ -1,7 +1,8 @@
-//! What `stb test` and `stb audit` share: their entries in the compiled manifest, the
-//! model selection, and the executed SQL under `target/run/`.
+//! What `stb test` and `stb audit` (and a build's audits) share: the model selection, the
+//! executed SQL under `target/run/`, the records, and how results read as text.
 
 use std::collections::BTreeSet;
+use std::io::Write;
 
 use stb_diagnostics::Diagnostic;
 use stb_graph::ScopedSelector;
@@ -35,33 +36,6 @@ pub(crate) fn status_label(status: &str) -> String {
         "warning" => "WARN".to_owned(),
         other => other.to_ascii_uppercase(),
     }
-}
-
-/// The entries of one section (`tests`, `audits`) of the compiled manifest, in name order.
-pub(crate) fn manifest_section<T: serde::de::DeserializeOwned>(
-    compiled: &stb_compile::Compiled,
-    section: &str,
-) -> Result<Vec<T>, Failure> {
-    let manifest: serde_json::Value = compiled
-        .files
-        .get("manifest.json")
-        .and_then(|text| serde_json::from_str(text).ok())
-        .unwrap_or_default();
-    let entries = manifest
-        .get(section)
-        .and_then(serde_json::Value::as_object)
-        .cloned()
-        .unwrap_or_default();
-    entries
-        .into_values()
-        .map(|entry| {
-            serde_json::from_value(entry).map_err(|e| Failure {
-                code: "STB-COMPILE-007",
-                message: format!("the compiled manifest's {section} could not be read: {e}"),
-                hint: "report this: the manifest and this command disagree".to_owned(),
-            })
-        })
-        .collect()
 }
 
 /// The models `--select` names (`None`: no selector, everything).
@@ -153,6 +127,64 @@ pub(crate) fn record_run(
         let _ = writeln!(
             std::io::stderr().lock(),
             "warning: the {command} results were not recorded: {error}"
+        );
+    }
+}
+
+/// `PASS (0 rows)`, `FAIL (a: 3 rows, b: 0 rows)`: what the audit checked.
+fn status_with_rows(result: &stb_engine::audits::AuditResult) -> String {
+    let status = crate::quality::status_label(result.status);
+    let rows = |n: u64| {
+        if n == 1 {
+            "1 row".to_owned()
+        } else {
+            format!("{n} rows")
+        }
+    };
+    match result.checked_rows.as_slice() {
+        [] => status,
+        [only] => format!("{status} ({})", rows(only.rows)),
+        many => format!(
+            "{status} ({})",
+            many.iter()
+                .map(|c| format!("{}: {}", c.model, rows(c.rows)))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+    }
+}
+
+/// One line per audit, its message and its sample rows.
+pub(crate) fn print_lines(results: &[stb_engine::audits::AuditResult]) {
+    let mut out = std::io::stdout().lock();
+    for result in results {
+        let _ = write!(
+            out,
+            "{}  {}  ({}, {})",
+            status_with_rows(result),
+            result.name,
+            result.severity,
+            result.file
+        );
+        if result.failing_rows > 0 {
+            let _ = write!(out, "  {} failing rows", result.failing_rows);
+        }
+        let _ = writeln!(out);
+        if let Some(message) = &result.message {
+            let _ = writeln!(out, "    {message}");
+        }
+        for row in &result.sample {
+            let _ = writeln!(out, "    {}", serde_json::Value::Object(row.clone()));
+        }
+    }
+    // Said once under the list, for `stb audit` and for a build's audits alike.
+    let over_empty = stb_engine::audits::over_empty_relations(results);
+    if !over_empty.is_empty() {
+        let _ = writeln!(
+            out,
+            "Note: {} audits ran over an empty relation and checked nothing there: {}",
+            over_empty.len(),
+            over_empty.join(", ")
         );
     }
 }

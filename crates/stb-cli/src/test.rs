@@ -9,17 +9,6 @@ use crate::output::{Failure, fail, print_json};
 
 pub(crate) use crate::quality::QualityArgs as TestArgs;
 
-/// A compiled test, as the manifest lists it.
-#[derive(Debug, serde::Deserialize)]
-pub(crate) struct TestEntry {
-    name: String,
-    file: String,
-    mode: String,
-    path: String,
-    #[serde(default)]
-    targets: Vec<String>,
-}
-
 /// One differing row: `missing` (expected, not produced) or `unexpected` (produced, not
 /// expected), with how many times more.
 #[derive(Debug, Clone, serde::Serialize)]
@@ -76,7 +65,7 @@ fn run_tests(
     compiled: &stb_compile::Compiled,
 ) -> Result<Vec<TestResult>, Failure> {
     let started = std::time::SystemTime::now();
-    let tests: Vec<TestEntry> = crate::quality::manifest_section(compiled, "tests")?;
+    let tests = &compiled.tests;
     let selected = crate::quality::selected_models(
         compiled,
         &args.select,
@@ -91,7 +80,7 @@ fn run_tests(
             .as_ref()
             .is_none_or(|models| t.targets.iter().any(|m| models.contains(m)))
     }) {
-        let sql = compiled.files.get(&test.path).cloned().unwrap_or_default();
+        let sql = test.statement.clone();
         executed.push((format!("{}.sql", test.name), sql.clone()));
         let result = match client.query(&sql) {
             Ok(rows) => {
@@ -123,7 +112,7 @@ fn run_tests(
                 TestResult {
                     name: test.name.clone(),
                     file: test.file.clone(),
-                    mode: test.mode.clone(),
+                    mode: test.mode.to_owned(),
                     status: if differences.is_empty() {
                         "passed"
                     } else {
@@ -137,7 +126,7 @@ fn run_tests(
             Err(error) => TestResult {
                 name: test.name.clone(),
                 file: test.file.clone(),
-                mode: test.mode.clone(),
+                mode: test.mode.to_owned(),
                 status: "error",
                 differences: Vec::new(),
                 error: Some(error.to_string()),

@@ -41,6 +41,43 @@ pub struct Compiled {
     pub plan_models: Vec<stb_plan::direct::PlanModel>,
     /// The sources as the planner sees them.
     pub plan_sources: Vec<stb_plan::direct::PlanSource>,
+    /// The SQL tests, by name.
+    pub tests: Vec<SqlTest>,
+    /// The audits (standalone and generic instances), by name.
+    pub audits: Vec<Audit>,
+}
+
+/// A compiled SQL test, as `stb test` runs it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SqlTest {
+    pub name: String,
+    /// The project file it comes from.
+    pub file: String,
+    /// Its artifact under `compiled/tests/`.
+    pub path: String,
+    /// `model` or `macro`.
+    pub mode: &'static str,
+    /// The models whose expected rows it compares.
+    pub targets: Vec<String>,
+    /// The one statement that compares them.
+    pub statement: String,
+}
+
+/// A compiled audit, as `stb audit` and a build's audits run it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Audit {
+    pub name: String,
+    /// The project file it comes from.
+    pub file: String,
+    /// Its artifact under `compiled/audits/`.
+    pub path: String,
+    /// `error` or `warning`.
+    pub severity: String,
+    /// The models it reads, sorted.
+    pub models: Vec<String>,
+    pub warmup_seconds: u64,
+    /// The query as compiled (`__ref` markers kept): its rows are failures.
+    pub query: String,
 }
 
 /// The database artifacts are rendered for: the target's, else ClickHouse's `default`.
@@ -195,7 +232,40 @@ pub fn compile(project: &Project) -> Result<Compiled, Diagnostics> {
     files.insert("manifest.json".to_owned(), manifest);
     files.insert("streambuild_dag.json".to_owned(), dag);
     let warnings = tests.iter().flat_map(|t| t.warnings.clone()).collect();
+    let mut sql_tests: Vec<SqlTest> = tests
+        .iter()
+        .map(|t| SqlTest {
+            name: t.name.clone(),
+            file: t.file.clone(),
+            path: t.path.clone(),
+            mode: t.mode,
+            targets: t.targets.clone(),
+            statement: files
+                .get(&t.path)
+                .cloned()
+                .unwrap_or_else(|| t.statement.clone()),
+        })
+        .collect();
+    sql_tests.sort_by(|a, b| a.name.cmp(&b.name));
+    let mut compiled_audits: Vec<Audit> = audits
+        .iter()
+        .map(|a| Audit {
+            name: a.name.clone(),
+            file: a.file.clone(),
+            path: a.path.clone(),
+            severity: a.severity.clone(),
+            models: a.models.clone(),
+            warmup_seconds: a.warmup_seconds,
+            query: files
+                .get(&a.path)
+                .cloned()
+                .unwrap_or_else(|| a.query.clone()),
+        })
+        .collect();
+    compiled_audits.sort_by(|a, b| a.name.cmp(&b.name));
     Ok(Compiled {
+        tests: sql_tests,
+        audits: compiled_audits,
         plan_models: planning::models(project, &order, &compiled_models),
         plan_sources: planning::sources(project, &managed),
         files,

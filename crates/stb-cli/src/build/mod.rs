@@ -26,6 +26,7 @@ use crate::output::{Failure, fail, print_json};
 use confirm::confirm;
 use records::{BuildObserver, Ending, Recorder, manifest};
 use report::{print_result, summary};
+use stb_engine::audits::AuditResult;
 
 #[derive(Debug, Args)]
 pub(crate) struct BuildArgs {
@@ -302,55 +303,17 @@ pub(crate) fn run(args: &BuildArgs) -> ExitCode {
 struct Ran {
     workflow_id: String,
     execution: Execution,
-    audits: Vec<crate::audit::AuditResult>,
+    audits: Vec<AuditResult>,
 }
 
-/// The audit phase: audits that read a rebuilt model, run once the workflow succeeded
-/// (audits with a warm-up are deferred). A warehouse error in one audit is recorded and
-/// the others still run; nothing is undone when they fail.
-fn build_audits(
-    compiled: &stb_compile::Compiled,
-    prepared: &Prepared,
-) -> Vec<crate::audit::AuditResult> {
-    let audits: Vec<crate::audit::AuditEntry> =
-        match crate::quality::manifest_section(compiled, "audits") {
-            Ok(audits) => audits,
-            Err(failure) => {
-                return vec![crate::audit::AuditResult::unrun(
-                    "build_audits",
-                    "error",
-                    failure.message,
-                )];
-            }
-        };
-    let executed = prepared.planned.executed_models();
-    let chosen: Vec<&crate::audit::AuditEntry> = audits
-        .iter()
-        .filter(|a| a.models.iter().any(|m| executed.contains(&m.as_str())))
-        .collect();
-    let (now, later): (
-        Vec<&crate::audit::AuditEntry>,
-        Vec<&crate::audit::AuditEntry>,
-    ) = chosen.into_iter().partition(|a| a.warmup_seconds == 0);
-    let mut results = match crate::audit::run_set(
+/// The audit phase: see [`stb_engine::audits::after_build`].
+fn build_audits(compiled: &stb_compile::Compiled, prepared: &Prepared) -> Vec<AuditResult> {
+    stb_engine::audits::after_build(
         &prepared.client,
         &prepared.planned.workflow.database,
         compiled,
-        &now,
-    ) {
-        Ok((results, _)) => results,
-        Err(failure) => vec![crate::audit::AuditResult::unrun(
-            "build_audits",
-            "error",
-            failure.message,
-        )],
-    };
-    results.extend(
-        later.iter().map(|a| {
-            crate::audit::AuditResult::deferred(a, "waits for its warm-up after the build")
-        }),
-    );
-    results
+        &prepared.planned.executed_models(),
+    )
 }
 
 /// Takes the lock, records the statements, runs them, gives the lock back.
@@ -446,7 +409,7 @@ fn finish(
         "build",
         &ran.audits
             .iter()
-            .map(crate::audit::AuditResult::node_result)
+            .map(AuditResult::node_result)
             .collect::<Vec<_>>(),
     ) {
         notes.push(format!("audit results were not recorded: {error}"));

@@ -9,7 +9,7 @@ use crate::direct::Prepared;
 pub(super) fn summary(
     prepared: &Prepared,
     execution: &Execution,
-    audits: &[crate::audit::AuditResult],
+    audits: &[stb_engine::audits::AuditResult],
 ) -> serde_json::Value {
     let plan = &prepared.planned.plan;
     serde_json::json!({
@@ -37,7 +37,7 @@ pub(super) fn summary(
             "warnings": audits.iter().filter(|a| a.is_warning()).count(),
             "error_failure_count": audits.iter().filter(|a| a.is_error()).count(),
             "warning_failure_count": audits.iter().filter(|a| a.is_warning()).count(),
-            "over_empty_relations": crate::audit::over_empty_relations(audits),
+            "over_empty_relations": stb_engine::audits::over_empty_relations(audits),
         },
     })
 }
@@ -55,7 +55,7 @@ fn accepted_shrink(prepared: &Prepared) -> serde_json::Value {
 pub(super) fn print_result(
     prepared: &Prepared,
     execution: &Execution,
-    audits: &[crate::audit::AuditResult],
+    audits: &[stb_engine::audits::AuditResult],
     notes: &[String],
 ) {
     let mut out = std::io::stdout().lock();
@@ -119,7 +119,7 @@ pub(super) fn print_result(
     if !audits.is_empty() {
         let _ = writeln!(out, "\nAudits");
         drop(out);
-        crate::audit::print_lines(audits);
+        crate::quality::print_lines(audits);
         out = std::io::stdout().lock();
     }
     if let Some(step) = &execution.failed_step {
