@@ -1,6 +1,8 @@
 //! User-facing diagnostics: every error StreamBuild reports about a user's input carries a
 //! stable code, the file, line and column it comes from, and a one-line hint.
 
+pub mod registry;
+
 use std::fmt;
 use std::path::{Path, PathBuf};
 

@@ -68,6 +68,18 @@ fn the_documented_project_discovers_as_described() {
     );
 }
 
+/// Discovery's codes are the workspace registry's, with the same meanings.
+#[test]
+fn discovery_codes_are_registered() {
+    for (code, meaning) in stb_project::codes::ALL {
+        let registered = stb_diagnostics::registry::CODES
+            .iter()
+            .find(|(c, _)| c == code)
+            .unwrap_or_else(|| panic!("{code} is not in the registry"));
+        assert_eq!(registered.1, *meaning, "{code}");
+    }
+}
+
 #[test]
 fn the_error_code_table_is_complete() {
     for (code, meaning) in stb_project::codes::ALL {

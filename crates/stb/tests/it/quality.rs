@@ -1,7 +1,6 @@
 //! `stb test` and `stb audit` against the local stack: multiset comparisons that report
 //! the differing rows, audits that fail, warn or wait for their relations.
 
-use assert_cmd::Command;
 use serde_json::Value;
 use stb_test_support::{TestDatabase, execute};
 
@@ -32,15 +31,7 @@ fn project(database: &str) -> tempfile::TempDir {
 }
 
 fn stb(dir: &std::path::Path, args: &[&str]) -> std::process::Output {
-    Command::cargo_bin("stb")
-        .expect("stb")
-        .args(args)
-        .arg("--project-dir")
-        .arg(dir)
-        .envs(stb_test_support::warehouse_env())
-        .env("STREAMBUILD_LIVE_STABILIZATION_SECONDS", "0")
-        .output()
-        .expect("runs")
+    stb_test_support::stb_on_project(dir, args, "")
 }
 
 #[test]

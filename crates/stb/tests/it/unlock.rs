@@ -1,7 +1,6 @@
 //! `stb unlock` against the local stack: breaks a dead run's lock and records it, refuses a
 //! live run's lock, and says so when there is nothing to break.
 
-use assert_cmd::Command;
 use serde_json::Value;
 use stb_test_support::{TestDatabase, stack};
 use stb_warehouse::{Client, ConnectionConfig, TargetLock, lock_holder, metadata};
@@ -34,14 +33,11 @@ fn client() -> Client {
 }
 
 fn unlock(dir: &tempfile::TempDir, database: &str) -> (bool, Value) {
-    let output = Command::cargo_bin("stb")
-        .expect("stb")
-        .args(["unlock", "--json", "--database", database])
-        .arg("--project-dir")
-        .arg(dir.path())
-        .envs(stb_test_support::warehouse_env())
-        .output()
-        .expect("runs");
+    let output = stb_test_support::stb_on_project(
+        dir.path(),
+        &["unlock", "--json", "--database", database],
+        "",
+    );
     let json: Value = serde_json::from_slice(&output.stdout).unwrap_or_else(|_| {
         panic!(
             "not JSON: {}{}",

@@ -5,7 +5,6 @@
 use std::path::Path;
 use std::time::Duration;
 
-use assert_cmd::Command;
 use serde_json::Value;
 use stb_test_support::kafka::{Record, create_topic, produce, run_base_ms};
 use stb_test_support::{TestDatabase, execute, stack, unique_name, wait_for};
@@ -51,15 +50,7 @@ fn project_with(
 }
 
 fn stb(dir: &Path, args: &[&str]) -> std::process::Output {
-    Command::cargo_bin("stb")
-        .expect("stb")
-        .args(args)
-        .arg("--project-dir")
-        .arg(dir)
-        .envs(stb_test_support::warehouse_env())
-        .env("STREAMBUILD_LIVE_STABILIZATION_SECONDS", "1")
-        .output()
-        .expect("runs")
+    stb_test_support::stb_on_project(dir, args, "")
 }
 
 /// Runs a build that must succeed; its JSON result.

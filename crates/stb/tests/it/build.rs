@@ -8,7 +8,6 @@
 use std::path::Path;
 use std::process::Output;
 
-use assert_cmd::Command;
 use serde_json::Value;
 use stb_test_support::{TestDatabase, execute};
 
@@ -78,16 +77,7 @@ fn rewrite(dir: &Path, files: &[(String, String)]) {
 }
 
 fn stb(dir: &Path, args: &[&str], stdin: &str) -> Output {
-    Command::cargo_bin("stb")
-        .expect("stb")
-        .args(args)
-        .arg("--project-dir")
-        .arg(dir)
-        .envs(stb_test_support::warehouse_env())
-        .env("STREAMBUILD_LIVE_STABILIZATION_SECONDS", "1")
-        .write_stdin(stdin)
-        .output()
-        .expect("runs")
+    stb_test_support::stb_on_project(dir, args, stdin)
 }
 
 fn build(dir: &Path, extra: &[&str]) -> Value {

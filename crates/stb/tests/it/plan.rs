@@ -1,7 +1,6 @@
 //! `stb plan` for direct pipelines against the local stack: read-only, SQL changes against
 //! the last fingerprint, adopted tables checked first.
 
-use assert_cmd::Command;
 use serde_json::Value;
 use stb_test_support::{TestDatabase, execute, stack};
 
@@ -28,15 +27,9 @@ fn project(database: &str) -> tempfile::TempDir {
 }
 
 fn plan(dir: &tempfile::TempDir, extra: &[&str]) -> std::process::Output {
-    Command::cargo_bin("stb")
-        .expect("stb")
-        .arg("plan")
-        .args(extra)
-        .arg("--project-dir")
-        .arg(dir.path())
-        .envs(stb_test_support::warehouse_env())
-        .output()
-        .expect("runs")
+    let mut args = vec!["plan"];
+    args.extend_from_slice(extra);
+    stb_test_support::stb_on_project(dir.path(), &args, "")
 }
 
 fn tables(database: &str) -> String {

@@ -1,0 +1,13 @@
+//! `stb` end to end: one test binary (one link step), a module per command or concern.
+//! Tests that need the warehouse or the broker use the shared local test stack
+//! (`stb_test_support::stack()`), which they start when it is not running.
+
+mod build;
+mod build_kafka;
+mod discover;
+mod fan_in;
+mod local_stack;
+mod plan;
+mod quality;
+mod shrink;
+mod unlock;
