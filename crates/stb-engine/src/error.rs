@@ -44,3 +44,9 @@ impl From<stb_diagnostics::Diagnostic> for EngineError {
         }
     }
 }
+
+impl From<&stb_warehouse::LockError> for EngineError {
+    fn from(error: &stb_warehouse::LockError) -> Self {
+        Self::new(error.code(), error.to_string(), error.hint())
+    }
+}

@@ -7,6 +7,7 @@
 //! building are the I/O steps after it.
 
 pub mod audits;
+pub mod build;
 pub mod direct;
 pub mod error;
 

@@ -3,7 +3,9 @@
 
 use std::io::{BufRead, Write};
 
-use super::{BuildArgs, CODE_CONFIRMATION, CODE_SHRINK};
+use stb_engine::build::{CONFIRMATION_CODE, SHRINK_CODE};
+
+use super::BuildArgs;
 use crate::direct::Prepared;
 use crate::output::Failure;
 
@@ -21,7 +23,7 @@ pub(super) fn accept_shrink(args: &BuildArgs, prepared: &Prepared) -> Result<boo
         .collect();
     if args.auto_approve || args.json || args.events {
         return Err(Failure {
-            code: CODE_SHRINK,
+            code: SHRINK_CODE,
             message: format!(
                 "Refusing to rebuild: retained history cannot restore what these models hold now\n{}",
                 lines.join("\n")
@@ -75,7 +77,7 @@ pub(super) fn confirm(
         }
         if unattended {
             return Err(Failure {
-                code: CODE_CONFIRMATION,
+                code: CONFIRMATION_CODE,
                 message: format!(
                     "Confirmation required: rerun with --confirm {}",
                     guard.confirmation

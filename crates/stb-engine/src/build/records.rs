@@ -1,7 +1,7 @@
-//! Where a build reports while it runs and when it ends: run events (and `--events`
-//! lines), re-recorded statements, the manifest and the terminal invocation row.
+//! Where a build reports while it runs and when it ends: run events (and, through a hook,
+//! `--events` lines), re-recorded statements, the manifest and the terminal invocation
+//! row.
 
-use std::io::Write;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
@@ -12,10 +12,10 @@ use stb_warehouse::events::RunEventSink;
 use stb_warehouse::statements::{PlannedStatement, persist_statements};
 use stb_warehouse::{Client, WarehouseError};
 
-use super::Run;
+use super::RunIdentity;
 
 /// The project's manifest row: its pipelines and every relation it owns.
-pub(super) fn manifest<'p>(
+pub fn manifest<'p>(
     project: &'p stb_project::Project,
     compiled: &'p stb_compile::Compiled,
     invocation_id: &'p str,
@@ -66,17 +66,26 @@ pub(super) fn manifest<'p>(
 
 /// Writes the run's events (and prints them with `--events`); persistence failures warn
 /// once and never stop the build.
-pub(super) struct BuildObserver {
-    pub(super) sink: Arc<RunEventSink>,
-    pub(super) client: Arc<Client>,
-    pub(super) database: String,
-    pub(super) invocation_id: String,
-    pub(super) print_events: bool,
-    pub(super) warned: AtomicBool,
+pub struct BuildObserver {
+    pub sink: Arc<RunEventSink>,
+    pub client: Arc<Client>,
+    pub database: String,
+    pub invocation_id: String,
+    /// Called with each event as a JSON line would carry it (`stb build --events` prints
+    /// them); the events are written to the warehouse either way.
+    pub on_event: Option<EventHook>,
+    /// Told once when events cannot be written (the build goes on).
+    pub on_warning: WarningHook,
+    pub warned: AtomicBool,
 }
 
+/// What a caller does with each event a build emits.
+pub type EventHook = Box<dyn Fn(&serde_json::Value) + Send + Sync>;
+/// What a caller does with a warning (the CLI prints it on stderr).
+pub type WarningHook = Box<dyn Fn(&str) + Send + Sync>;
+
 impl BuildObserver {
-    pub(super) fn completed(&self, outcome: &str, exit_code: i32, error: Option<&str>) {
+    pub fn completed(&self, outcome: &str, exit_code: i32, error: Option<&str>) {
         self.event(
             "run_completed",
             None,
@@ -93,15 +102,12 @@ impl Observer for BuildObserver {
             Ok(sequence) => Some(sequence),
             Err(_) => {
                 if !self.warned.swap(true, Ordering::SeqCst) {
-                    let _ = writeln!(
-                        std::io::stderr().lock(),
-                        "warning: run observation failed; continuing execution and retrying"
-                    );
+                    (self.on_warning)("run observation failed; continuing execution and retrying");
                 }
                 None
             }
         };
-        if self.print_events {
+        if let Some(hook) = &self.on_event {
             let mut line = serde_json::json!({
                 "event": kind,
                 "invocationId": self.invocation_id,
@@ -114,7 +120,7 @@ impl Observer for BuildObserver {
             {
                 target.extend(fields);
             }
-            let _ = writeln!(std::io::stdout().lock(), "{line}");
+            hook(&line);
         }
     }
 
@@ -135,27 +141,27 @@ impl Observer for BuildObserver {
 }
 
 /// Writes the terminal invocation row; a failure is reported, never fatal.
-pub(super) struct Recorder<'a> {
-    pub(super) client: Arc<Client>,
-    pub(super) database: String,
-    pub(super) project: &'a stb_project::Project,
-    pub(super) run: &'a Run,
+pub struct Recorder<'a> {
+    pub client: Arc<Client>,
+    pub database: String,
+    pub project: &'a stb_project::Project,
+    pub run: &'a RunIdentity,
 }
 
 /// How an invocation ended.
-pub(super) struct Ending<'a> {
-    pub(super) outcome: &'a str,
-    pub(super) exit_code: i32,
-    pub(super) materialized: Option<&'a str>,
-    pub(super) workflow_id: Option<&'a str>,
-    pub(super) error: Option<&'a str>,
-    pub(super) selected: usize,
-    pub(super) summary: &'a str,
+pub struct Ending<'a> {
+    pub outcome: &'a str,
+    pub exit_code: i32,
+    pub materialized: Option<&'a str>,
+    pub workflow_id: Option<&'a str>,
+    pub error: Option<&'a str>,
+    pub selected: usize,
+    pub summary: &'a str,
 }
 
 impl<'a> Ending<'a> {
     /// Ended before the warehouse's relations were touched.
-    pub(super) fn early(outcome: &'a str, error: Option<&'a str>, selected: usize) -> Self {
+    pub fn early(outcome: &'a str, error: Option<&'a str>, selected: usize) -> Self {
         Self {
             outcome,
             exit_code: 1,
@@ -169,11 +175,15 @@ impl<'a> Ending<'a> {
 }
 
 impl Recorder<'_> {
-    pub(super) fn invocation_id(&self) -> &str {
+    pub fn invocation_id(&self) -> &str {
         &self.run.invocation_id
     }
 
-    pub(super) fn finish(&self, ending: &Ending<'_>) {
+    /// Writes the terminal invocation row.
+    ///
+    /// # Errors
+    /// Why it could not be written (the build's outcome stands; the caller warns).
+    pub fn finish(&self, ending: &Ending<'_>) -> Result<(), String> {
         let Ending {
             outcome,
             exit_code,
@@ -203,11 +213,6 @@ impl Recorder<'_> {
                 summary_json: summary,
             },
         );
-        if let Err(error) = result {
-            let _ = writeln!(
-                std::io::stderr().lock(),
-                "warning: the invocation was not recorded: {error}"
-            );
-        }
+        result.map_err(|error| format!("the invocation was not recorded: {error}"))
     }
 }

@@ -1,0 +1,291 @@
+//! Direct builds as a library: open the run's records, run the planned workflow under the
+//! target lock, and record how it ended. The caller confirms with its user in between
+//! (the CLI asks at a terminal; the dev server will ask through its API) and renders.
+
+pub mod records;
+
+use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
+use std::time::{Instant, SystemTime, UNIX_EPOCH};
+
+use stb_build::execute::{Execution, Observer, Status, planned_statements, run as execute};
+use stb_build::records::{NodeResult, write_fingerprints, write_manifest, write_node_results};
+use stb_warehouse::statements::{persist_statements, workflow_sha256};
+use stb_warehouse::{Client, TargetLock, metadata};
+
+use crate::EngineError;
+use crate::audits::AuditResult;
+use crate::direct::Planned;
+use records::{BuildObserver, Ending, Recorder, manifest};
+
+/// `--json`/`--events` without `--auto-approve`.
+pub const APPROVAL_CODE: &str = "STB-BUILD-001";
+/// A protected pipeline's token is missing.
+pub const CONFIRMATION_CODE: &str = "STB-BUILD-002";
+/// A workflow statement failed.
+pub const FAILED_CODE: &str = "STB-BUILD-003";
+/// An error-severity build audit failed.
+pub const AUDIT_CODE: &str = "STB-BUILD-004";
+/// The rebuild would lose rows retained history cannot restore.
+pub const SHRINK_CODE: &str = "STB-BUILD-005";
+/// Exit code of an interrupted build (128 + SIGINT).
+pub const EXIT_INTERRUPTED: i32 = 130;
+
+/// A build invocation's identity and clocks.
+#[derive(Debug)]
+pub struct RunIdentity {
+    pub invocation_id: String,
+    pub started_at_ms: u128,
+    pub clock: Instant,
+}
+
+impl RunIdentity {
+    /// A new run, with the invocation id a caller chose (`STREAMBUILD_RUN_INVOCATION_ID`
+    /// for the CLI) or a fresh one.
+    #[must_use]
+    pub fn new(invocation_id: Option<String>) -> Self {
+        Self {
+            invocation_id: invocation_id
+                .filter(|id| !id.trim().is_empty())
+                .unwrap_or_else(|| uuid::Uuid::new_v4().to_string()),
+            started_at_ms: SystemTime::now()
+                .duration_since(UNIX_EPOCH)
+                .map_or(0, |d| d.as_millis()),
+            clock: Instant::now(),
+        }
+    }
+}
+
+/// Creates or upgrades the lifecycle tables and records the project's manifest: even a
+/// build that is declined or fails to plan leaves its records.
+///
+/// # Errors
+/// The warehouse refused the migration or the manifest row.
+pub fn open(
+    client: &Client,
+    database: &str,
+    project: &stb_project::Project,
+    compiled: &stb_compile::Compiled,
+    run: &RunIdentity,
+) -> Result<(), EngineError> {
+    metadata::migrate(client, database).map_err(|e| EngineError::from(&e))?;
+    let fingerprint = stb_plan::sql_change::sql_hash(
+        compiled
+            .files
+            .get("manifest.json")
+            .map_or("", String::as_str),
+    );
+    write_manifest(
+        client,
+        database,
+        &manifest(project, compiled, &run.invocation_id, &fingerprint),
+    )
+    .map_err(|e| EngineError::from(&e))
+}
+
+/// Startup timings of a build, for its `run_started` event.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Timings {
+    pub compile_ms: u128,
+    pub observability_ms: u128,
+    pub planning_ms: u128,
+}
+
+/// The `run_started` event's payload.
+#[must_use]
+pub fn run_started(
+    planned: &Planned,
+    project: &stb_project::Project,
+    selectors: &[String],
+    timings: Timings,
+    run: &RunIdentity,
+) -> serde_json::Value {
+    let plan = &planned.plan;
+    let executed: Vec<String> = plan
+        .entries
+        .iter()
+        .map(|e| format!("model:{}", e.model))
+        .collect();
+    let context: Vec<String> = plan
+        .prerequisites
+        .iter()
+        .map(|p| {
+            let is_model = planned.models.iter().any(|m| m.name == p.name);
+            format!("{}:{}", if is_model { "model" } else { "source" }, p.name)
+        })
+        .collect();
+    serde_json::json!({
+        "command": "build",
+        "displayCommand": std::env::var("STREAMBUILD_RUN_DISPLAY_COMMAND").ok(),
+        "mode": "direct",
+        "toolVersion": env!("CARGO_PKG_VERSION"),
+        "totalStatements": planned.workflow.steps.len(),
+        "selectedNodeCount": executed.len(),
+        "database": planned.database,
+        "projectIdentity": project.name,
+        "selectors": selectors,
+        "startTime": planned.start_time.as_ref().map(|s| s.as_str().to_owned()),
+        "executedLogicalIds": executed,
+        "contextLogicalIds": context,
+        "replayWindows": planned.replay_windows,
+        "shrink": planned.shrink_summary(),
+        "startupTimings": {
+            "compileMs": timings.compile_ms,
+            "observabilityMs": timings.observability_ms,
+            "planningMs": timings.planning_ms,
+            "totalMs": run.clock.elapsed().as_millis(),
+        },
+    })
+}
+
+/// What a locked workflow run gave.
+pub struct Ran {
+    pub workflow_id: String,
+    pub execution: Execution,
+    /// The lock could not be given back (the build's result stands).
+    pub warnings: Vec<String>,
+}
+
+/// Takes the target lock, records every planned statement (read back and verified), runs
+/// the workflow (`interrupt` stops it at a statement boundary and kills the statement in
+/// flight), and gives the lock back.
+///
+/// # Errors
+/// The lock is held by another run, or the statements could not be recorded; nothing ran.
+pub fn execute_locked(
+    client: &Arc<Client>,
+    planned: &Planned,
+    observer: &dyn Observer,
+    run: &RunIdentity,
+    interrupt: &AtomicBool,
+) -> Result<Ran, EngineError> {
+    let database = &planned.workflow.database;
+    let lock = TargetLock::acquire(client, database, &run.invocation_id, true)
+        .map_err(|e| EngineError::from(&e))?;
+    let statements = planned_statements(&planned.workflow);
+    let workflow_id = workflow_sha256(&statements);
+    if let Err(error) = persist_statements(client, database, &run.invocation_id, &statements, 1) {
+        let _ = lock.release();
+        return Err(EngineError::from(&error));
+    }
+    let execution = execute(client, &planned.workflow, observer, interrupt);
+    let mut warnings = Vec::new();
+    if let Err(error) = lock.release() {
+        warnings.push(format!(
+            "the target lock was not released ({error}); run `stb unlock` once this run has stopped"
+        ));
+    }
+    Ok(Ran {
+        workflow_id,
+        execution,
+        warnings,
+    })
+}
+
+/// How a finished build ended, as recorded.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Ended {
+    /// `succeeded`, `failed` or `cancelled`.
+    pub outcome: &'static str,
+    pub exit_code: i32,
+    pub error_message: Option<String>,
+    /// The error-severity build audits that failed.
+    pub audit_failures: Vec<String>,
+    /// What could not be recorded (the build's result stands).
+    pub notes: Vec<String>,
+}
+
+/// What a build that ran leaves to record.
+pub struct Finished<'a> {
+    pub ran: &'a Ran,
+    pub audits: &'a [AuditResult],
+    /// The build's summary as its `--json` shows it, kept with the invocation.
+    pub summary: &'a serde_json::Value,
+}
+
+/// Records how a build that ran ended: fingerprints (every entry on success, the models of
+/// completed replay roots otherwise), the audits' node results, `run_completed` and the
+/// invocation row.
+pub fn record(
+    client: &Client,
+    planned: &Planned,
+    recorder: &Recorder<'_>,
+    observer: &BuildObserver,
+    finished: &Finished<'_>,
+) -> Ended {
+    let Finished {
+        ran,
+        audits,
+        summary,
+    } = *finished;
+    let (workflow_id, execution) = (ran.workflow_id.as_str(), &ran.execution);
+    let workflow = &planned.workflow;
+    let replayed: Vec<&str> = execution.replays.iter().map(|(m, _)| m.as_str()).collect();
+    let fingerprinted: Vec<&stb_plan::direct::PlanModel> = planned
+        .plan
+        .entries
+        .iter()
+        .filter(|entry| {
+            execution.status == Status::Succeeded
+                || workflow.roots.iter().any(|root| {
+                    replayed.contains(&root.model.as_str())
+                        && (root.model == entry.model || root.propagated.contains(&entry.model))
+                })
+        })
+        .filter_map(|entry| planned.models.iter().find(|m| m.name == entry.model))
+        .collect();
+    let mut notes = ran.warnings.clone();
+    if let Err(error) = write_fingerprints(client, &workflow.database, workflow_id, &fingerprinted)
+    {
+        notes.push(format!("Direct SQL baseline was not recorded: {error}"));
+    }
+    let results: Vec<NodeResult<'_>> = audits.iter().map(AuditResult::node_result).collect();
+    if let Err(error) = write_node_results(
+        client,
+        &workflow.database,
+        recorder.invocation_id(),
+        &recorder.project.target,
+        "build",
+        &results,
+    ) {
+        notes.push(format!("audit results were not recorded: {error}"));
+    }
+    let audit_failures: Vec<String> = audits
+        .iter()
+        .filter(|a| a.is_error())
+        .map(|a| a.name().to_owned())
+        .collect();
+    let audit_message = (!audit_failures.is_empty())
+        .then(|| format!("build audits failed: {}", audit_failures.join(", ")));
+    let (outcome, exit_code) = match execution.status {
+        Status::Succeeded if audit_failures.is_empty() => ("succeeded", 0),
+        Status::Succeeded | Status::Failed => ("failed", 1),
+        Status::Cancelled => ("cancelled", EXIT_INTERRUPTED),
+    };
+    let error_message = execution.error_message.clone().or(audit_message);
+    let materialized = if execution.status == Status::Succeeded {
+        "applied"
+    } else {
+        "failed"
+    };
+    observer.completed(outcome, exit_code, error_message.as_deref());
+    let summary_text = summary.to_string();
+    if let Err(note) = recorder.finish(&Ending {
+        outcome,
+        exit_code,
+        materialized: Some(materialized),
+        workflow_id: Some(workflow_id),
+        error: error_message.as_deref(),
+        selected: planned.plan.entries.len(),
+        summary: &summary_text,
+    }) {
+        notes.push(note);
+    }
+    Ended {
+        outcome,
+        exit_code,
+        error_message,
+        audit_failures,
+        notes,
+    }
+}
