@@ -3,6 +3,5 @@
 //! lifecycle tables. The decisions themselves live in `stb-plan`.
 
 pub mod execute;
-pub mod records;
 mod secrets;
 pub mod shrink;

@@ -81,7 +81,7 @@ pub(crate) fn record_run(
     project: &stb_project::Project,
     command: &str,
     passed: bool,
-    results: &[stb_build::records::NodeResult<'_>],
+    results: &[stb_warehouse::records::NodeResult<'_>],
     started: std::time::SystemTime,
 ) {
     let invocation_id = uuid::Uuid::new_v4().to_string();
@@ -91,7 +91,7 @@ pub(crate) fn record_run(
     let duration_ms = started.elapsed().map_or(0, |d| d.as_millis());
     let recorded = stb_warehouse::metadata::migrate(client, database)
         .and_then(|()| {
-            stb_build::records::write_node_results(
+            stb_warehouse::records::write_node_results(
                 client,
                 database,
                 &invocation_id,
@@ -101,10 +101,10 @@ pub(crate) fn record_run(
             )
         })
         .and_then(|()| {
-            stb_build::records::write_invocation(
+            stb_warehouse::records::write_invocation(
                 client,
                 database,
-                &stb_build::records::Invocation {
+                &stb_warehouse::records::Invocation {
                     invocation_id: &invocation_id,
                     project_identity: &project.name,
                     target_identity: &project.target,

@@ -31,8 +31,8 @@ struct TestResult {
 }
 
 impl TestResult {
-    fn node_result(&self) -> stb_build::records::NodeResult<'_> {
-        stb_build::records::NodeResult {
+    fn node_result(&self) -> stb_warehouse::records::NodeResult<'_> {
+        stb_warehouse::records::NodeResult {
             kind: "test",
             name: &self.name,
             status: self.status,

@@ -82,8 +82,8 @@ impl AuditResult {
     }
 
     /// The row `_streambuild_node_results` keeps.
-    pub fn node_result(&self) -> stb_build::records::NodeResult<'_> {
-        stb_build::records::NodeResult {
+    pub fn node_result(&self) -> stb_warehouse::records::NodeResult<'_> {
+        stb_warehouse::records::NodeResult {
             kind: "audit",
             name: &self.name,
             status: self.status,

@@ -10,5 +10,6 @@ pub mod audits;
 pub mod build;
 pub mod direct;
 pub mod error;
+pub mod unlock;
 
 pub use error::EngineError;

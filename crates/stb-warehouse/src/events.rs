@@ -149,3 +149,57 @@ impl Drop for Heartbeat {
         }
     }
 }
+
+/// Milliseconds since `invocation`'s last event by the warehouse clock; `None` when it left
+/// none (or nothing was ever recorded in `database`).
+///
+/// # Errors
+/// The events could not be read.
+pub fn last_event_age_ms(
+    client: &Client,
+    database: &str,
+    invocation: &str,
+) -> Result<Option<i64>, WarehouseError> {
+    if !client.table_exists(database, EVENTS_TABLE)? {
+        return Ok(None);
+    }
+    let rows = client.query(&format!(
+        "SELECT count() AS n, dateDiff('millisecond', max(emitted_at), now64(3, 'UTC')) AS age FROM {} WHERE invocation_id = {}",
+        events_table(database),
+        stb_ddl::string_literal(invocation)
+    ))?;
+    if rows.text(0, "n").as_deref() == Some("0") {
+        return Ok(None);
+    }
+    Ok(rows.text(0, "age").and_then(|age| age.parse().ok()))
+}
+
+/// Appends a `lock_broken` event (who broke it) to `invocation`'s own event stream.
+///
+/// # Errors
+/// The event could not be written.
+pub fn append_lock_broken(
+    client: &Client,
+    database: &str,
+    invocation: &str,
+    broken_by: &str,
+) -> Result<(), WarehouseError> {
+    crate::metadata::migrate(client, database)?;
+    let events = events_table(database);
+    let payload = serde_json::json!({"brokenBy": broken_by, "database": database}).to_string();
+    client.execute(
+        &format!(
+            "INSERT INTO {events} (invocation_id, sequence, event_kind, payload_json) SELECT {owner}, (SELECT max(sequence) FROM {events} WHERE invocation_id = {owner}) + 1, 'lock_broken', {payload}",
+            owner = stb_ddl::string_literal(invocation),
+            payload = stb_ddl::string_literal(&payload)
+        ),
+        None,
+    )?;
+    Ok(())
+}
+
+const EVENTS_TABLE: &str = "_streambuild_run_events";
+
+fn events_table(database: &str) -> String {
+    stb_ddl::QualifiedName::new(database, EVENTS_TABLE).to_string()
+}

@@ -15,6 +15,7 @@ pub mod events;
 pub mod fingerprints;
 mod lock;
 pub mod metadata;
+pub mod records;
 pub mod statements;
 
 pub use catalog::{Catalog, CatalogColumn, CatalogRelation};

@@ -9,7 +9,9 @@ use std::sync::atomic::AtomicBool;
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 use stb_build::execute::{Execution, Observer, Status, planned_statements, run as execute};
-use stb_build::records::{NodeResult, write_fingerprints, write_manifest, write_node_results};
+use stb_warehouse::records::{
+    ModelDefinition, NodeResult, write_fingerprints, write_manifest, write_node_results,
+};
 use stb_warehouse::statements::{persist_statements, workflow_sha256};
 use stb_warehouse::{Client, TargetLock, metadata};
 
@@ -221,7 +223,7 @@ pub fn record(
     let (workflow_id, execution) = (ran.workflow_id.as_str(), &ran.execution);
     let workflow = &planned.workflow;
     let replayed: Vec<&str> = execution.replays.iter().map(|(m, _)| m.as_str()).collect();
-    let fingerprinted: Vec<&stb_plan::direct::PlanModel> = planned
+    let fingerprinted: Vec<ModelDefinition<'_>> = planned
         .plan
         .entries
         .iter()
@@ -233,6 +235,11 @@ pub fn record(
                 })
         })
         .filter_map(|entry| planned.models.iter().find(|m| m.name == entry.model))
+        .map(|model| ModelDefinition {
+            name: &model.name,
+            query: &model.query,
+            identity: model.identity(),
+        })
         .collect();
     let mut notes = ran.warnings.clone();
     if let Err(error) = write_fingerprints(client, &workflow.database, workflow_id, &fingerprinted)

@@ -6,9 +6,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use stb_build::execute::Observer;
-use stb_build::records::{Invocation, Manifest, OwnedResource, write_invocation};
 use stb_plan::workflow::Step;
 use stb_warehouse::events::RunEventSink;
+use stb_warehouse::records::{Invocation, Manifest, OwnedResource, write_invocation};
 use stb_warehouse::statements::{PlannedStatement, persist_statements};
 use stb_warehouse::{Client, WarehouseError};
 

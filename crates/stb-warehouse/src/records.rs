@@ -1,9 +1,10 @@
-//! The lifecycle rows a build leaves: one fingerprint per rebuilt model (the baseline the
-//! next plan diffs against) and one terminal invocation row.
+//! The lifecycle rows commands leave: one fingerprint per rebuilt model (the baseline the
+//! next plan diffs against), the manifest, test and audit results, and one terminal
+//! invocation row. The schema of these tables is in [`crate::metadata`]; the reads are
+//! beside it ([`crate::fingerprints`], [`crate::events`], [`crate::statements`]).
 
-use stb_plan::direct::PlanModel;
-use stb_plan::sql_change::sql_hash;
-use stb_warehouse::{Client, WarehouseError};
+use crate::statements::sha256_hex as sql_hash;
+use crate::{Client, WarehouseError};
 
 fn literal(text: &str) -> String {
     stb_ddl::string_literal(text)
@@ -11,6 +12,16 @@ fn literal(text: &str) -> String {
 
 fn table(database: &str, name: &str) -> String {
     stb_ddl::QualifiedName::new(database, name).to_string()
+}
+
+/// A model as its fingerprint records it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ModelDefinition<'a> {
+    pub name: &'a str,
+    /// The compiled query.
+    pub query: &'a str,
+    /// The identity JSON `--changed` compares (kind, relation, columns, storage).
+    pub identity: String,
 }
 
 /// Appends the direct fingerprints of `models` as built by `workflow_id`.
@@ -21,7 +32,7 @@ pub fn write_fingerprints(
     client: &Client,
     database: &str,
     workflow_id: &str,
-    models: &[&PlanModel],
+    models: &[ModelDefinition<'_>],
 ) -> Result<(), WarehouseError> {
     if models.is_empty() {
         return Ok(());
@@ -30,14 +41,14 @@ pub fn write_fingerprints(
         .iter()
         .map(|model| {
             let identity = format!("{database}.{}", model.name);
-            let hash = sql_hash(&model.query);
+            let hash = sql_hash(model.query);
             format!(
                 "({}, {}, {}, {}, {}, {}, {}, now64(3, 'UTC'))",
                 literal(&sql_hash(&format!("{identity}:{hash}:{workflow_id}"))),
                 literal(&identity),
-                literal(&model.query),
+                literal(model.query),
                 literal(&hash),
-                literal(&model.identity()),
+                literal(&model.identity),
                 literal(workflow_id),
                 literal(env!("CARGO_PKG_VERSION")),
             )
