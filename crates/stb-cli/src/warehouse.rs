@@ -36,7 +36,7 @@ impl ConnectionArgs {
         };
         let config = ConnectionConfig::resolve(&flags, &from_project, resolved.settings, env)
             .map_err(|message| Failure {
-                code: "STB-CONFIG-006",
+                code: stb_project::codes::CONFIG_VALUE,
                 message,
                 hint: "set a port number between 1 and 65535".to_owned(),
             })?;

@@ -38,9 +38,9 @@ pub struct Compiled {
     /// Problems that do not stop the compile (a test mock nothing reads).
     pub warnings: Vec<Diagnostic>,
     /// The models as the planner sees them, in topological order.
-    pub plan_models: Vec<stb_plan::direct::PlanModel>,
+    pub plan_models: Vec<stb_model::planning::PlanModel>,
     /// The sources as the planner sees them.
-    pub plan_sources: Vec<stb_plan::direct::PlanSource>,
+    pub plan_sources: Vec<stb_model::planning::PlanSource>,
     /// The SQL tests, by name.
     pub tests: Vec<SqlTest>,
     /// The audits (standalone and generic instances), by name.

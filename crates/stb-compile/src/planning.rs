@@ -2,7 +2,7 @@
 
 use std::collections::BTreeMap;
 
-use stb_plan::direct::{PlanModel, PlanSource, RelationKind};
+use stb_model::planning::{PlanModel, PlanSource, RelationKind};
 use stb_project::Project;
 use stb_project::pipelines::ModelKind;
 use stb_project::refs::RefType;
@@ -128,7 +128,7 @@ pub(crate) fn sources(
             },
             landing: managed
                 .get(&source.name)
-                .map(|objects| stb_plan::direct::Landing {
+                .map(|objects| stb_model::planning::Landing {
                     kafka_table: objects.kafka.name.name.clone(),
                     raw_table: objects.raw.name.name.clone(),
                     view: objects.landing.name.name.clone(),

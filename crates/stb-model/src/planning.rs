@@ -1,0 +1,119 @@
+//! The compiled project as the planner sees it: the compiler produces these values and the
+//! planner reads them, so neither depends on the other.
+
+/// What a relation is; teardown and creation are grouped by it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum RelationKind {
+    Table,
+    MaterializedView,
+    View,
+}
+
+impl RelationKind {
+    #[must_use]
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Table => "table",
+            Self::MaterializedView => "materialized_view",
+            Self::View => "view",
+        }
+    }
+}
+
+/// A compiled model as the planner sees it.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PlanModel {
+    pub name: String,
+    pub pipeline: String,
+    /// Tables are fed by a materialized view and replayed; views are recreated only.
+    pub is_table: bool,
+    /// Relations it owns, e.g. its table and its materialized view.
+    pub relations: Vec<(RelationKind, String)>,
+    /// Models and sources it reads.
+    pub reads: Vec<String>,
+    /// The input whose rows drive it (tables only).
+    pub driving_input: Option<String>,
+    /// Reads a side input with `ref_type='mutable'`.
+    pub has_mutable_ref: bool,
+    /// The `CREATE` statement of each of `relations`, same order, as executed.
+    pub create_statements: Vec<String>,
+    /// The compiled query (what fingerprints hash and diff).
+    pub query: String,
+    /// The text a reference to this model becomes (`db.table`).
+    pub reference: String,
+    /// Output columns: name and type.
+    pub output_columns: Vec<(String, String)>,
+    /// The storage identity of a table model (engine, keys, TTL, settings).
+    pub storage: String,
+    /// The pipeline's replay boundary mode (`offsets`, `timestamp`, ...).
+    pub boundary_mode: Option<String>,
+    /// Groups, aggregates, or merges rows.
+    pub aggregate: bool,
+    /// The compiled query split at each reference to the driving input.
+    pub replay_query: Vec<String>,
+    /// `execution_settings (replay (...))`.
+    pub replay_settings: Vec<(String, String)>,
+}
+
+impl PlanModel {
+    /// What `--changed` compares besides the query: kind, relation, output contract and
+    /// storage, as the JSON recorded with each fingerprint.
+    #[must_use]
+    pub fn identity(&self) -> String {
+        serde_json::json!({
+            "identity_version": 1,
+            "model_name": self.name,
+            "kind": if self.is_table { "table" } else { "view" },
+            "relation_name": self.relations.first().map(|(_, r)| r),
+            "output_columns": self.output_columns.iter()
+                .map(|(name, data_type)| serde_json::json!({"name": name, "type": data_type}))
+                .collect::<Vec<_>>(),
+            "storage": self.storage,
+        })
+        .to_string()
+    }
+}
+
+/// A source as the planner sees it.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PlanSource {
+    pub name: String,
+    /// StreamBuild creates it (Kafka landing, Postgres pull); adopted tables are not.
+    pub framework_managed: bool,
+    /// A Postgres pull the warehouse refreshes on a schedule: never replayed.
+    pub scheduled_pull: bool,
+    /// The relation models read (landing table, adopted table); `None` when they read a
+    /// table function, which has nothing to look for in the catalog.
+    pub relation: Option<String>,
+    /// The text a reference to it becomes in model SQL.
+    pub reference: Option<String>,
+    /// The canonical `_replay_*` columns it exposes.
+    pub replay_columns: Vec<String>,
+    /// Managed Kafka sources: the landing objects a build creates, pauses and resumes.
+    pub landing: Option<Landing>,
+}
+
+/// A managed Kafka source's landing: `kafka__S` feeds `raw__S` through `mv__S`.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Landing {
+    /// `kafka__S`, unqualified.
+    pub kafka_table: String,
+    /// `raw__S`, unqualified.
+    pub raw_table: String,
+    /// `mv__S`, unqualified.
+    pub view: String,
+    /// `CREATE TABLE IF NOT EXISTS kafka__S`, as run (it may hold broker secrets).
+    pub create_kafka: String,
+    /// The same with secrets redacted, as recorded.
+    pub create_kafka_recorded: String,
+    /// `CREATE TABLE IF NOT EXISTS raw__S`.
+    pub create_raw: String,
+    /// `CREATE MATERIALIZED VIEW IF NOT EXISTS mv__S`.
+    pub create_view: String,
+    /// The effective consumer group (suffixed with the database).
+    pub consumer_group: String,
+    /// The broker list, as the Kafka table gets it (it may hold credentials).
+    pub brokers: String,
+    /// The source's extra Kafka settings (security and SASL ones concern a client too).
+    pub settings: Vec<(String, String)>,
+}
