@@ -101,25 +101,22 @@ impl Request {
 }
 
 /// How the workflow is built, from the environment the caller runs in.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Settings {
-    /// Seconds the new views run before boundaries are captured.
-    pub stabilization_seconds: u32,
+    /// Seconds the new views run before boundaries are captured, when the user asked for a
+    /// timed wait; `None`: wait on evidence where it is sound (see [`stabilization`]).
+    pub stabilization_seconds: Option<u32>,
 }
+
+/// The timed wait used where no sound evidence exists.
+pub const DEFAULT_STABILIZATION_SECONDS: u32 = 5;
 
 /// `STREAMBUILD_LIVE_STABILIZATION_SECONDS`.
 pub const STABILIZATION_ENV: &str = "STREAMBUILD_LIVE_STABILIZATION_SECONDS";
 
-impl Default for Settings {
-    fn default() -> Self {
-        Self {
-            stabilization_seconds: 5,
-        }
-    }
-}
-
 impl Settings {
-    /// The settings `env` gives (`STREAMBUILD_LIVE_STABILIZATION_SECONDS`, default 5).
+    /// The settings `env` gives (`STREAMBUILD_LIVE_STABILIZATION_SECONDS`: a timed wait
+    /// instead of evidence).
     ///
     /// # Errors
     /// A value that is not a whole number of seconds.
@@ -129,14 +126,14 @@ impl Settings {
         };
         text.trim()
             .parse()
-            .map(|stabilization_seconds| Self {
-                stabilization_seconds,
+            .map(|seconds| Self {
+                stabilization_seconds: Some(seconds),
             })
             .map_err(|_| {
                 EngineError::new(
                     FLAG_CODE,
                     format!("{STABILIZATION_ENV} must be a whole number of seconds, not '{text}'"),
-                    "unset it for the default of 5 seconds",
+                    "unset it to wait on evidence (inserts running when the views were created)",
                 )
             })
     }
@@ -347,7 +344,7 @@ pub fn prepare(
         &compiled.plan_sources,
         &WorkflowOptions {
             database: database.clone(),
-            stabilization_seconds: settings.stabilization_seconds,
+            stabilization: stabilization(settings, &plan, compiled, catalog),
             start_time: resolved.start_time.clone(),
             recreate_sources: recreations.iter().map(|(s, _)| s.clone()).collect(),
         },
@@ -370,6 +367,54 @@ pub fn prepare(
         models: compiled.plan_models.clone(),
     })
 }
+
+/// How the build waits for inserts that began before its new views existed: the user's
+/// timed wait when asked; else evidence (those inserts, by query id) unless the database
+/// holds something that can write into tables without being a query the warehouse lists:
+/// a streaming or buffering engine (Kafka, Buffer, RabbitMQ, NATS, FileLog, S3Queue,
+/// AzureQueue; the Kafka tables of landings the build pauses do not count) or a
+/// refreshable materialized view. Then the timed default stays.
+#[must_use]
+pub fn stabilization(
+    settings: Settings,
+    plan: &DirectPlan,
+    compiled: &Compiled,
+    catalog: &Catalog,
+) -> stb_plan::workflow::Stabilization {
+    use stb_plan::workflow::Stabilization;
+    if let Some(seconds) = settings.stabilization_seconds {
+        return Stabilization::Timed(seconds);
+    }
+    let paused: Vec<&str> = landings_read(plan, &compiled.plan_models, &compiled.plan_sources)
+        .iter()
+        .filter_map(|s| s.landing.as_ref())
+        .map(|l| l.kafka_table.as_str())
+        .collect();
+    let unlisted_writer = catalog.relations.iter().any(|r| {
+        let streaming =
+            STREAMING_ENGINES.contains(&r.engine.as_str()) && !paused.contains(&r.name.as_str());
+        let refreshable =
+            r.engine == "MaterializedView" && r.create_table_query.contains(" REFRESH ");
+        streaming || refreshable
+    });
+    if unlisted_writer {
+        Stabilization::Timed(DEFAULT_STABILIZATION_SECONDS)
+    } else {
+        Stabilization::Evidence
+    }
+}
+
+/// Engines that insert into other tables in the background, not as client queries.
+const STREAMING_ENGINES: &[&str] = &[
+    "Kafka",
+    "Buffer",
+    "RabbitMQ",
+    "NATS",
+    "FileLog",
+    "S3Queue",
+    "AzureQueue",
+    "Redis",
+];
 
 /// Runs the shrink guard's queries (after every check that can stop the plan, before
 /// anything is dropped).

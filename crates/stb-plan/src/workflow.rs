@@ -230,13 +230,26 @@ impl Workflow {
     }
 }
 
+/// How a build makes sure the inserts that began before its new views existed have
+/// finished before it captures a boundary: such an insert does not feed the new views, so
+/// its rows must be visible to the capture to be replayed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Stabilization {
+    /// Wait for exactly those inserts: every insert running once the views exist, by query
+    /// id (bounded; a warning names any that outlive the bound). Sound when every writer
+    /// of the driving inputs is a query the warehouse lists in `system.processes`.
+    Evidence,
+    /// A server-side wait of this many seconds: asked for, or something may feed the
+    /// inputs that the warehouse does not list as queries (a Kafka or Buffer table, a
+    /// refreshable view, async inserts that do not wait for their flush).
+    Timed(u32),
+}
+
 /// How the workflow is built.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct WorkflowOptions {
     pub database: String,
-    /// How long the new views run before the boundary is captured, so inserts that began
-    /// before they existed have finished.
-    pub stabilization_seconds: u32,
+    pub stabilization: Stabilization,
     pub start_time: Option<StartTime>,
     /// Sources whose Kafka table is recreated because its settings drifted.
     pub recreate_sources: Vec<String>,
@@ -411,12 +424,20 @@ fn boundaries_and_replays(
     let all_frozen = bounded
         .iter()
         .all(|i| frozen_references.contains(&roots[*i].template.anchor.relation.as_str()));
-    if !all_frozen && options.stabilization_seconds > 0 {
-        steps.push(Step::statement(
-            format!("wait_for_live_stabilization{suffix}"),
-            Phase::Stabilization,
-            sleep_sql(options.stabilization_seconds),
-        ));
+    if !all_frozen {
+        match options.stabilization {
+            Stabilization::Evidence => steps.push(Step::of(
+                format!("wait_for_inserts_begun_before_views{suffix}"),
+                Phase::Stabilization,
+                Action::SettleInserts,
+            )),
+            Stabilization::Timed(0) => {}
+            Stabilization::Timed(seconds) => steps.push(Step::statement(
+                format!("wait_for_live_stabilization{suffix}"),
+                Phase::Stabilization,
+                sleep_sql(seconds),
+            )),
+        }
     }
     for &index in &bounded {
         steps.push(Step::of(

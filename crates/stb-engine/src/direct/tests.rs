@@ -100,7 +100,9 @@ fn catalog(compiled: &Compiled, deployed: bool) -> Catalog {
     if deployed {
         let landing = landing(compiled);
         relations.push(relation(&landing.raw_table, stb_ddl::RAW_COLUMNS, ""));
-        relations.push(relation(&landing.kafka_table, &[], &landing.create_kafka));
+        let mut kafka = relation(&landing.kafka_table, &[], &landing.create_kafka);
+        kafka.engine = "Kafka".into();
+        relations.push(kafka);
         relations.push(relation(&landing.view, &[], &landing.create_view));
         for model in &compiled.plan_models {
             for (_, name) in &model.relations {
@@ -435,6 +437,87 @@ fn refusals_come_with_their_codes() {
     assert_eq!(bad.code, FLAG_CODE);
     assert_eq!(
         Settings::from_env(&|_| None).map(|s| s.stabilization_seconds),
-        Ok(5)
+        Ok(None),
+        "no timed wait unless asked"
+    );
+    assert_eq!(
+        Settings::from_env(&|_| Some("2".into())).map(|s| s.stabilization_seconds),
+        Ok(Some(2))
+    );
+}
+
+#[test]
+fn inserts_are_awaited_on_evidence_unless_something_writes_without_being_a_query() {
+    use stb_plan::workflow::Stabilization;
+    let (_dir, project, compiled) = direct_only();
+    let names = Request {
+        select: vec!["names".into()],
+        ..Request::default()
+    };
+    let deployed = catalog(&compiled, true);
+    // The orders landing's Kafka table is not paused by a build of names alone: it writes
+    // in the background, so the timed wait stays.
+    let planned = plan(
+        &project,
+        &compiled,
+        &names,
+        &reads(deployed.clone(), Fingerprints::Absent),
+    )
+    .expect("plan");
+    let steps: Vec<&str> = planned
+        .workflow
+        .steps
+        .iter()
+        .map(|s| s.id.as_str())
+        .collect();
+    assert!(steps.contains(&"wait_for_live_stabilization"), "{steps:?}");
+    assert_eq!(
+        stabilization(Settings::default(), &planned.plan, &compiled, &deployed),
+        Stabilization::Timed(DEFAULT_STABILIZATION_SECONDS)
+    );
+    // Without a background writer, every writer of the adopted table is a query: wait for
+    // those only.
+    let mut quiet = deployed.clone();
+    for relation in &mut quiet.relations {
+        if relation.engine == "Kafka" {
+            relation.engine = "Null".into();
+        }
+    }
+    let planned = plan(
+        &project,
+        &compiled,
+        &names,
+        &reads(quiet, Fingerprints::Absent),
+    )
+    .expect("plan");
+    let steps: Vec<&str> = planned
+        .workflow
+        .steps
+        .iter()
+        .map(|s| s.id.as_str())
+        .collect();
+    assert!(
+        steps.contains(&"wait_for_inserts_begun_before_views"),
+        "{steps:?}"
+    );
+    assert!(!steps.contains(&"wait_for_live_stabilization"), "{steps:?}");
+    // A build that pauses that landing does not count its Kafka table.
+    let everything = plan(
+        &project,
+        &compiled,
+        &Request::default(),
+        &reads(deployed.clone(), Fingerprints::Absent),
+    )
+    .expect("plan");
+    assert_eq!(
+        stabilization(Settings::default(), &everything.plan, &compiled, &deployed),
+        Stabilization::Evidence
+    );
+    let asked = Settings {
+        stabilization_seconds: Some(3),
+    };
+    assert_eq!(
+        stabilization(asked, &everything.plan, &compiled, &deployed),
+        Stabilization::Timed(3)
     );
 }

@@ -68,7 +68,7 @@ fn project() -> (Vec<PlanModel>, Vec<PlanSource>) {
 fn options(start: Option<&str>) -> WorkflowOptions {
     WorkflowOptions {
         database: "db".into(),
-        stabilization_seconds: 2,
+        stabilization: Stabilization::Timed(2),
         start_time: start.map(|s| parse_start_time(s).expect("time")),
         recreate_sources: Vec::new(),
     }

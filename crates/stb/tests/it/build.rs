@@ -965,3 +965,48 @@ fn the_step_files_of_a_build_run_by_hand_reproduce_it() {
         .count();
     assert_eq!(Some(planned), artifact["steps"].as_array().map(Vec::len));
 }
+
+/// An insert into the adopted table that begins before the build creates its views and
+/// commits after: its rows do not reach the new views (the insert's pipeline was built
+/// without them), so the build must wait for it before capturing the boundary. Waiting on
+/// evidence (the insert, by query id) replays them once. (A rebuild is protected anyway:
+/// dropping the old views waits for the inserts that use them; a first build is not.)
+#[test]
+fn an_insert_that_straddles_the_view_creation_is_neither_lost_nor_doubled() {
+    let db = TestDatabase::create("build_straddle");
+    execute(&EVENTS.replace("{db}", &db.name));
+    insert_events(&db.name, 0, 30, "2026-11-01 00:00:00");
+    let dir = offsets_project(&db.name, "amount", None);
+    let database = db.name.clone();
+    let slow = std::thread::spawn(move || {
+        // About 8 s: its 160 rows commit together at the end.
+        execute(&format!(
+            "INSERT INTO {database}.events_existing SELECT number % 3, 1000 + intDiv(number, 3), toDateTime64('2026-11-02 00:00:00', 3, 'UTC'), 1000 + number, 'a', number % 25 FROM numbers(160) WHERE sleepEachRow(0.05) = 0 SETTINGS max_block_size = 10"
+        ));
+    });
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    let result = build(dir.path(), &[]);
+    slow.join().expect("the slow insert");
+    assert_eq!(result["status"], "succeeded", "{result}");
+    let steps: Vec<String> =
+        std::fs::read_to_string(dir.path().join("target/run/build/workflow.sql"))
+            .expect("workflow")
+            .lines()
+            .filter_map(|l| l.strip_prefix("-- step: ").map(str::to_owned))
+            .collect();
+    assert!(
+        steps
+            .iter()
+            .any(|s| s == "wait_for_inserts_begun_before_views"),
+        "{steps:?}"
+    );
+    assert_eq!(
+        execute(&format!(
+            "SELECT count() FROM {}.events_existing FORMAT TSV",
+            db.name
+        ))
+        .trim(),
+        "250"
+    );
+    assert_graph_matches(&db.name, "amount");
+}

@@ -1,0 +1,161 @@
+#!/usr/bin/env bash
+# One-model direct builds, end to end, per source kind: adopted offsets, timestamp and
+# cursor tables, and managed Kafka landings in offsets and landed_at modes. For each: the
+# median wall time of a rebuild, its statements and where the time goes (compile, records,
+# planning, statements by kind, the rest), from the build's own --events. Then the same
+# one-model rebuild over a large adopted table against ClickHouse's own INSERT ... SELECT of
+# the same query, both in the same run: the ratio at several sizes.
+# Uses the local stack (`stb local up`, started here if needed and left running).
+# Usage: scripts/bench-build.sh [rows for the one-model builds] [runs] [large sizes...]
+set -euo pipefail
+repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/streambuild/target}"
+rows="${1:-3000}"
+runs="${2:-3}"
+shift $(( $# > 2 ? 2 : $# ))
+sizes=("$@")
+[ ${#sizes[@]} -eq 0 ] && sizes=(100000 2000000)
+cargo build --release --locked -p stb -p stb-example-orders --manifest-path "$repo/Cargo.toml" >&2
+stb="$CARGO_TARGET_DIR/release/stb"
+producer="$CARGO_TARGET_DIR/release/orders-producer"
+"$stb" local up >&2
+eval "$("$stb" local env)"
+export STREAMBUILD_CLICKHOUSE_HOST="$STB_LOCAL_CLICKHOUSE_HOST"
+export STREAMBUILD_CLICKHOUSE_PORT="$STB_LOCAL_CLICKHOUSE_PORT"
+unset STREAMBUILD_LIVE_STABILIZATION_SECONDS
+query() { curl -sS --fail-with-body "$STB_LOCAL_CLICKHOUSE_URL/" --data-binary "$1"; }
+work="${TMPDIR:-/tmp}/stb-bench-build"
+rm -rf "$work"
+mkdir -p "$work"
+
+# project <dir> <database> <sources yaml> <model sql>
+project() {
+  mkdir -p "$1/sources" "$1/pipelines/pl__bench"
+  printf 'name = "bench"\ndefault_target = "dev"\n[targets.dev]\ndatabase = "%s"\n' "$2" > "$1/streambuild_project.toml"
+  printf '%s\n' "$3" > "$1/sources/source.yml"
+  printf '%s\n' "$4" > "$1/pipelines/pl__bench/model.sql"
+}
+
+adopted() { # kind -> sources yaml
+  local columns
+  case $1 in
+    offsets) columns="        _replay_partition: p
+        _replay_offset: o
+        _replay_timestamp: ts" ;;
+    timestamp) columns="        _replay_timestamp: ts" ;;
+    cursor) columns="        _replay_cursor: o
+        _replay_timestamp: ts" ;;
+  esac
+  printf 'sources:\n  - name: events\n    kind: stream_table\n    table_name: events\n    replay_boundary:\n      mode: %s\n      columns:\n%s\n' "$1" "$columns"
+}
+
+adopted_model='MODEL (order_by ["seq"]);
+SELECT seq::UInt64 AS seq, kind::String AS kind, (amount * 2)::UInt64 AS amount
+FROM __source("events")
+WHERE kind != '"'"'ignored'"'"''
+
+load_events() { # database rows
+  query "DROP DATABASE IF EXISTS $1 SYNC"
+  query "CREATE DATABASE $1"
+  query "CREATE TABLE $1.events (p UInt32, o UInt64, ts DateTime64(3, 'UTC'), seq UInt64, kind String, amount UInt64) ENGINE = MergeTree ORDER BY (p, o)"
+  query "INSERT INTO $1.events SELECT number % 3, number, now64(3, 'UTC') - INTERVAL 1 HOUR + toIntervalMillisecond(number), number, ['a', 'b', 'ignored'][number % 3 + 1], number % 1000 FROM numbers($2)"
+}
+
+# Times `runs` rebuilds of the project in $1; prints one line with the median and where
+# the time of the median run went.
+measure() { # label dir
+  local label=$1 dir=$2 results="$work/results-$RANDOM"
+  : > "$results"
+  "$stb" build --auto-approve --json --project-dir "$dir" >/dev/null  # greenfield, not timed
+  for _ in $(seq "$runs"); do
+    local start end
+    start=$(date +%s%N)
+    "$stb" build --auto-approve --events --project-dir "$dir" > "$work/events.ndjson"
+    end=$(date +%s%N)
+    python3 - "$work/events.ndjson" "$(( (end - start) / 1000000 ))" >> "$results" <<'PY'
+import json, sys
+events = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
+wall = int(sys.argv[2])
+started = next(e for e in events if e["event"] == "run_started")["startupTimings"]
+kinds = {}
+count = 0
+for e in events:
+    if e["event"] == "statement_completed":
+        count += 1
+        step = e["stepId"] or ""
+        kind = ("replay" if step.startswith("replay_") else "wait" if step.startswith("wait_") else
+                "capture" if step.startswith("capture_") else "ddl" if step.startswith(("drop_", "realize_", "prepare_", "pause_", "activate_", "restore_", "recreate_", "reset_")) else "other")
+        kinds[kind] = kinds.get(kind, 0) + (e.get("elapsedMs") or 0)
+statements = sum(kinds.values())
+known = started["compileMs"] + started["observabilityMs"] + started["planningMs"] + statements
+print(json.dumps({"wall": wall, "count": count, "compile": started["compileMs"], "records": started["observabilityMs"],
+                  "planning": started["planningMs"], "kinds": kinds, "rest": wall - known}))
+PY
+  done
+  python3 - "$label" "$results" <<'PY'
+import json, sys
+label, path = sys.argv[1], sys.argv[2]
+runs = sorted((json.loads(l) for l in open(path)), key=lambda r: r["wall"])
+m = runs[len(runs) // 2]
+kinds = " ".join(f"{k} {v}" for k, v in sorted(m["kinds"].items()))
+print(f"{label:<22} median {m['wall'] / 1000:.2f} s | statements {m['count']} | compile {m['compile']} ms, records {m['records']} ms, "
+      f"planning {m['planning']} ms, statements [{kinds}] ms, rest (process start, confirmation, audits, final records) {m['rest']} ms")
+PY
+}
+
+echo "== one-model rebuilds, $rows rows, median of $runs"
+for kind in offsets timestamp cursor; do
+  database="stb_bench_build_$kind"
+  load_events "$database" "$rows" >/dev/null
+  project "$work/$kind" "$database" "$(adopted "$kind")" "$adopted_model"
+  measure "adopted $kind" "$work/$kind"
+  query "DROP DATABASE IF EXISTS $database SYNC"
+done
+for mode in offsets landed_at; do
+  database="stb_bench_build_kafka_${mode}"
+  topic="bench.build.$mode"
+  query "DROP DATABASE IF EXISTS $database SYNC"
+  "$producer" --brokers "$STB_LOCAL_KAFKA_BROKERS" --topic "$topic" --reset-topic --from 0 --count "$rows" >/dev/null
+  project "$work/kafka_$mode" "$database" "sources:
+  - name: orders
+    kind: kafka
+    broker_list: \"$STB_LOCAL_KAFKA_BROKERS\"
+    topic: $topic
+    replay_boundary: {mode: $mode}
+    settings:
+      kafka_poll_timeout_ms: \"200\"" 'MODEL (order_by ["event_id"]);
+SELECT JSONExtractString(kafka_value, '"'"'event_id'"'"')::String AS event_id, JSONExtractUInt(kafka_value, '"'"'amount_cents'"'"')::UInt64 AS amount_cents
+FROM __source("orders")'
+  measure "managed Kafka $mode" "$work/kafka_$mode"
+  query "DROP DATABASE IF EXISTS $database SYNC"
+done
+
+echo "== a one-model rebuild over a large adopted table vs ClickHouse's own INSERT ... SELECT"
+for size in "${sizes[@]}"; do
+  database="stb_bench_build_large"
+  load_events "$database" "$size" >/dev/null
+  project "$work/large" "$database" "$(adopted offsets)" "$adopted_model"
+  "$stb" build --auto-approve --json --project-dir "$work/large" >/dev/null
+  query "CREATE TABLE $database.reference (seq UInt64, kind String, amount UInt64) ENGINE = MergeTree ORDER BY seq"
+  best_build=""; best_ref=""; best_replay=""
+  for _ in $(seq "$runs"); do
+    start=$(date +%s%N)
+    "$stb" build --auto-approve --json --project-dir "$work/large" >/dev/null
+    build_ms=$(( ($(date +%s%N) - start) / 1000000 ))
+    replay_ms="$(python3 -c 'import json,sys; e=json.load(open(sys.argv[1])); print(next(o["elapsed_ms"] for o in e["statement_outcomes"] if o["step_id"].startswith("replay_")))' "$work/large/target/run/build/execution.json")"
+    query "TRUNCATE TABLE $database.reference"
+    start=$(date +%s%N)
+    query "INSERT INTO $database.reference SELECT seq, kind, amount * 2 FROM $database.events WHERE kind != 'ignored'"
+    ref_ms=$(( ($(date +%s%N) - start) / 1000000 ))
+    if [ -z "$best_build" ] || [ "$build_ms" -lt "$best_build" ]; then best_build=$build_ms; fi
+    if [ -z "$best_ref" ] || [ "$ref_ms" -lt "$best_ref" ]; then best_ref=$ref_ms; fi
+    if [ -z "$best_replay" ] || [ "$replay_ms" -lt "$best_replay" ]; then best_replay=$replay_ms; fi
+  done
+  python3 -c "
+import sys
+size, build, replay, ref = (int(v) for v in sys.argv[1:])
+print(f'rows {size:>10,} | build {build} ms end to end | replay statement {replay} ms | INSERT ... SELECT {ref} ms | '
+      f'ratio end to end {ref / build:.2f}, replay statement {ref / max(replay, 1):.2f} | fixed cost outside the replay {build - replay} ms')
+" "$size" "$best_build" "$best_replay" "$best_ref"
+  query "DROP DATABASE IF EXISTS $database SYNC"
+done
