@@ -43,7 +43,7 @@ adopted() { # kind -> sources yaml
         _replay_offset: o
         _replay_timestamp: ts" ;;
     timestamp) columns="        _replay_timestamp: ts" ;;
-    cursor) columns="        _replay_cursor: o
+    cursor) columns="        _replay_cursor: seq
         _replay_timestamp: ts" ;;
   esac
   printf 'sources:\n  - name: events\n    kind: stream_table\n    table_name: events\n    replay_boundary:\n      mode: %s\n      columns:\n%s\n' "$1" "$columns"
@@ -58,7 +58,8 @@ load_events() { # database rows
   query "DROP DATABASE IF EXISTS $1 SYNC"
   query "CREATE DATABASE $1"
   query "CREATE TABLE $1.events (p UInt32, o UInt64, ts DateTime64(3, 'UTC'), seq UInt64, kind String, amount UInt64) ENGINE = MergeTree ORDER BY (p, o)"
-  query "INSERT INTO $1.events SELECT number % 3, number, now64(3, 'UTC') - INTERVAL 1 HOUR + toIntervalMillisecond(number), number, ['a', 'b', 'ignored'][number % 3 + 1], number % 1000 FROM numbers($2)"
+  # Offsets are contiguous per partition, as Kafka's are.
+  query "INSERT INTO $1.events SELECT number % 3, intDiv(number, 3), now64(3, 'UTC') - INTERVAL 1 HOUR + toIntervalMillisecond(number), number, ['a', 'b', 'ignored'][number % 3 + 1], number % 1000 FROM numbers($2)"
 }
 
 # Times `runs` rebuilds of the project in $1; prints one line with the median and where
