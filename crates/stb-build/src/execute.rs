@@ -36,6 +36,9 @@ pub struct StatementOutcome {
     pub elapsed_ms: u64,
 }
 
+/// Runs of offsets a record or an event lists at most.
+pub const RECORDED_RANGES: usize = 1_000;
+
 /// A captured replay boundary.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 pub struct CapturedRoot {
@@ -43,8 +46,11 @@ pub struct CapturedRoot {
     pub driving_input: String,
     pub boundary_mode: &'static str,
     pub captured_at: Option<String>,
-    /// Offsets: the runs of present offsets per partition.
+    /// Offsets: the runs of present offsets per partition, the first [`RECORDED_RANGES`]
+    /// of them (sparse offsets can make millions; `coverage` bounds every partition).
     pub ranges: Vec<OffsetRun>,
+    /// How many runs the capture found.
+    pub ranges_total: usize,
     /// Scalar modes: the inclusive cutoff (`None`: nothing to replay).
     pub cutoff: Option<String>,
     pub lower: Option<String>,
@@ -415,7 +421,8 @@ fn statement_started(
             "relation": workflow.roots[root].template.target,
             "partitionColumn": stb_plan::replay::PARTITION,
             "offsetColumn": stb_plan::replay::OFFSET,
-            "ranges": runs.iter().map(|r| serde_json::json!({
+            "rangesTotal": runs.len(),
+            "ranges": runs.iter().take(RECORDED_RANGES).map(|r| serde_json::json!({
                 "partition": r.partition.to_string(),
                 "lowerOffset": r.lower.to_string(),
                 "upperOffset": r.upper.to_string(),
@@ -435,9 +442,14 @@ fn read_capture(
     let cell = |row: usize, column: &str| rows.text(row, column);
     let capture = parse_capture(anchor, replay.start_time.as_ref(), rows.data.len(), &cell)
         .map_err(|e| format!("replay boundary of '{}': {e}", replay.model))?;
-    let (ranges, cutoff, lower) = match &capture {
-        Capture::Offsets { runs, .. } => (runs.clone(), None, None),
-        Capture::Scalar { cutoff, lower, .. } => (Vec::new(), cutoff.clone(), lower.clone()),
+    let (ranges, ranges_total, cutoff, lower) = match &capture {
+        Capture::Offsets { runs, .. } => (
+            runs.iter().take(RECORDED_RANGES).cloned().collect(),
+            runs.len(),
+            None,
+            None,
+        ),
+        Capture::Scalar { cutoff, lower, .. } => (Vec::new(), 0, cutoff.clone(), lower.clone()),
     };
     let record = CapturedRoot {
         model: replay.model.clone(),
@@ -445,6 +457,7 @@ fn read_capture(
         boundary_mode: anchor.mode.as_str(),
         captured_at: capture.captured_at().map(str::to_owned),
         ranges,
+        ranges_total,
         cutoff,
         lower,
         predicate: predicate(anchor.mode, &capture, replay.start_time.as_ref()),

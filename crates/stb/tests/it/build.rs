@@ -1010,3 +1010,24 @@ fn an_insert_that_straddles_the_view_creation_is_neither_lost_nor_doubled() {
     );
     assert_graph_matches(&db.name, "amount");
 }
+
+/// Sparse offsets (every offset its own run) stay cheap to record: the artifacts and
+/// events list the first 1,000 runs and count them all; the coverage bounds each partition
+/// and every row is still replayed once.
+#[test]
+fn sparse_offsets_are_counted_not_listed() {
+    let db = TestDatabase::create("build_sparse");
+    execute(&EVENTS.replace("{db}", &db.name));
+    execute(&format!(
+        "INSERT INTO {}.events_existing SELECT 0, number * 2, toDateTime64('2026-11-01 00:00:00', 3, 'UTC'), number, 'a', number % 25 FROM numbers(3000)",
+        db.name
+    ));
+    let dir = offsets_project(&db.name, "amount", None);
+    let result = build(dir.path(), &[]);
+    let boundary = &result["boundaries"][0];
+    assert_eq!(boundary["ranges_total"], 3000, "{boundary}");
+    assert_eq!(boundary["ranges"].as_array().map(Vec::len), Some(1000));
+    assert_eq!(boundary["coverage"][0]["lower_value"], "0");
+    assert_eq!(boundary["coverage"][0]["upper_value"], "5998");
+    assert_graph_matches(&db.name, "amount");
+}
