@@ -66,7 +66,6 @@ fn print(json: bool, results: &[AuditResult]) -> ExitCode {
     let errors = results.iter().filter(|r| r.is_error()).count();
     let warnings = results.iter().filter(|r| r.is_warning()).count();
     let verdict = if errors == 0 { "PASS" } else { "FAIL" };
-    let over_empty = over_empty_relations(results);
     if json {
         print_json(&serde_json::json!({
             "results": results,
@@ -75,7 +74,7 @@ fn print(json: bool, results: &[AuditResult]) -> ExitCode {
             "warnings": warnings,
             "error_failure_count": errors,
             "warning_failure_count": warnings,
-            "over_empty_relations": over_empty,
+            "over_empty_relations": over_empty_relations(results),
         }));
     } else {
         print_lines(results);

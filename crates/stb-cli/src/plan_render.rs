@@ -25,17 +25,13 @@ pub(crate) fn write_replay_windows(planned: &Planned, out: &mut dyn Write) {
         let mark = if window.needs_consent() { "!" } else { " " };
         let _ = writeln!(out, " {mark} {}", window.describe());
     }
-    let shrinking = planned.shrinking();
-    if !shrinking.is_empty() {
-        let lost: u64 = shrinking.iter().map(|w| w.lost_rows).sum();
+    let shrink = planned.shrink_summary();
+    if shrink.needs_allow_shrink {
         let _ = writeln!(
             out,
-            "\nSHRINK: this rebuild would lose {lost} rows of {} that retained history cannot restore; `stb build` refuses it unless --allow-shrink is given",
-            shrinking
-                .iter()
-                .map(|w| w.model.as_str())
-                .collect::<Vec<_>>()
-                .join(", ")
+            "\nSHRINK: this rebuild would lose {} rows of {} that retained history cannot restore; `stb build` refuses it unless --allow-shrink is given",
+            shrink.lost_rows,
+            shrink.models.join(", ")
         );
     }
 }

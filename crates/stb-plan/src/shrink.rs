@@ -39,17 +39,6 @@ impl Basis {
         }
     }
 
-    /// The unit in text: `450 rows`, `25 groups`.
-    fn unit(&self, n: u64) -> String {
-        let word = match (self, n) {
-            (Self::Rows, 1) => "row",
-            (Self::Rows, _) => "rows",
-            (Self::Groups { .. }, 1) => "group",
-            (Self::Groups { .. }, _) => "groups",
-        };
-        format!("{n} {word}")
-    }
-
     /// Counts `from` (a relation or a parenthesised query with an alias) on this basis.
     fn count(&self, from: &str) -> String {
         match self {
@@ -509,10 +498,10 @@ impl ReplayWindow {
     /// `order_events: 450 rows now, 0 replayable (history expired by retention 30d)`.
     #[must_use]
     pub fn describe(&self) -> String {
-        let basis = if self.basis == "groups" {
-            Basis::Groups { key: String::new() }
-        } else {
-            Basis::Rows
+        // `450 rows`, `1 group`: the basis names the plural.
+        let unit = |n: u64| {
+            let word = self.basis.strip_suffix('s').filter(|_| n == 1);
+            format!("{n} {}", word.unwrap_or(self.basis))
         };
         if self.replays_rebuilt_input {
             return format!(
@@ -526,7 +515,7 @@ impl ReplayWindow {
         let mut text = format!(
             "{}: {} now, {} replayable",
             self.model,
-            basis.unit(self.live_rows),
+            unit(self.live_rows),
             self.replayable_rows
         );
         if let Some(error) = &self.error {
@@ -537,7 +526,7 @@ impl ReplayWindow {
             text = format!(
                 "{}: {} now, history keeps {} (the new query could not be counted: {error})",
                 self.model,
-                basis.unit(self.live_rows),
+                unit(self.live_rows),
                 self.history_rows
             );
         }

@@ -60,7 +60,10 @@ fn warn(message: &str) {
 }
 
 pub(crate) fn run(args: &BuildArgs) -> ExitCode {
-    let run = RunIdentity::new(std::env::var("STREAMBUILD_RUN_INVOCATION_ID").ok());
+    let run = RunIdentity::new(
+        std::env::var("STREAMBUILD_RUN_INVOCATION_ID").ok(),
+        std::env::var("STREAMBUILD_RUN_DISPLAY_COMMAND").ok(),
+    );
     let machine = args.json || args.events;
     if machine && !args.auto_approve {
         return fail(

@@ -37,16 +37,20 @@ pub const EXIT_INTERRUPTED: i32 = 130;
 #[derive(Debug)]
 pub struct RunIdentity {
     pub invocation_id: String,
+    /// The command line shown for the run, when the caller has one to show.
+    pub display_command: Option<String>,
     pub started_at_ms: u128,
     pub clock: Instant,
 }
 
 impl RunIdentity {
     /// A new run, with the invocation id a caller chose (`STREAMBUILD_RUN_INVOCATION_ID`
-    /// for the CLI) or a fresh one.
+    /// for the CLI) or a fresh one, and the command line to show for it
+    /// (`STREAMBUILD_RUN_DISPLAY_COMMAND`).
     #[must_use]
-    pub fn new(invocation_id: Option<String>) -> Self {
+    pub fn new(invocation_id: Option<String>, display_command: Option<String>) -> Self {
         Self {
+            display_command,
             invocation_id: invocation_id
                 .filter(|id| !id.trim().is_empty())
                 .unwrap_or_else(|| uuid::Uuid::new_v4().to_string()),
@@ -118,7 +122,7 @@ pub fn run_started(
         .collect();
     serde_json::json!({
         "command": "build",
-        "displayCommand": std::env::var("STREAMBUILD_RUN_DISPLAY_COMMAND").ok(),
+        "displayCommand": run.display_command,
         "mode": "direct",
         "toolVersion": env!("CARGO_PKG_VERSION"),
         "totalStatements": planned.workflow.steps.len(),
