@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One-model direct builds, end to end, per source kind: adopted offsets, timestamp and
 # cursor tables, and managed Kafka landings in offsets and landed_at modes. For each: the
-# median wall time of a rebuild, its statements and where the time goes (compile, records,
+# median wall time of a rebuild, its statements, its requests to the server and where the time goes (compile, records,
 # planning, statements by kind, the rest), from the build's own --events. Then the same
 # one-model rebuild over a large adopted table against ClickHouse's own INSERT ... SELECT of
 # the same query, both in the same run: the ratio at several sizes.
@@ -69,14 +69,20 @@ measure() { # label dir
   : > "$results"
   "$stb" build --auto-approve --json --project-dir "$dir" >/dev/null  # greenfield, not timed
   for _ in $(seq "$runs"); do
-    local start end
+    local start end since trips
+    since="$(query "SELECT now64(6)")"
     start=$(date +%s%N)
     "$stb" build --auto-approve --events --project-dir "$dir" > "$work/events.ndjson"
     end=$(date +%s%N)
-    python3 - "$work/events.ndjson" "$(( (end - start) / 1000000 ))" >> "$results" <<'PY'
+    # Round trips: the requests the build sent, from the server's query log (the local
+    # server runs each request's settings as SET statements: those are not requests).
+    query "SYSTEM FLUSH LOGS" >/dev/null
+    trips="$(query "SELECT count() FROM system.query_log WHERE type != 'QueryStart' AND event_time_microseconds > '$since' AND query NOT LIKE 'SET %' AND query NOT LIKE 'SYSTEM FLUSH LOGS%'")"
+    python3 - "$work/events.ndjson" "$(( (end - start) / 1000000 ))" "$trips" >> "$results" <<'PY'
 import json, sys
 events = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
 wall = int(sys.argv[2])
+trips = int(sys.argv[3])
 started = next(e for e in events if e["event"] == "run_started")["startupTimings"]
 kinds = {}
 count = 0
@@ -85,11 +91,12 @@ for e in events:
         count += 1
         step = e["stepId"] or ""
         kind = ("replay" if step.startswith("replay_") else "wait" if step.startswith("wait_") else
-                "capture" if step.startswith("capture_") else "ddl" if step.startswith(("drop_", "realize_", "prepare_", "pause_", "activate_", "restore_", "recreate_", "reset_")) else "other")
+                "capture" if step.startswith("capture_") else "pause" if step.startswith("pause_") else
+                "ddl" if step.startswith(("drop_", "realize_", "prepare_", "activate_", "restore_", "recreate_", "reset_")) else "other")
         kinds[kind] = kinds.get(kind, 0) + (e.get("elapsedMs") or 0)
 statements = sum(kinds.values())
 known = started["compileMs"] + started["observabilityMs"] + started["planningMs"] + statements
-print(json.dumps({"wall": wall, "count": count, "compile": started["compileMs"], "records": started["observabilityMs"],
+print(json.dumps({"wall": wall, "trips": trips, "pause": kinds.get("pause", 0), "count": count, "compile": started["compileMs"], "records": started["observabilityMs"],
                   "planning": started["planningMs"], "kinds": kinds, "rest": wall - known}))
 PY
   done
@@ -99,7 +106,8 @@ label, path = sys.argv[1], sys.argv[2]
 runs = sorted((json.loads(l) for l in open(path)), key=lambda r: r["wall"])
 m = runs[len(runs) // 2]
 kinds = " ".join(f"{k} {v}" for k, v in sorted(m["kinds"].items()))
-print(f"{label:<22} median {m['wall'] / 1000:.2f} s | statements {m['count']} | compile {m['compile']} ms, records {m['records']} ms, "
+pause = f" (without the pause {(m['wall'] - m['pause']) / 1000:.2f} s)" if m["pause"] else ""
+print(f"{label:<23} median {m['wall'] / 1000:.2f} s{pause} | statements {m['count']}, round trips {m['trips']} | compile {m['compile']} ms, records {m['records']} ms, "
       f"planning {m['planning']} ms, statements [{kinds}] ms, rest (process start, confirmation, audits, final records) {m['rest']} ms")
 PY
 }

@@ -1,12 +1,13 @@
 //! The run event stream: one row per event in `_streambuild_run_events`, written through
-//! the observation connection so telemetry never queues behind a long statement, with a
-//! heartbeat thread that proves the run is alive.
+//! the observation connection so telemetry never queues behind a long statement. While a
+//! run is under way a writer thread sends queued events (every event queued since its last
+//! write goes out in one INSERT, so a build does not pay a round trip per event) and proves
+//! the run is alive with a heartbeat when nothing else was said.
 
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::mpsc::{self, RecvTimeoutError};
-use std::sync::{Arc, Mutex};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 use std::thread::JoinHandle;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use crate::client::Client;
 use crate::error::WarehouseError;
@@ -15,6 +16,9 @@ use crate::error::WarehouseError;
 pub const HEARTBEAT_INTERVAL: Duration = Duration::from_secs(10);
 /// Payloads above this size are replaced by a marker (run starts are kept whole).
 pub const MAX_PAYLOAD_BYTES: usize = 16 * 1024;
+/// After a failed write the writer waits this long before trying again (queued events
+/// still go out with the next synchronous write).
+const RETRY_DELAY: Duration = Duration::from_millis(500);
 
 /// One event, before it is written.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -26,15 +30,32 @@ struct Pending {
     payload: String,
 }
 
-/// Writes a run's events, in order, retrying ones that failed with the next event.
+/// What the writer thread and the emitters share.
+#[derive(Debug, Default)]
+struct Queue {
+    /// Events not yet written: queued, or refused by the warehouse and kept for the next
+    /// write, in sequence order.
+    pending: Vec<Pending>,
+    /// Set when the writer thread should write what is queued and stop.
+    stopping: bool,
+}
+
+/// Writes a run's events in sequence order, retrying ones that failed with the next write.
 #[derive(Debug)]
 pub struct RunEventSink {
     client: Arc<Client>,
     table: String,
     invocation_id: String,
     next_sequence: AtomicU64,
-    /// Events not yet written because the warehouse refused or was unreachable.
-    backlog: Mutex<Vec<Pending>>,
+    queue: Mutex<Queue>,
+    queued: Condvar,
+    /// Held for the whole of a write, so two writes never overlap: a reader following the
+    /// stream by sequence number must never see a later event before an earlier one.
+    writing: Mutex<()>,
+    /// A writer thread is running: queued events need no synchronous write.
+    writer_running: AtomicBool,
+    /// A background write failed since the last `take_failure`.
+    failed: AtomicBool,
 }
 
 impl RunEventSink {
@@ -46,7 +67,11 @@ impl RunEventSink {
             table: format!("{}._streambuild_run_events", stb_ddl::identifier(database)),
             invocation_id: invocation_id.to_owned(),
             next_sequence: AtomicU64::new(1),
-            backlog: Mutex::new(Vec::new()),
+            queue: Mutex::new(Queue::default()),
+            queued: Condvar::new(),
+            writing: Mutex::new(()),
+            writer_running: AtomicBool::new(false),
+            failed: AtomicBool::new(false),
         }
     }
 
@@ -55,12 +80,13 @@ impl RunEventSink {
         &self.invocation_id
     }
 
-    /// Records an event; returns its sequence number. A failure keeps the event for the
-    /// next call, so a flaky warehouse loses no events, only timeliness.
+    /// Records an event and writes it (with everything queued before it) now; returns its
+    /// sequence number. A failure keeps the events for the next write, so a flaky
+    /// warehouse loses no events, only timeliness.
     ///
     /// # Errors
-    /// The write (and any backlog before it) failed; the caller decides whether that is
-    /// fatal (destructive commands) or a warning (builds).
+    /// The write failed; the caller decides whether that is fatal (destructive commands)
+    /// or a warning (builds).
     pub fn emit(
         &self,
         kind: &str,
@@ -68,31 +94,94 @@ impl RunEventSink {
         phase: Option<&str>,
         payload: &serde_json::Value,
     ) -> Result<u64, WarehouseError> {
-        let sequence = self.next_sequence.fetch_add(1, Ordering::SeqCst);
+        let sequence = self.enqueue(kind, step_id, phase, payload);
+        self.flush()?;
+        Ok(sequence)
+    }
+
+    /// Records an event for the writer thread to send; returns its sequence number. With
+    /// no writer running it is written now, as by `emit`; a failure then shows through
+    /// `take_failure`.
+    pub fn queue(
+        &self,
+        kind: &str,
+        step_id: Option<&str>,
+        phase: Option<&str>,
+        payload: &serde_json::Value,
+    ) -> u64 {
+        let sequence = self.enqueue(kind, step_id, phase, payload);
+        if self.writer_running.load(Ordering::SeqCst) {
+            self.queued.notify_all();
+        } else if self.flush().is_err() {
+            self.failed.store(true, Ordering::SeqCst);
+        }
+        sequence
+    }
+
+    /// True once after any write that failed in the background (or from `queue`).
+    pub fn take_failure(&self) -> bool {
+        self.failed.swap(false, Ordering::SeqCst)
+    }
+
+    fn enqueue(
+        &self,
+        kind: &str,
+        step_id: Option<&str>,
+        phase: Option<&str>,
+        payload: &serde_json::Value,
+    ) -> u64 {
         let mut text = payload.to_string();
         if text.len() > MAX_PAYLOAD_BYTES && kind != "run_started" {
             text = serde_json::json!({"payload_truncated": true, "original_bytes": text.len()})
                 .to_string();
         }
-        let mut backlog = self
-            .backlog
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        backlog.push(Pending {
+        let mut queue = self.lock_queue();
+        // Numbered under the queue's lock, so the queue is always in sequence order.
+        let sequence = self.next_sequence.fetch_add(1, Ordering::SeqCst);
+        queue.pending.push(Pending {
             sequence,
             kind: kind.to_owned(),
             step_id: step_id.map(str::to_owned),
             phase: phase.map(str::to_owned),
             payload: text,
         });
-        let values: Vec<String> = backlog
+        sequence
+    }
+
+    fn lock_queue(&self) -> MutexGuard<'_, Queue> {
+        self.queue.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Writes everything queued, in one INSERT.
+    ///
+    /// # Errors
+    /// The write failed; the events stay queued, ahead of any queued since.
+    pub fn flush(&self) -> Result<(), WarehouseError> {
+        let _writing = self.writing.lock().unwrap_or_else(PoisonError::into_inner);
+        let batch = std::mem::take(&mut self.lock_queue().pending);
+        if batch.is_empty() {
+            return Ok(());
+        }
+        match self.write(&batch) {
+            Ok(()) => Ok(()),
+            Err(error) => {
+                let mut queue = self.lock_queue();
+                let newer = std::mem::replace(&mut queue.pending, batch);
+                queue.pending.extend(newer);
+                Err(error)
+            }
+        }
+    }
+
+    fn write(&self, batch: &[Pending]) -> Result<(), WarehouseError> {
+        let optional = |value: &Option<String>| {
+            value
+                .as_deref()
+                .map_or_else(|| "NULL".to_owned(), stb_ddl::string_literal)
+        };
+        let values: Vec<String> = batch
             .iter()
             .map(|event| {
-                let optional = |value: &Option<String>| {
-                    value
-                        .as_deref()
-                        .map_or_else(|| "NULL".to_owned(), stb_ddl::string_literal)
-                };
                 format!(
                     "({}, {}, {}, {}, {}, {})",
                     stb_ddl::string_literal(&self.invocation_id),
@@ -112,40 +201,81 @@ impl RunEventSink {
             ),
             None,
         )?;
-        backlog.clear();
-        Ok(sequence)
+        Ok(())
     }
 
-    /// Starts the heartbeat: a `run_heartbeat` event every `interval` until the returned
-    /// handle is stopped or dropped. Failed heartbeats are retried with the next one.
+    /// Starts the writer thread: it sends queued events as they come and a `run_heartbeat`
+    /// after `interval` without any event, until the returned handle is dropped (which
+    /// writes what is still queued).
     #[must_use]
     pub fn heartbeat(self: &Arc<Self>, interval: Duration) -> Heartbeat {
-        let (stop, stopped) = mpsc::channel::<()>();
+        self.lock_queue().stopping = false;
+        self.writer_running.store(true, Ordering::SeqCst);
         let sink = Arc::clone(self);
-        let thread = std::thread::spawn(move || {
-            while let Err(RecvTimeoutError::Timeout) = stopped.recv_timeout(interval) {
-                let _ = sink.emit("run_heartbeat", None, None, &serde_json::json!({}));
-            }
-        });
+        let thread = std::thread::spawn(move || sink.run_writer(interval));
         Heartbeat {
-            stop: Some(stop),
+            sink: Arc::clone(self),
             thread: Some(thread),
+        }
+    }
+
+    fn run_writer(&self, interval: Duration) {
+        let mut next_heartbeat = Instant::now() + interval;
+        loop {
+            let mut queue = self.lock_queue();
+            while queue.pending.is_empty() && !queue.stopping {
+                let now = Instant::now();
+                if now >= next_heartbeat {
+                    break;
+                }
+                queue = self
+                    .queued
+                    .wait_timeout(queue, next_heartbeat - now)
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .0;
+            }
+            let stopping = queue.stopping;
+            let heartbeat_due = queue.pending.is_empty() && !stopping;
+            drop(queue);
+            if heartbeat_due {
+                self.enqueue("run_heartbeat", None, None, &serde_json::json!({}));
+            }
+            next_heartbeat = Instant::now() + interval;
+            if self.flush().is_err() {
+                self.failed.store(true, Ordering::SeqCst);
+                if stopping {
+                    return;
+                }
+                // Not a busy loop against a warehouse that refuses.
+                let queue = self.lock_queue();
+                let _ = self
+                    .queued
+                    .wait_timeout_while(queue, RETRY_DELAY, |q| !q.stopping);
+            } else if stopping {
+                return;
+            }
         }
     }
 }
 
-/// A running heartbeat; stops (and waits for its thread) when dropped.
+/// The running writer thread; stops when dropped, after writing what is queued.
 #[derive(Debug)]
 pub struct Heartbeat {
-    stop: Option<mpsc::Sender<()>>,
+    sink: Arc<RunEventSink>,
     thread: Option<JoinHandle<()>>,
 }
 
 impl Drop for Heartbeat {
     fn drop(&mut self) {
-        drop(self.stop.take());
+        self.sink.lock_queue().stopping = true;
+        self.sink.queued.notify_all();
         if let Some(thread) = self.thread.take() {
             let _ = thread.join();
+        }
+        self.sink.writer_running.store(false, Ordering::SeqCst);
+        // Anything queued while the thread was stopping.
+        if self.sink.flush().is_err() {
+            self.sink.failed.store(true, Ordering::SeqCst);
         }
     }
 }

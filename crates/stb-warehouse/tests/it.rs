@@ -305,6 +305,19 @@ fn the_metadata_migration_is_idempotent_and_safe_to_race() {
     expected.sort();
     assert_eq!(metadata_tables(&client, &name), expected);
     assert_eq!(expected.len(), 11);
+    // Up to date: two reads, no DDL.
+    let counted = stb_warehouse::Client::new(client.config().clone()).expect("client");
+    migrate(&counted, &name).expect("up to date");
+    assert_eq!(counted.requests(), 2);
+    // A metadata table dropped by hand is put back although the version row says current.
+    client
+        .execute(
+            &format!("DROP TABLE {name}._streambuild_run_events SYNC"),
+            None,
+        )
+        .expect("drop one");
+    migrate(&client, &name).expect("repairs");
+    assert_eq!(metadata_tables(&client, &name), expected);
     let version = client
         .query(&format!(
             "SELECT max(version) AS v FROM {name}._streambuild_schema_versions"
@@ -362,6 +375,49 @@ fn a_pre_production_node_results_table_is_refused() {
             .contains("drop this pre-production metadata table"),
         "{}",
         refused.message
+    );
+}
+
+#[test]
+fn queued_run_events_go_out_in_order_in_few_writes() {
+    use stb_warehouse::events::RunEventSink;
+    use std::sync::Arc;
+    let db = TestDatabase::create("warehouse_event_queue");
+    let shared = Arc::new(client(None));
+    stb_warehouse::metadata::migrate(&shared, &db.name).expect("metadata");
+    let counted = Arc::new(stb_warehouse::Client::new(shared.config().clone()).expect("client"));
+    let sink = Arc::new(RunEventSink::new(Arc::clone(&counted), &db.name, "run-q"));
+    let writer = sink.heartbeat(std::time::Duration::from_secs(60));
+    let sequences: Vec<u64> = (0..200)
+        .map(|i| {
+            sink.queue(
+                "statement_completed",
+                Some(&format!("step-{i}")),
+                None,
+                &serde_json::json!({"i": i}),
+            )
+        })
+        .collect();
+    drop(writer);
+    assert!(!sink.take_failure());
+    assert_eq!(sequences, (1..=200).collect::<Vec<_>>());
+    let rows = shared
+        .query(&format!(
+            "SELECT sequence, step_id FROM {}._streambuild_run_events WHERE invocation_id = 'run-q' ORDER BY sequence",
+            db.name
+        ))
+        .expect("events");
+    let written: Vec<(String, String)> = (0..rows.data.len())
+        .filter_map(|r| Some((rows.text(r, "sequence")?, rows.text(r, "step_id")?)))
+        .collect();
+    let expected: Vec<(String, String)> = (0..200)
+        .map(|i| ((i + 1).to_string(), format!("step-{i}")))
+        .collect();
+    assert_eq!(written, expected, "every event once, in order");
+    assert!(
+        counted.requests() < 200,
+        "{} writes for 200 events",
+        counted.requests()
     );
 }
 

@@ -65,7 +65,8 @@ pub fn manifest<'p>(
 }
 
 /// Writes the run's events (and prints them with `--events`); persistence failures warn
-/// once and never stop the build.
+/// once and never stop the build. Events are queued for the sink's writer thread (started
+/// by `RunEventSink::heartbeat`) and written synchronously when none runs.
 pub struct BuildObserver {
     pub sink: Arc<RunEventSink>,
     pub client: Arc<Client>,
@@ -85,12 +86,22 @@ pub type EventHook = Box<dyn Fn(&serde_json::Value) + Send + Sync>;
 pub type WarningHook = Box<dyn Fn(&str) + Send + Sync>;
 
 impl BuildObserver {
+    /// The run's last event, written before this returns (with anything still queued).
     pub fn completed(&self, outcome: &str, exit_code: i32, error: Option<&str>) {
         self.event(
             "run_completed",
             None,
             serde_json::json!({"outcome": outcome, "exitCode": exit_code, "errorMessage": error}),
         );
+        if self.sink.flush().is_err() {
+            self.warn_once();
+        }
+    }
+
+    fn warn_once(&self) {
+        if !self.warned.swap(true, Ordering::SeqCst) {
+            (self.on_warning)("run observation failed; continuing execution and retrying");
+        }
     }
 }
 
@@ -98,15 +109,11 @@ impl Observer for BuildObserver {
     fn event(&self, kind: &str, step: Option<&Step>, payload: serde_json::Value) {
         let step_id = step.map(|s| s.id.as_str());
         let phase = step.map(|s| s.phase.as_str());
-        let sequence = match self.sink.emit(kind, step_id, phase, &payload) {
-            Ok(sequence) => Some(sequence),
-            Err(_) => {
-                if !self.warned.swap(true, Ordering::SeqCst) {
-                    (self.on_warning)("run observation failed; continuing execution and retrying");
-                }
-                None
-            }
-        };
+        // Queued for the writer thread: a build does not wait a round trip per event.
+        let sequence = self.sink.queue(kind, step_id, phase, &payload);
+        if self.sink.take_failure() {
+            self.warn_once();
+        }
         if let Some(hook) = &self.on_event {
             let mut line = serde_json::json!({
                 "event": kind,
