@@ -70,6 +70,9 @@ measure() { # label dir
   "$stb" build --auto-approve --json --project-dir "$dir" >/dev/null  # greenfield, not timed
   for _ in $(seq "$runs"); do
     local start end since trips
+    # Rebuilds come minutes apart in real use: let a landing that the previous build just
+    # resumed reach its steady poll cycle, or pausing it would look free.
+    sleep "${settle:-0}"
     since="$(query "SELECT now64(6)")"
     start=$(date +%s%N)
     "$stb" build --auto-approve --events --project-dir "$dir" > "$work/events.ndjson"
@@ -106,7 +109,9 @@ label, path = sys.argv[1], sys.argv[2]
 runs = sorted((json.loads(l) for l in open(path)), key=lambda r: r["wall"])
 m = runs[len(runs) // 2]
 kinds = " ".join(f"{k} {v}" for k, v in sorted(m["kinds"].items()))
-pause = f" (without the pause {(m['wall'] - m['pause']) / 1000:.2f} s)" if m["pause"] else ""
+pauses = sorted(r["pause"] for r in runs)
+pause = (f" (without the pause {(m['wall'] - m['pause']) / 1000:.2f} s; pause {pauses[0]}-{pauses[-1]} ms over the runs)"
+         if pauses[-1] else "")
 print(f"{label:<23} median {m['wall'] / 1000:.2f} s{pause} | statements {m['count']}, round trips {m['trips']} | compile {m['compile']} ms, records {m['records']} ms, "
       f"planning {m['planning']} ms, statements [{kinds}] ms, rest (process start, confirmation, audits, final records) {m['rest']} ms")
 PY
@@ -120,7 +125,13 @@ for kind in offsets timestamp cursor; do
   measure "adopted $kind" "$work/$kind"
   query "DROP DATABASE IF EXISTS $database SYNC"
 done
-for mode in offsets landed_at; do
+# Pausing a landing (DROP TABLE mv__S SYNC) waits for the Kafka engine's current block,
+# whose length the source's settings decide: measured with the engine's default flush
+# interval (7.5 s, the poll timeout bounding an idle block) and with a short one.
+for variant in "offsets|kafka_poll_timeout_ms: \"200\"" "landed_at|kafka_poll_timeout_ms: \"200\"" \
+    "offsets|kafka_flush_interval_ms: \"200\""; do
+  mode="${variant%%|*}"
+  setting="${variant#*|}"
   database="stb_bench_build_kafka_${mode}"
   topic="bench.build.$mode"
   query "DROP DATABASE IF EXISTS $database SYNC"
@@ -132,10 +143,11 @@ for mode in offsets landed_at; do
     topic: $topic
     replay_boundary: {mode: $mode}
     settings:
-      kafka_poll_timeout_ms: \"200\"" 'MODEL (order_by ["event_id"]);
+      $setting" 'MODEL (order_by ["event_id"]);
 SELECT JSONExtractString(kafka_value, '"'"'event_id'"'"')::String AS event_id, JSONExtractUInt(kafka_value, '"'"'amount_cents'"'"')::UInt64 AS amount_cents
 FROM __source("orders")'
-  measure "managed Kafka $mode" "$work/kafka_$mode"
+  echo "(managed Kafka $mode: ${setting//\"/})"
+  settle=5 measure "managed Kafka $mode" "$work/kafka_$mode"
   query "DROP DATABASE IF EXISTS $database SYNC"
 done
 

@@ -62,13 +62,35 @@ fn stage_files(compiled: &Compiled, target_dir: &Path, stage: &Path) -> Result<(
         // Unchanged bytes: link the live file (the swap moves the old tree aside, the link
         // keeps the data). Any failure to link falls back to writing.
         let unchanged = fs::metadata(&live).is_ok_and(|m| m.len() == content.len() as u64)
-            && fs::read(&live).is_ok_and(|bytes| bytes == content.as_bytes());
+            && same_bytes(&live, content.as_bytes());
         if unchanged && fs::hard_link(&live, &path).is_ok() {
             return Ok(());
         }
         fs::write(&path, content).map_err(|e| failure("write", &path, &e))
     });
     results.into_iter().collect()
+}
+
+/// Whether the file at `path` holds exactly `expected`, read in small pieces: reading a
+/// 23 MB manifest whole to compare it raised a warm compile's peak memory by as much.
+fn same_bytes(path: &Path, expected: &[u8]) -> bool {
+    use std::io::Read;
+    let Ok(mut file) = fs::File::open(path) else {
+        return false;
+    };
+    let mut buffer = [0_u8; 64 * 1024];
+    let mut rest = expected;
+    loop {
+        match file.read(&mut buffer) {
+            Ok(0) => return rest.is_empty(),
+            Ok(n) => match rest.split_at_checked(n) {
+                Some((head, tail)) if head == &buffer[..n] => rest = tail,
+                _ => return false,
+            },
+            Err(error) if error.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(_) => return false,
+        }
+    }
 }
 
 fn swap(target_dir: &Path, stage: &Path, backup: &Path) -> Result<(), Diagnostic> {
@@ -104,5 +126,30 @@ fn restore(target_dir: &Path, backup: &Path, moved_aside: &[&str], installed: &[
     }
     for owner in moved_aside {
         let _ = fs::rename(backup.join(owner), target_dir.join(owner));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::same_bytes;
+
+    #[test]
+    fn files_are_compared_byte_for_byte_across_read_pieces() {
+        let dir = std::env::temp_dir().join(format!("stb-same-bytes-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("dir");
+        let path = dir.join("file");
+        // Longer than one read piece, so the comparison spans several.
+        let content: Vec<u8> = (0..200_000_u32).map(|i| (i % 251) as u8).collect();
+        std::fs::write(&path, &content).expect("write");
+        assert!(same_bytes(&path, &content));
+        assert!(!same_bytes(&path, &content[..content.len() - 1]), "shorter");
+        let mut longer = content.clone();
+        longer.push(0);
+        assert!(!same_bytes(&path, &longer), "longer");
+        let mut changed = content.clone();
+        changed[150_000] ^= 1;
+        assert!(!same_bytes(&path, &changed), "one byte differs late");
+        assert!(!same_bytes(&dir.join("missing"), b""), "no file");
+        std::fs::remove_dir_all(&dir).expect("cleanup");
     }
 }
