@@ -205,6 +205,10 @@ fn capture_queries_read_the_anchor_with_the_warehouse_clock() {
         Some(&start),
     );
     assert!(offsets.contains("row_number() OVER (PARTITION BY p ORDER BY o)"));
+    // Runs are numbered only in partitions whose distinct offsets leave gaps.
+    assert!(offsets.contains(
+        "GROUP BY p HAVING toInt128(groupBitmap(toUInt64(o))) != toInt128(max(o)) - toInt128(min(o)) + 1"
+    ));
     assert!(
         offsets.contains(
             "WHERE _replay_landed_at <= toDateTime64('2026-11-29 00:00:00.000', 3, 'UTC')"
