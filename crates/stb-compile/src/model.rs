@@ -162,6 +162,8 @@ pub(crate) struct CompiledModel {
     /// Table models: the query split at each reference to the driving input, which a
     /// replay replaces with the bounded input.
     pub replay_query: Vec<String>,
+    /// The query cut at every model reference, for virtual deployments.
+    pub query_parts: Vec<stb_model::planning::QueryPart>,
 }
 
 /// What decides whether a table model can anchor a replay.
@@ -247,6 +249,7 @@ pub(crate) fn realise(
             retention: None,
             replay: None,
             replay_query: Vec::new(),
+            query_parts: split_at_model_references(analysed, relations),
         });
     }
     let column_names: Vec<&str> = analysed.columns.iter().map(|c| c.name.as_str()).collect();
@@ -326,6 +329,7 @@ pub(crate) fn realise(
     };
     Ok(CompiledModel {
         replay_query: split_at_driving_input(analysed, relations),
+        query_parts: split_at_model_references(analysed, relations),
         query,
         table: Some(table),
         materialized_view: Some(materialized_view),
@@ -351,6 +355,31 @@ fn split_at_driving_input(
         }
     });
     text.split(CUT).map(str::to_owned).collect()
+}
+
+/// The spliced query cut at every reference to a model, each cut naming the model.
+fn split_at_model_references(
+    analysed: &AnalysedModel<'_>,
+    relations: &BTreeMap<String, String>,
+) -> Vec<stb_model::planning::QueryPart> {
+    use stb_model::planning::QueryPart;
+    // NUL never occurs in model text: it brackets each referenced model's name.
+    const MARK: char = '\u{0}';
+    let text = splice(analysed, |reference| match reference.kind {
+        stb_project::refs::RefKind::Ref => Some(format!("{MARK}{}{MARK}", reference.name)),
+        stb_project::refs::RefKind::Source => relations.get(&reference.name).cloned(),
+    });
+    text.split(MARK)
+        .enumerate()
+        .filter(|(at, piece)| at % 2 == 1 || !piece.is_empty())
+        .map(|(at, piece)| {
+            if at % 2 == 1 {
+                QueryPart::Model(piece.to_owned())
+            } else {
+                QueryPart::Text(piece.to_owned())
+            }
+        })
+        .collect()
 }
 
 type TtlChoice = (Option<String>, Option<AppliedRetention>);

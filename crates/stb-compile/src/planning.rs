@@ -72,6 +72,21 @@ pub(crate) fn models(
                 aggregate: objects.replay.is_some_and(|r| r.aggregate),
                 replay_query: objects.replay_query.clone(),
                 replay_settings: item.header.replay_settings.clone(),
+                // The objects' queries stay empty: the parts carry the query once.
+                deployable: stb_model::planning::Deployable {
+                    table: objects.table.clone(),
+                    materialized_view: objects.materialized_view.as_ref().map(|view| {
+                        stb_ddl::MaterializedView {
+                            query: String::new(),
+                            ..view.clone()
+                        }
+                    }),
+                    view: objects.view.as_ref().map(|view| stb_ddl::View {
+                        query: String::new(),
+                        ..view.clone()
+                    }),
+                    query_parts: objects.query_parts.clone(),
+                },
             }
         })
         .collect()

@@ -53,6 +53,43 @@ pub struct PlanModel {
     pub replay_query: Vec<String>,
     /// `execution_settings (replay (...))`.
     pub replay_settings: Vec<(String, String)>,
+    /// What a virtual deployment creates for the model, under its own names.
+    pub deployable: Deployable,
+}
+
+/// A piece of a compiled query: the author's bytes (sources already spliced in), or a
+/// reference to a model, whose relation depends on where the query runs: a virtual
+/// deployment reads the physical relation of the deployment that holds that model, never
+/// its stable view (a materialized view reading a view is never triggered).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum QueryPart {
+    Text(String),
+    Model(String),
+}
+
+/// A model's typed objects under their logical names, and its query cut at every model
+/// reference; a deployment renames the objects and resolves the references. The objects'
+/// own `query` fields are left empty: `query_parts` holds the query once.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Deployable {
+    pub table: Option<stb_ddl::Table>,
+    pub materialized_view: Option<stb_ddl::MaterializedView>,
+    pub view: Option<stb_ddl::View>,
+    pub query_parts: Vec<QueryPart>,
+}
+
+impl Deployable {
+    /// The query with each model reference replaced by `resolve(model)`.
+    #[must_use]
+    pub fn query_with(&self, resolve: &dyn Fn(&str) -> String) -> String {
+        self.query_parts
+            .iter()
+            .map(|part| match part {
+                QueryPart::Text(text) => text.clone(),
+                QueryPart::Model(model) => resolve(model),
+            })
+            .collect()
+    }
 }
 
 impl PlanModel {

@@ -89,3 +89,57 @@ fn the_shop_plans_with_roots_at_each_source() {
         "{relations:?}"
     );
 }
+
+#[test]
+fn deployable_queries_cut_at_model_references_and_rejoin_to_the_compiled_query() {
+    use stb_model::planning::QueryPart;
+    let compiled = compile_files(SHOP, &[]).unwrap_or_else(|d| panic!("{d:#?}"));
+    let reference = |model: &str| {
+        compiled
+            .plan_models
+            .iter()
+            .find(|m| m.name == model)
+            .map(|m| m.reference.clone())
+            .expect(model)
+    };
+    for model in &compiled.plan_models {
+        let deployable = &model.deployable;
+        // With every model at its logical relation, the parts are the compiled query.
+        assert_eq!(
+            deployable.query_with(&reference),
+            model.query,
+            "{}",
+            model.name
+        );
+        let referenced: BTreeSet<&str> = deployable
+            .query_parts
+            .iter()
+            .filter_map(|part| match part {
+                QueryPart::Model(name) => Some(name.as_str()),
+                QueryPart::Text(_) => None,
+            })
+            .collect();
+        let model_reads: BTreeSet<&str> = model
+            .reads
+            .iter()
+            .map(String::as_str)
+            .filter(|read| compiled.plan_models.iter().any(|m| m.name == *read))
+            .collect();
+        assert_eq!(referenced, model_reads, "{}", model.name);
+        assert_eq!(deployable.table.is_some(), model.is_table, "{}", model.name);
+        assert_eq!(deployable.view.is_some(), !model.is_table, "{}", model.name);
+    }
+    // A model reading another model has a cut; a model reading only a source has none.
+    let order_customers = compiled
+        .plan_models
+        .iter()
+        .find(|m| m.name == "order_customers")
+        .expect("model");
+    assert!(
+        order_customers
+            .deployable
+            .query_parts
+            .iter()
+            .any(|p| matches!(p, QueryPart::Model(name) if name == "orders_clean"))
+    );
+}
