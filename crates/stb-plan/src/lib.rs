@@ -8,4 +8,5 @@ pub mod options;
 pub mod replay;
 pub mod shrink;
 pub mod sql_change;
+pub mod virtual_plan;
 pub mod workflow;
