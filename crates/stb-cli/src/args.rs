@@ -105,6 +105,14 @@ pub(crate) struct ScopeArgs {
     /// Also rebuild upstream models the selection reads that do not exist in the target.
     #[arg(long)]
     pub(crate) include_missing_upstream: bool,
+    /// Virtual pipelines: rebuild the selection from all retained history even where a
+    /// bounded replay would do. Needs --select.
+    #[arg(long)]
+    pub(crate) full_refresh: bool,
+    /// Virtual pipelines: the deployment's id (`YYYYMMDDTHHMMSSZ_<letters or digits>`)
+    /// instead of a fresh one.
+    #[arg(long, value_name = "ID")]
+    pub(crate) deployment_id: Option<String>,
 }
 
 impl ScopeArgs {
@@ -115,6 +123,18 @@ impl ScopeArgs {
             start_time: self.start_time.clone(),
             changed: self.changed,
             include_missing_upstream: self.include_missing_upstream,
+            full_refresh: self.full_refresh,
+            deployment_id: self.deployment_id.clone(),
+        }
+    }
+
+    /// The engine's request for virtual pipelines.
+    pub(crate) fn staged_request(&self) -> stb_engine::staged::Request {
+        stb_engine::staged::Request {
+            select: self.select.clone(),
+            start_time: self.start_time.clone(),
+            full_refresh: self.full_refresh,
+            deployment_id: self.deployment_id.clone(),
         }
     }
 

@@ -12,6 +12,7 @@ mod plan;
 mod plan_render;
 mod quality;
 mod run_artifacts;
+mod staged_render;
 mod test;
 mod unlock;
 mod warehouse;
@@ -38,7 +39,8 @@ enum Command {
     /// Run a local ClickHouse server and Kafka broker, no Docker needed.
     #[command(subcommand)]
     Local(local::LocalCommand),
-    /// Show what a direct build would rebuild and replay, read-only (virtual plans: not yet).
+    /// Show what a build would do, read-only: a direct rebuild and replay, or what a new
+    /// virtual deployment would stage.
     Plan(plan::PlanArgs),
     /// Rebuild direct pipelines: drop, recreate and replay the selection and everything
     /// downstream from retained history (asks first; see docs/build.md).

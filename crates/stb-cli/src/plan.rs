@@ -1,12 +1,15 @@
-//! `stb plan` (direct pipelines): what a build would drop, recreate and replay, and how each
-//! model's SQL changed since its last build. Read-only against ClickHouse.
+//! `stb plan`: for direct pipelines, what a build would drop, recreate and replay, and how
+//! each model's SQL changed since its last build; for virtual pipelines, what a new
+//! deployment would stage beside production. Read-only against ClickHouse.
 
 use std::process::ExitCode;
 
 use clap::Args;
 
+use stb_engine::staged::Route;
+
 use crate::args::{ConnectionArgs, ProjectArgs, ScopeArgs};
-use crate::output::fail;
+use crate::output::{Failure, fail};
 
 #[derive(Debug, Args)]
 pub(crate) struct PlanArgs {
@@ -29,6 +32,18 @@ pub(crate) fn run(args: &PlanArgs) -> ExitCode {
         Ok(compiled) => compiled,
         Err(code) => return code,
     };
+    match stb_engine::staged::route(&project, &compiled, &args.scope.select) {
+        Ok(Route::Direct) => {}
+        Ok(Route::Virtual(scope)) => return plan_virtual(args, &project, &compiled, &scope),
+        Ok(Route::Mixed {
+            direct,
+            virtual_pipelines,
+        }) => {
+            let refusal = stb_engine::staged::mixed_refusal(&direct, &virtual_pipelines);
+            return fail(&Failure::from(refusal), args.json);
+        }
+        Err(error) => return fail(&Failure::from(error), args.json),
+    }
     let prepared = match crate::direct::prepare(&project, &compiled, &args.connection, &args.scope)
     {
         Ok(prepared) => prepared,
@@ -39,4 +54,42 @@ pub(crate) fn run(args: &PlanArgs) -> ExitCode {
     }
     crate::plan_render::print(&prepared.planned, args.json, args.verbose);
     ExitCode::SUCCESS
+}
+
+/// A virtual plan: reads the deployed state and shows what a new deployment would stage.
+fn plan_virtual(
+    args: &PlanArgs,
+    project: &stb_project::Project,
+    compiled: &stb_compile::Compiled,
+    scope: &std::collections::BTreeSet<String>,
+) -> ExitCode {
+    let prepare = || -> Result<stb_engine::staged::Planned, Failure> {
+        let (client, database) = args.connection.connect(project)?;
+        let models: Vec<&stb_plan::direct::PlanModel> = compiled
+            .plan_models
+            .iter()
+            .filter(|m| scope.contains(&m.name))
+            .collect();
+        let deployed = stb_engine::staged::read(&client, &database, &models)?;
+        let now_ms = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX));
+        let suffix: String = uuid::Uuid::new_v4().simple().to_string()[..6].to_owned();
+        Ok(stb_engine::staged::prepare(
+            compiled,
+            &database,
+            &args.scope.staged_request(),
+            scope,
+            &deployed,
+            now_ms,
+            &suffix,
+        )?)
+    };
+    match prepare() {
+        Ok(planned) => {
+            crate::staged_render::print(&planned, args.json, args.verbose);
+            ExitCode::SUCCESS
+        }
+        Err(failure) => fail(&failure, args.json),
+    }
 }

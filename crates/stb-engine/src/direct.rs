@@ -49,6 +49,10 @@ pub struct Request {
     pub start_time: Option<String>,
     pub changed: bool,
     pub include_missing_upstream: bool,
+    /// `--full-refresh` and `--deployment-id`: virtual pipelines only, so a direct plan
+    /// refuses them instead of ignoring them.
+    pub full_refresh: bool,
+    pub deployment_id: Option<String>,
 }
 
 /// A request whose flags and selectors are known to make sense.
@@ -72,7 +76,8 @@ impl Request {
                 start_time: self.start_time.clone(),
                 changed: self.changed,
                 include_missing_upstream: self.include_missing_upstream,
-                ..ScopeFlags::default()
+                full_refresh: self.full_refresh,
+                deployment_id: self.deployment_id.clone(),
             },
             FlagMode::Direct,
         )
@@ -501,10 +506,10 @@ fn refuse_virtual(project: &Project, scope: &BTreeSet<String>) -> Result<(), Eng
     Err(EngineError::new(
         VIRTUAL_CODE,
         format!(
-            "Virtual pipelines are not planned by this edition yet: {}",
+            "Virtual pipelines are not built by this edition yet: {}",
             virtual_pipelines.join(", ")
         ),
-        "select direct pipelines only, or set mode = \"direct\" while virtual plans are built",
+        "`stb plan` shows what a deployment would stage; build direct pipelines only until virtual builds land",
     ))
 }
 

@@ -10,6 +10,7 @@ pub mod audits;
 pub mod build;
 pub mod direct;
 pub mod error;
+pub mod staged;
 pub mod unlock;
 
 pub use error::EngineError;

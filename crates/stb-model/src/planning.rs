@@ -93,6 +93,15 @@ impl Deployable {
 }
 
 impl PlanModel {
+    /// Its table's relation (table models only).
+    #[must_use]
+    pub fn table(&self) -> Option<&str> {
+        self.relations
+            .iter()
+            .find(|(kind, _)| *kind == RelationKind::Table)
+            .map(|(_, relation)| relation.as_str())
+    }
+
     /// What `--changed` compares besides the query: kind, relation, output contract and
     /// storage, as the JSON recorded with each fingerprint.
     #[must_use]

@@ -16,7 +16,7 @@
 //! count that depends on background merges, so both sides count groups: distinct values of
 //! the live table's sorting key.
 
-use crate::direct::{PlanModel, PlanSource, RelationKind};
+use crate::direct::{PlanModel, PlanSource};
 use crate::options::StartTime;
 use crate::workflow::RootReplay;
 
@@ -131,7 +131,7 @@ pub fn probes(roots: &[RootReplay], context: &Context<'_>) -> Vec<Probe> {
                 };
             }
             let model = models.iter().find(|m| m.name == root.model);
-            let table = model.and_then(|m| table_of(m));
+            let table = model.and_then(|m| m.table());
             let live = table.and_then(facts);
             let input = Input::find(&root.driving_input, models, sources);
             let input_facts = input.as_ref().and_then(Input::relation).and_then(facts);
@@ -214,7 +214,7 @@ impl<'a> Input<'a> {
     fn relation(&self) -> Option<&'a str> {
         match self {
             Self::Source(source) => source.relation.as_deref(),
-            Self::Model(model) => table_of(model),
+            Self::Model(model) => model.table(),
         }
     }
 }
@@ -237,14 +237,6 @@ fn previous_template(
             ..template.clone()
         }
     })
-}
-
-fn table_of(model: &PlanModel) -> Option<&str> {
-    model
-        .relations
-        .iter()
-        .find(|(kind, _)| *kind == RelationKind::Table)
-        .map(|(_, relation)| relation.as_str())
 }
 
 /// `a, b` for `(a, b)`; anything else as it is.

@@ -362,7 +362,7 @@ fn schema_change(
     model: &PlanModel,
     deployed: &Deployed,
 ) -> (Option<SchemaChange>, Option<Seeding>) {
-    let Some(recorded) = table_of(model).and_then(|t| recorded_columns(deployed, t)) else {
+    let Some(recorded) = model.table().and_then(|t| recorded_columns(deployed, t)) else {
         return (None, None);
     };
     let desired: BTreeMap<&str, &str> = model
@@ -391,14 +391,6 @@ fn schema_change(
     }
 }
 
-fn table_of(model: &PlanModel) -> Option<&str> {
-    model
-        .relations
-        .iter()
-        .find(|(kind, _)| *kind == RelationKind::Table)
-        .map(|(_, relation)| relation.as_str())
-}
-
 fn recorded_columns(deployed: &Deployed, table: &str) -> Option<BTreeMap<String, String>> {
     let spec: serde_json::Value = serde_json::from_str(deployed.recorded.get(table)?).ok()?;
     spec["columns"]
@@ -411,7 +403,7 @@ fn recorded_columns(deployed: &Deployed, table: &str) -> Option<BTreeMap<String,
 /// The active table keeps the lineage columns of the model's replay mode, so a bounded
 /// replay can find where its rows end.
 fn active_keeps_lineage(model: &PlanModel, deployed: &Deployed) -> bool {
-    let Some(columns) = table_of(model).and_then(|t| recorded_columns(deployed, t)) else {
+    let Some(columns) = model.table().and_then(|t| recorded_columns(deployed, t)) else {
         return false;
     };
     let needed: &[&str] = match model.boundary_mode.as_deref() {

@@ -10,6 +10,7 @@ pub mod adopted;
 mod catalog;
 mod client;
 mod config;
+pub mod deployments;
 mod error;
 pub mod events;
 pub mod fingerprints;

@@ -11,3 +11,4 @@ mod plan;
 mod quality;
 mod shrink;
 mod unlock;
+mod virtual_plan;

@@ -1,0 +1,264 @@
+//! Virtual plans: what a new deployment of the selected virtual models would stage beside
+//! production. [`route`] tells direct, virtual and mixed scopes apart, [`read`] reads the
+//! deployed state in a fixed number of queries, [`prepare`] plans from it alone.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use serde::Serialize;
+use stb_compile::Compiled;
+use stb_plan::deployment::DeploymentId;
+use stb_plan::direct::{PlanModel, RelationKind, model_graph};
+use stb_plan::options::{FLAG_CODE, Mode as FlagMode, ScopeFlags, validate};
+use stb_plan::virtual_plan::{Deployed, Options, VirtualPlan, plan_virtual};
+use stb_project::Project;
+use stb_project::project_config::Mode;
+use stb_warehouse::Client;
+use stb_warehouse::deployments::{bindings, recorded_specs};
+
+use crate::EngineError;
+use crate::direct::VIRTUAL_CODE;
+
+/// What to plan for virtual pipelines, as the user asked for it.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Request {
+    pub select: Vec<String>,
+    pub start_time: Option<String>,
+    pub full_refresh: bool,
+    pub deployment_id: Option<String>,
+}
+
+/// Which planner a scope needs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Route {
+    Direct,
+    /// Every model in scope is in a virtual pipeline: these, upstream first.
+    Virtual(BTreeSet<String>),
+    /// Both kinds: the pipelines of each.
+    Mixed {
+        direct: Vec<String>,
+        virtual_pipelines: Vec<String>,
+    },
+}
+
+/// The scope `select` names (every model when empty) and the planner it needs.
+///
+/// # Errors
+/// An unknown selector.
+pub fn route(
+    project: &Project,
+    compiled: &Compiled,
+    select: &[String],
+) -> Result<Route, EngineError> {
+    let scope: BTreeSet<String> = if select.is_empty() {
+        compiled
+            .plan_models
+            .iter()
+            .map(|m| m.name.clone())
+            .collect()
+    } else {
+        stb_graph::select_for_build(&model_graph(&compiled.plan_models), select)?
+    };
+    let in_scope =
+        |p: &&stb_project::pipelines::Pipeline| p.models.iter().any(|m| scope.contains(&m.name));
+    let (virtual_pipelines, direct): (Vec<_>, Vec<_>) = project
+        .pipelines
+        .iter()
+        .filter(in_scope)
+        .partition(|p| p.mode == Mode::Virtual);
+    Ok(match (virtual_pipelines.is_empty(), direct.is_empty()) {
+        (true, _) => Route::Direct,
+        (false, true) => Route::Virtual(scope),
+        (false, false) => Route::Mixed {
+            direct: direct.iter().map(|p| p.name.clone()).collect(),
+            virtual_pipelines: virtual_pipelines.iter().map(|p| p.name.clone()).collect(),
+        },
+    })
+}
+
+/// A mixed scope, until mixed builds exist.
+#[must_use]
+pub fn mixed_refusal(direct: &[String], virtual_pipelines: &[String]) -> EngineError {
+    EngineError::new(
+        VIRTUAL_CODE,
+        format!(
+            "The scope holds direct pipelines ({}) and virtual ones ({}); mixed plans are not built by this edition yet",
+            direct.join(", "),
+            virtual_pipelines.join(", ")
+        ),
+        "select the virtual or the direct pipelines (--select pipeline:<name>)",
+    )
+}
+
+/// The deployed state of `database` for `models`: the catalog's stable bindings and the
+/// specs their active deployments recorded. Five queries, whatever the number of models.
+///
+/// # Errors
+/// The warehouse could not be read.
+pub fn read(
+    client: &Client,
+    database: &str,
+    models: &[&PlanModel],
+) -> Result<Deployed, EngineError> {
+    let catalog = client
+        .load_catalog(database)
+        .map_err(|e| EngineError::from(&e))?;
+    let bindings = bindings(&catalog, database);
+    let relations: BTreeSet<String> = catalog.relations.iter().map(|r| r.name.clone()).collect();
+    let mut deployed = Deployed {
+        bindings,
+        relations,
+        recorded: BTreeMap::new(),
+    };
+    // Each relation of a model was recorded by the deployment its first relation (its
+    // table, or its view) is bound to.
+    let wanted: Vec<(String, String)> = models
+        .iter()
+        .filter_map(|model| {
+            let (_, first) = model.relations.first()?;
+            let id = deployed.state(first).1?;
+            Some(
+                model
+                    .relations
+                    .iter()
+                    .map(move |(_, r)| (id.to_string(), r.clone())),
+            )
+        })
+        .flatten()
+        .collect();
+    deployed.recorded =
+        recorded_specs(client, database, &wanted).map_err(|e| EngineError::from(&e))?;
+    Ok(deployed)
+}
+
+/// A deployment's copy of a relation.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ShadowObject {
+    pub logical_key: String,
+    pub object_type: &'static str,
+    pub physical_name: String,
+    pub logical_model_name: String,
+}
+
+/// A virtual plan, ready to show.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Planned {
+    pub database: String,
+    pub deployment: DeploymentId,
+    pub plan: VirtualPlan,
+    /// What the deployment creates, upstream first.
+    pub shadow_objects: Vec<ShadowObject>,
+    /// Warnings for the reader (an upstream model read through no deployment, ...).
+    pub warnings: Vec<String>,
+}
+
+/// Plans a deployment of the virtual models in `scope` against `deployed`. `now_ms` and
+/// `suffix` make the id when the request names none (the caller's clock and randomness).
+///
+/// # Errors
+/// Flags that cannot mean anything, an invalid `--deployment-id`, or a `--start-time` for
+/// a model with no active deployment.
+pub fn prepare(
+    compiled: &Compiled,
+    database: &str,
+    request: &Request,
+    scope: &BTreeSet<String>,
+    deployed: &Deployed,
+    now_ms: i64,
+    suffix: &str,
+) -> Result<Planned, EngineError> {
+    let start_time = validate(
+        &ScopeFlags {
+            select: request.select.clone(),
+            start_time: request.start_time.clone(),
+            full_refresh: request.full_refresh,
+            deployment_id: request.deployment_id.clone(),
+            ..ScopeFlags::default()
+        },
+        FlagMode::Virtual,
+    )
+    .map_err(|e| EngineError::new(FLAG_CODE, e.message, e.hint))?;
+    let deployment = match &request.deployment_id {
+        Some(text) => DeploymentId::parse(text).map_err(|e| {
+            EngineError::new(
+                FLAG_CODE,
+                e.to_string(),
+                "leave --deployment-id out to get a fresh one",
+            )
+        })?,
+        None => DeploymentId::generate(now_ms, suffix),
+    };
+    let models: Vec<&PlanModel> = compiled
+        .plan_models
+        .iter()
+        .filter(|m| scope.contains(&m.name))
+        .collect();
+    let selected = (!request.select.is_empty()).then(|| scope.clone());
+    let plan = plan_virtual(
+        &models,
+        deployed,
+        &Options {
+            selected,
+            full_refresh: request.full_refresh,
+            start_time: start_time.map(|s| s.to_string()),
+        },
+        &deployment,
+    )
+    .map_err(|e| EngineError::new(FLAG_CODE, e.message, e.hint))?;
+    let deployed_models: BTreeSet<&str> = plan.deployed_models.iter().map(String::as_str).collect();
+    let shadow_objects = models
+        .iter()
+        .filter(|m| deployed_models.contains(m.name.as_str()))
+        .flat_map(|m| {
+            m.relations.iter().map(|(kind, relation)| ShadowObject {
+                logical_key: relation.clone(),
+                object_type: kind.as_str(),
+                physical_name: deployment.physical(relation),
+                logical_model_name: m.name.clone(),
+            })
+        })
+        .collect();
+    let warnings = unreadable_upstream(compiled, &models, &deployed_models, deployed);
+    Ok(Planned {
+        database: database.to_owned(),
+        deployment,
+        plan,
+        shadow_objects,
+        warnings,
+    })
+}
+
+/// Models the deployment reads that it neither creates nor finds deployed: a build could
+/// not resolve them to a physical relation.
+fn unreadable_upstream(
+    compiled: &Compiled,
+    models: &[&PlanModel],
+    deployed_models: &BTreeSet<&str>,
+    deployed: &Deployed,
+) -> Vec<String> {
+    let mut missing = BTreeSet::new();
+    for model in models
+        .iter()
+        .filter(|m| deployed_models.contains(m.name.as_str()))
+    {
+        for read in &model.reads {
+            let Some(upstream) = compiled.plan_models.iter().find(|m| &m.name == read) else {
+                continue; // a source
+            };
+            if deployed_models.contains(upstream.name.as_str()) {
+                continue;
+            }
+            let active = upstream
+                .relations
+                .iter()
+                .find(|(kind, _)| *kind != RelationKind::MaterializedView)
+                .and_then(|(_, r)| deployed.state(r).1);
+            if active.is_none() {
+                missing.insert(format!(
+                    "model '{}' reads '{}', which has no active deployment: select it too",
+                    model.name, upstream.name
+                ));
+            }
+        }
+    }
+    missing.into_iter().collect()
+}

@@ -1,0 +1,162 @@
+//! Virtual deployments as the warehouse holds them: stable bindings (views selecting `*`
+//! from one relation) in the catalog, and the object-state rows each deployment recorded
+//! in `_streambuild_virtual_object_state`.
+
+use std::collections::BTreeMap;
+
+use crate::catalog::Catalog;
+use crate::{Client, WarehouseError};
+
+const OBJECT_STATE: &str = "_streambuild_virtual_object_state";
+
+fn literal(text: &str) -> String {
+    stb_ddl::string_literal(text)
+}
+
+/// Every stable binding of `database`: a view whose query is `SELECT * FROM <database>.<x>`,
+/// by view name, with the relation `x` it selects from.
+#[must_use]
+pub fn bindings(catalog: &Catalog, database: &str) -> BTreeMap<String, String> {
+    let prefix = format!("SELECT * FROM {}.", stb_ddl::identifier(database));
+    catalog
+        .relations
+        .iter()
+        .filter(|r| r.engine == "View")
+        .filter_map(|r| {
+            let target = r.as_select.trim().strip_prefix(&prefix)?;
+            Some((r.name.clone(), unquote(target)?))
+        })
+        .collect()
+}
+
+/// A name as `identifier` wrote it: bare, or back-quoted with `\` escapes.
+fn unquote(text: &str) -> Option<String> {
+    let Some(inner) = text.strip_prefix('`') else {
+        let plain = !text.is_empty() && text.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
+        return plain.then(|| text.to_owned());
+    };
+    let inner = inner.strip_suffix('`')?;
+    let mut name = String::with_capacity(inner.len());
+    let mut chars = inner.chars();
+    while let Some(c) = chars.next() {
+        if c == '\\' {
+            name.push(chars.next()?);
+        } else if c == '`' {
+            return None; // an unescaped quote inside: not one name
+        } else {
+            name.push(c);
+        }
+    }
+    Some(name)
+}
+
+/// One object of a deployment, as the build records it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ObjectState<'a> {
+    pub deployment_id: &'a str,
+    /// `table`, `materialized_view` or `view`.
+    pub object_type: &'a str,
+    /// The logical relation (`tbl__orders`).
+    pub logical_name: &'a str,
+    /// The deployment's relation (`tbl__orders__<id>`).
+    pub physical_name: &'a str,
+    pub model: &'a str,
+    pub is_selected_root: bool,
+    /// The object's spec (what the next plan compares).
+    pub fingerprint: &'a str,
+    /// Materialized views and views: the query with logical names.
+    pub canonical_query: Option<&'a str>,
+}
+
+/// Appends `objects` as state kind `deployment` in `database`. Ids are content hashes, so a
+/// retried identical insert writes identical ids.
+///
+/// # Errors
+/// The insert failed.
+pub fn record_objects(
+    client: &Client,
+    database: &str,
+    objects: &[ObjectState<'_>],
+) -> Result<(), WarehouseError> {
+    if objects.is_empty() {
+        return Ok(());
+    }
+    let db = literal(database);
+    let rows: Vec<String> = objects
+        .iter()
+        .map(|o| {
+            let id = crate::statements::sha256_hex(&format!(
+                "{}\u{0}{}\u{0}{}\u{0}{}",
+                o.deployment_id, o.object_type, o.logical_name, o.fingerprint
+            ));
+            format!(
+                "({id}, {id}, 'deployment', {}, {db}, {}, {}, {db}, {}, {db}, {}, {}, {}, {}, now64(3, 'UTC'))",
+                literal(o.deployment_id),
+                literal(o.object_type),
+                literal(o.logical_name),
+                literal(o.physical_name),
+                literal(o.model),
+                u8::from(o.is_selected_root),
+                literal(o.fingerprint),
+                o.canonical_query.map_or_else(|| "NULL".to_owned(), literal),
+                id = literal(&id),
+            )
+        })
+        .collect();
+    client.execute(
+        &format!(
+            "INSERT INTO {} (state_id, observation_id, state_kind, deployment_id, logical_database_name, logical_object_type, logical_object_name, physical_database_name, physical_relation_name, logical_model_database, logical_model_name, is_selected_root, object_fingerprint, canonical_query, observed_at) VALUES {}",
+            stb_ddl::QualifiedName::new(database, OBJECT_STATE),
+            rows.join(", ")
+        ),
+        None,
+    )?;
+    Ok(())
+}
+
+/// The specs recorded for `wanted` (deployment id, logical relation) pairs, newest record
+/// first, in one query: logical relation -> fingerprint. Pairs with no record are absent;
+/// so is everything when no deployment was ever recorded in `database`.
+///
+/// # Errors
+/// The read failed.
+pub fn recorded_specs(
+    client: &Client,
+    database: &str,
+    wanted: &[(String, String)],
+) -> Result<BTreeMap<String, String>, WarehouseError> {
+    if wanted.is_empty() || !client.table_exists(database, OBJECT_STATE)? {
+        return Ok(BTreeMap::new());
+    }
+    let pairs: Vec<String> = wanted
+        .iter()
+        .map(|(id, name)| format!("({}, {})", literal(id), literal(name)))
+        .collect();
+    let rows = client.query(&format!(
+        "SELECT logical_object_name AS name, argMax(object_fingerprint, observed_at) AS spec FROM {} WHERE state_kind = 'deployment' AND (deployment_id, logical_object_name) IN ({}) GROUP BY logical_object_name",
+        stb_ddl::QualifiedName::new(database, OBJECT_STATE),
+        pairs.join(", ")
+    ))?;
+    Ok((0..rows.data.len())
+        .filter_map(|row| Some((rows.text(row, "name")?, rows.text(row, "spec")?)))
+        .collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::unquote;
+
+    #[test]
+    fn names_are_read_back_as_identifier_wrote_them() {
+        assert_eq!(
+            unquote("tbl__a__20261201T090000Z_aaaaaa").as_deref(),
+            Some("tbl__a__20261201T090000Z_aaaaaa")
+        );
+        assert_eq!(unquote("`odd-name`").as_deref(), Some("odd-name"));
+        assert_eq!(unquote("`a\\`b`").as_deref(), Some("a`b"));
+        assert_eq!(unquote("a b"), None);
+        assert_eq!(unquote("x WHERE 1"), None);
+        assert_eq!(unquote("`a`b`"), None);
+        assert_eq!(unquote(""), None);
+    }
+}
