@@ -1,4 +1,5 @@
 use super::*;
+use crate::direct::RelationKind;
 use crate::options::parse_start_time;
 use crate::replay::{Anchor, BoundaryMode, ReplayTemplate};
 
