@@ -357,26 +357,34 @@ fn split_at_driving_input(
     text.split(CUT).map(str::to_owned).collect()
 }
 
-/// The spliced query cut at every reference to a model, each cut naming the model.
+/// The spliced query cut at every reference, each cut naming the model or source.
 fn split_at_model_references(
     analysed: &AnalysedModel<'_>,
     relations: &BTreeMap<String, String>,
 ) -> Vec<stb_model::planning::QueryPart> {
     use stb_model::planning::QueryPart;
-    // NUL never occurs in model text: it brackets each referenced model's name.
+    // NUL never occurs in model text: it brackets each reference, `m:` a model, `s:` a
+    // source.
     const MARK: char = '\u{0}';
     let text = splice(analysed, |reference| match reference.kind {
-        stb_project::refs::RefKind::Ref => Some(format!("{MARK}{}{MARK}", reference.name)),
-        stb_project::refs::RefKind::Source => relations.get(&reference.name).cloned(),
+        stb_project::refs::RefKind::Ref => Some(format!("{MARK}m:{}{MARK}", reference.name)),
+        stb_project::refs::RefKind::Source => relations
+            .contains_key(&reference.name)
+            .then(|| format!("{MARK}s:{}{MARK}", reference.name)),
     });
     text.split(MARK)
         .enumerate()
         .filter(|(at, piece)| at % 2 == 1 || !piece.is_empty())
         .map(|(at, piece)| {
-            if at % 2 == 1 {
-                QueryPart::Model(piece.to_owned())
-            } else {
-                QueryPart::Text(piece.to_owned())
+            if at % 2 == 0 {
+                return QueryPart::Text(piece.to_owned());
+            }
+            match piece.split_once(':') {
+                Some(("s", name)) => QueryPart::Source {
+                    name: name.to_owned(),
+                    relation: relations.get(name).cloned().unwrap_or_default(),
+                },
+                _ => QueryPart::Model(piece.get(2..).unwrap_or_default().to_owned()),
             }
         })
         .collect()

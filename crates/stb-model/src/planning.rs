@@ -65,6 +65,12 @@ pub struct PlanModel {
 pub enum QueryPart {
     Text(String),
     Model(String),
+    /// A source reference: its name and the relation text spliced for it (the same in
+    /// every deployment).
+    Source {
+        name: String,
+        relation: String,
+    },
 }
 
 /// A model's typed objects under their logical names, and its query cut at every model
@@ -87,8 +93,29 @@ impl Deployable {
             .map(|part| match part {
                 QueryPart::Text(text) => text.clone(),
                 QueryPart::Model(model) => resolve(model),
+                QueryPart::Source { relation, .. } => relation.clone(),
             })
             .collect()
+    }
+
+    /// The query with model references resolved, cut at every reference to `input` (a
+    /// source or a model): what a replay puts its bounded input into.
+    #[must_use]
+    pub fn cut_at(&self, input: &str, resolve: &dyn Fn(&str) -> String) -> Vec<String> {
+        let mut pieces = vec![String::new()];
+        for part in &self.query_parts {
+            let (name, text) = match part {
+                QueryPart::Text(text) => (None, text.clone()),
+                QueryPart::Model(model) => (Some(model.as_str()), resolve(model)),
+                QueryPart::Source { name, relation } => (Some(name.as_str()), relation.clone()),
+            };
+            if name == Some(input) {
+                pieces.push(String::new());
+            } else if let Some(last) = pieces.last_mut() {
+                last.push_str(&text);
+            }
+        }
+        pieces
     }
 }
 

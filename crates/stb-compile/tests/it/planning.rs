@@ -116,7 +116,7 @@ fn deployable_queries_cut_at_model_references_and_rejoin_to_the_compiled_query()
             .iter()
             .filter_map(|part| match part {
                 QueryPart::Model(name) => Some(name.as_str()),
-                QueryPart::Text(_) => None,
+                QueryPart::Text(_) | QueryPart::Source { .. } => None,
             })
             .collect();
         let model_reads: BTreeSet<&str> = model
@@ -127,6 +127,15 @@ fn deployable_queries_cut_at_model_references_and_rejoin_to_the_compiled_query()
             .collect();
         assert_eq!(referenced, model_reads, "{}", model.name);
         assert_eq!(deployable.table.is_some(), model.is_table, "{}", model.name);
+        // Cut at the driving input, they are the compiler's replay query.
+        if let Some(input) = &model.driving_input {
+            assert_eq!(
+                deployable.cut_at(input, &reference),
+                model.replay_query,
+                "{}",
+                model.name
+            );
+        }
         assert_eq!(deployable.view.is_some(), !model.is_table, "{}", model.name);
     }
     // A model reading another model has a cut; a model reading only a source has none.
