@@ -443,5 +443,145 @@ fn downstream<'m>(models: &[&'m PlanModel]) -> BTreeMap<&'m str, Vec<&'m str>> {
     result
 }
 
+/// Where each virtual model lives for a deployment: copied into it, or read from the
+/// deployment that is active for it.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Placement {
+    /// The models the new deployment copies.
+    pub deployed: BTreeSet<String>,
+    /// The active deployment of every other virtual model that has one.
+    pub active: BTreeMap<String, DeploymentId>,
+}
+
+/// The project's models as a build of `deployment` sees them: every model the deployment
+/// copies, and every virtual model it reads from an active deployment, under its
+/// physical names, with references between models resolved to physical relations (never
+/// to a stable view: a materialized view reading a view is never triggered). Direct
+/// models are unchanged.
+///
+/// # Errors
+/// A copied model reads a virtual model that is neither copied nor deployed.
+pub fn deployment_models(
+    models: &[PlanModel],
+    database: &str,
+    deployment: &DeploymentId,
+    placement: &Placement,
+    is_virtual: &dyn Fn(&str) -> bool,
+) -> Result<Vec<PlanModel>, VirtualPlanError> {
+    let id_of = |model: &str| -> Option<&DeploymentId> {
+        if placement.deployed.contains(model) {
+            Some(deployment)
+        } else {
+            placement.active.get(model)
+        }
+    };
+    let by_name: BTreeMap<&str, &PlanModel> = models.iter().map(|m| (m.name.as_str(), m)).collect();
+    let mut unresolved = BTreeSet::new();
+    let resolve = |model: &str| -> String {
+        let target = by_name.get(model).and_then(|m| {
+            let relation = m.relations.first().map(|(_, r)| r.as_str())?;
+            Some(match id_of(model) {
+                Some(id) => qualified(database, &id.physical(relation)),
+                None => m.reference.clone(),
+            })
+        });
+        target.unwrap_or_default()
+    };
+    let mut result = Vec::with_capacity(models.len());
+    for model in models {
+        let Some(id) = id_of(&model.name) else {
+            result.push(model.clone());
+            continue;
+        };
+        if placement.deployed.contains(&model.name) {
+            for read in &model.reads {
+                if is_virtual(read) && by_name.contains_key(read.as_str()) && id_of(read).is_none()
+                {
+                    unresolved.insert(format!("'{}' reads '{read}'", model.name));
+                }
+            }
+        }
+        result.push(renamed(model, database, id, &resolve));
+    }
+    if !unresolved.is_empty() {
+        return Err(VirtualPlanError {
+            message: format!(
+                "The deployment reads virtual models that no deployment holds: {}",
+                unresolved.into_iter().collect::<Vec<_>>().join(", ")
+            ),
+            hint: "select those models too, so the deployment creates them".to_owned(),
+        });
+    }
+    Ok(result)
+}
+
+fn qualified(database: &str, relation: &str) -> String {
+    stb_ddl::QualifiedName::new(database, relation).to_string()
+}
+
+/// `model` under the physical names of deployment `id`.
+fn renamed(
+    model: &PlanModel,
+    database: &str,
+    id: &DeploymentId,
+    resolve: &dyn Fn(&str) -> String,
+) -> PlanModel {
+    let deployable = &model.deployable;
+    let query = deployable.query_with(resolve);
+    let rename = |name: &stb_ddl::QualifiedName| {
+        stb_ddl::QualifiedName::new(&name.database, &id.physical(&name.name))
+    };
+    let mut create_statements = Vec::new();
+    for (kind, _) in &model.relations {
+        let statement = match kind {
+            RelationKind::Table => deployable.table.as_ref().map(|table| {
+                stb_ddl::Table {
+                    name: rename(&table.name),
+                    ..table.clone()
+                }
+                .render()
+            }),
+            RelationKind::MaterializedView => deployable.materialized_view.as_ref().map(|view| {
+                stb_ddl::MaterializedView {
+                    name: rename(&view.name),
+                    target: rename(&view.target),
+                    query: query.clone(),
+                    ..view.clone()
+                }
+                .render()
+            }),
+            RelationKind::View => deployable.view.as_ref().map(|view| {
+                stb_ddl::View {
+                    name: rename(&view.name),
+                    query: query.clone(),
+                }
+                .render()
+            }),
+        };
+        create_statements.push(statement.unwrap_or_default());
+    }
+    let relations: Vec<(RelationKind, String)> = model
+        .relations
+        .iter()
+        .map(|(kind, relation)| (*kind, id.physical(relation)))
+        .collect();
+    PlanModel {
+        reference: relations
+            .first()
+            .map(|(_, r)| qualified(database, r))
+            .unwrap_or_default(),
+        relations,
+        create_statements,
+        replay_query: model
+            .driving_input
+            .as_deref()
+            .filter(|_| model.is_table)
+            .map(|input| deployable.cut_at(input, resolve))
+            .unwrap_or_default(),
+        query,
+        ..model.clone()
+    }
+}
+
 #[cfg(test)]
 mod tests;

@@ -1,4 +1,4 @@
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 use stb_model::planning::{Deployable, PlanModel, QueryPart, RelationKind};
 
@@ -33,7 +33,25 @@ fn table(name: &str, input: &str, from_model: bool, columns: &[(&str, &str)]) ->
         reference: format!("db.{relation}"),
         deployable: Deployable {
             query_parts: vec![QueryPart::Text("SELECT * FROM ".to_owned()), source_part],
-            ..Deployable::default()
+            table: Some(stb_ddl::Table {
+                name: stb_ddl::QualifiedName::new("db", &relation),
+                columns: columns
+                    .iter()
+                    .map(|(n, t)| stb_ddl::Column::new(n, t))
+                    .collect(),
+                engine: "MergeTree()".to_owned(),
+                order_by: vec!["amount".to_owned()],
+                partition_by: None,
+                ttl: None,
+                settings: Vec::new(),
+            }),
+            materialized_view: Some(stb_ddl::MaterializedView {
+                name: stb_ddl::QualifiedName::new("db", &format!("mv__{name}")),
+                target: stb_ddl::QualifiedName::new("db", &relation),
+                query: String::new(),
+                refresh: None,
+            }),
+            view: None,
         },
         ..PlanModel::default()
     }
@@ -51,6 +69,10 @@ fn view(name: &str, input: &str) -> PlanModel {
                 QueryPart::Text("SELECT count() FROM ".to_owned()),
                 QueryPart::Model(input.to_owned()),
             ],
+            view: Some(stb_ddl::View {
+                name: stb_ddl::QualifiedName::new("db", &format!("view__{name}")),
+                query: String::new(),
+            }),
             ..Deployable::default()
         },
         ..PlanModel::default()
@@ -322,4 +344,63 @@ fn root_states_follow_the_stable_views() {
         .bindings
         .insert("tbl__e".into(), format!("tbl__a__{ACTIVE}"));
     assert_eq!(deployed.state("tbl__e").0, RootState::InvalidActiveView);
+}
+
+#[test]
+fn a_partial_deployment_reads_unchanged_upstream_models_from_their_active_copies() {
+    let models = project();
+    let placement = Placement {
+        deployed: BTreeSet::from(["b".to_owned(), "v".to_owned()]),
+        active: BTreeMap::from([
+            ("a".to_owned(), DeploymentId::parse(ACTIVE).expect("id")),
+            ("c".to_owned(), DeploymentId::parse(ACTIVE).expect("id")),
+        ]),
+    };
+    let renamed = deployment_models(&models, "db", &id(), &placement, &|_| true).expect("resolved");
+    let by_name = |name: &str| renamed.iter().find(|m| m.name == name).expect(name);
+    let new = "20261202T000000Z_bbbbbb";
+    let b = by_name("b");
+    assert_eq!(
+        b.relations,
+        [
+            (RelationKind::Table, format!("tbl__b__{new}")),
+            (RelationKind::MaterializedView, format!("mv__b__{new}")),
+        ]
+    );
+    assert!(b.create_statements[0].starts_with(&format!("CREATE TABLE db.tbl__b__{new} (")));
+    // The copy of b reads a's active copy, never the stable view tbl__a.
+    assert_eq!(
+        b.create_statements[1],
+        format!(
+            "CREATE MATERIALIZED VIEW db.mv__b__{new}\nTO db.tbl__b__{new} AS\nSELECT * FROM db.tbl__a__{ACTIVE}"
+        )
+    );
+    assert_eq!(b.replay_query, ["SELECT * FROM ", ""]);
+    assert_eq!(b.reference, format!("db.tbl__b__{new}"));
+    let v = by_name("v");
+    assert_eq!(
+        v.create_statements,
+        [format!(
+            "CREATE VIEW db.view__v__{new} AS\nSELECT count() FROM db.tbl__b__{new}"
+        )]
+    );
+    // Upstream models keep their active copies' names, so the plan finds them present.
+    assert_eq!(by_name("a").relations[0].1, format!("tbl__a__{ACTIVE}"));
+    assert_eq!(by_name("a").reference, format!("db.tbl__a__{ACTIVE}"));
+
+    let missing = Placement {
+        deployed: BTreeSet::from(["b".to_owned()]),
+        active: BTreeMap::new(),
+    };
+    let refused =
+        deployment_models(&models, "db", &id(), &missing, &|_| true).expect_err("a is nowhere");
+    assert!(
+        refused.message.contains("'b' reads 'a'"),
+        "{}",
+        refused.message
+    );
+    // A direct model is read where it is.
+    let direct = deployment_models(&models, "db", &id(), &missing, &|name| name != "a")
+        .expect("a is direct");
+    assert_eq!(direct[0].relations[0].1, "tbl__a");
 }
