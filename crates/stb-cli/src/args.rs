@@ -138,8 +138,25 @@ impl ScopeArgs {
         }
     }
 
-    /// Refuses flag combinations that cannot mean anything.
+    /// Refuses flag combinations that cannot mean anything for any pipeline (the
+    /// virtual-only flags are refused by the direct planner once the scope is known).
     pub(crate) fn check(&self) -> Result<(), Failure> {
-        self.request().check().map(|_| ()).map_err(Failure::from)
+        stb_plan::options::validate(
+            &stb_plan::options::ScopeFlags {
+                select: self.select.clone(),
+                changed: self.changed,
+                include_missing_upstream: self.include_missing_upstream,
+                full_refresh: self.full_refresh,
+                start_time: self.start_time.clone(),
+                deployment_id: self.deployment_id.clone(),
+            },
+            stb_plan::options::Mode::Virtual,
+        )
+        .map(|_| ())
+        .map_err(|e| Failure {
+            code: stb_plan::options::FLAG_CODE,
+            message: e.message,
+            hint: e.hint.to_owned(),
+        })
     }
 }

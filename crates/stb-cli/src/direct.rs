@@ -5,6 +5,8 @@ use std::sync::Arc;
 
 use stb_engine::direct::{Planned, Settings, measure, prepare as plan, read};
 
+use stb_engine::staged::Route;
+
 use crate::args::{ConnectionArgs, ScopeArgs};
 use crate::output::Failure;
 
@@ -12,24 +14,92 @@ use crate::output::Failure;
 pub(crate) struct Prepared {
     pub(crate) planned: Planned,
     pub(crate) client: Arc<stb_warehouse::Client>,
+    /// For a virtual scope: the deployment's plan, which is what the user confirms.
+    pub(crate) staged: Option<stb_engine::staged::Planned>,
 }
 
 /// Checks the flags and selectors, connects, reads the warehouse, plans and measures the
-/// shrink guard.
+/// shrink guard. A scope of virtual pipelines plans a new deployment and its build.
 pub(crate) fn prepare(
     project: &stb_project::Project,
     compiled: &stb_compile::Compiled,
     connection: &ConnectionArgs,
     scope: &ScopeArgs,
 ) -> Result<Prepared, Failure> {
-    let resolved = scope.request().resolve(compiled)?;
+    // Flags and selectors are checked before anything connects.
+    let scope_kind = match stb_engine::staged::route(project, compiled, &scope.select)? {
+        Route::Direct => ScopeKind::Direct(scope.request().resolve(compiled)?),
+        Route::Virtual(models) => ScopeKind::Virtual(models),
+        Route::Mixed {
+            direct,
+            virtual_pipelines,
+        } => {
+            return Err(stb_engine::staged::mixed_refusal(&direct, &virtual_pipelines).into());
+        }
+    };
     let (client, database) = connection.connect(project)?;
     let reads = read(&client, &database, compiled)?;
     let settings = Settings::from_env(&|name| std::env::var(name).ok())?;
-    let mut planned = plan(project, compiled, &resolved, &reads, settings)?;
+    let (mut planned, staged) = match &scope_kind {
+        ScopeKind::Direct(resolved) => (plan(project, compiled, resolved, &reads, settings)?, None),
+        ScopeKind::Virtual(models) => {
+            let staged = plan_deployment(compiled, &client, &database, scope, models)?;
+            let planned = stb_engine::staged::prepare_build(
+                project,
+                compiled,
+                &staged,
+                &staged.deployed,
+                &reads,
+                settings,
+            )?;
+            (planned, Some(staged))
+        }
+    };
     measure(&client, &mut planned)?;
     Ok(Prepared {
         planned,
         client: Arc::new(client),
+        staged,
     })
+}
+
+/// What a scope needs planned.
+enum ScopeKind {
+    Direct(stb_engine::direct::Resolved),
+    Virtual(std::collections::BTreeSet<String>),
+}
+
+/// What a fresh deployment id is made of: the clock now and six random hex characters.
+pub(crate) fn fresh_id_inputs() -> (i64, String) {
+    let now_ms = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX));
+    let suffix = uuid::Uuid::new_v4().simple().to_string()[..6].to_owned();
+    (now_ms, suffix)
+}
+
+/// Reads the deployed state and plans a deployment of the virtual `models`.
+pub(crate) fn plan_deployment(
+    compiled: &stb_compile::Compiled,
+    client: &stb_warehouse::Client,
+    database: &str,
+    scope: &ScopeArgs,
+    models: &std::collections::BTreeSet<String>,
+) -> Result<stb_engine::staged::Planned, Failure> {
+    let in_scope: Vec<&stb_plan::direct::PlanModel> = compiled
+        .plan_models
+        .iter()
+        .filter(|m| models.contains(&m.name))
+        .collect();
+    let deployed = stb_engine::staged::read(client, database, &in_scope)?;
+    let (now_ms, suffix) = fresh_id_inputs();
+    Ok(stb_engine::staged::prepare(
+        compiled,
+        database,
+        &scope.staged_request(),
+        models,
+        deployed,
+        now_ms,
+        &suffix,
+    )?)
 }

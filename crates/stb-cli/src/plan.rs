@@ -65,25 +65,7 @@ fn plan_virtual(
 ) -> ExitCode {
     let prepare = || -> Result<stb_engine::staged::Planned, Failure> {
         let (client, database) = args.connection.connect(project)?;
-        let models: Vec<&stb_plan::direct::PlanModel> = compiled
-            .plan_models
-            .iter()
-            .filter(|m| scope.contains(&m.name))
-            .collect();
-        let deployed = stb_engine::staged::read(&client, &database, &models)?;
-        let now_ms = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX));
-        let suffix: String = uuid::Uuid::new_v4().simple().to_string()[..6].to_owned();
-        Ok(stb_engine::staged::prepare(
-            compiled,
-            &database,
-            &args.scope.staged_request(),
-            scope,
-            &deployed,
-            now_ms,
-            &suffix,
-        )?)
+        crate::direct::plan_deployment(compiled, &client, &database, &args.scope, scope)
     };
     match prepare() {
         Ok(planned) => {

@@ -28,6 +28,10 @@ pub const CODES: &[(&str, &str)] = &[
         "STB-BUILD-005",
         "the rebuild would lose rows retained history cannot restore; nothing was changed",
     ),
+    (
+        "STB-BUILD-006",
+        "the deployment id names a complete deployment; a build needs a new id",
+    ),
     ("STB-COMPILE-001", "a MODEL header is invalid"),
     (
         "STB-COMPILE-002",
@@ -183,7 +187,10 @@ pub const CODES: &[(&str, &str)] = &[
         "STB-PLAN-001",
         "flags that cannot be combined, a malformed --start-time or stabilisation setting",
     ),
-    ("STB-PLAN-002", "the scope holds virtual pipelines"),
+    (
+        "STB-PLAN-002",
+        "the scope holds direct and virtual pipelines (mixed plans are not built yet)",
+    ),
     ("STB-PLAN-003", "a prerequisite model does not exist"),
     (
         "STB-PLAN-004",

@@ -203,6 +203,9 @@ pub struct Planned {
     pub replay_windows: Vec<ReplayWindow>,
     /// The compiled models, for fingerprints.
     pub models: Vec<PlanModel>,
+    /// Set when this workflow builds a virtual deployment (its copies under their physical
+    /// names): what it records instead of direct fingerprints.
+    pub deployment: Option<crate::staged::Deployment>,
 }
 
 /// The shrink guard's summary.
@@ -291,9 +294,8 @@ impl Planned {
 }
 
 /// Plans a direct build from values only: selection (with `--changed` and
-/// `--include-missing-upstream`), the refusals (virtual pipelines, `[build]
-/// max_pipelines`, adopted tables that do not fit, drifted landings), the plan, each
-/// model's SQL change, landing repairs, the workflow and the shrink guard's probes.
+/// `--include-missing-upstream`), the refusal of virtual pipelines, then
+/// [`plan_selection`].
 ///
 /// # Errors
 /// The first check that stops the plan, with its code.
@@ -304,11 +306,7 @@ pub fn prepare(
     reads: &Reads,
     settings: Settings,
 ) -> Result<Planned, EngineError> {
-    let Reads {
-        database,
-        catalog,
-        fingerprints,
-    } = reads;
+    let catalog = &reads.catalog;
     let request = &resolved.request;
     let graph = model_graph(&compiled.plan_models);
     let present = |relation: &str| catalog.relation(relation).is_some();
@@ -321,6 +319,40 @@ pub fn prepare(
         selection = selection.with_missing_upstream(&graph, &compiled.plan_models, &present);
     }
     refuse_virtual(project, &selection.scope)?;
+    let mut planned = plan_selection(
+        project,
+        compiled,
+        &selection,
+        resolved.start_time.clone(),
+        reads,
+        settings,
+    )?;
+    planned.nothing_changed = request.changed && selection.scope.is_empty();
+    Ok(planned)
+}
+
+/// Plans the direct workflow of `selection` over `compiled`'s models: the checks that need
+/// the scope (`[build] max_pipelines`, adopted tables, drifted landings), the plan, each
+/// model's SQL change, landing repairs, the workflow and the shrink guard's probes. A
+/// virtual deployment's build comes here with the models renamed to its copies.
+///
+/// # Errors
+/// The first check that stops the plan, with its code.
+pub fn plan_selection(
+    project: &Project,
+    compiled: &Compiled,
+    selection: &Selection,
+    start_time: Option<StartTime>,
+    reads: &Reads,
+    settings: Settings,
+) -> Result<Planned, EngineError> {
+    let Reads {
+        database,
+        catalog,
+        fingerprints,
+    } = reads;
+    let graph = model_graph(&compiled.plan_models);
+    let present = |relation: &str| catalog.relation(relation).is_some();
     stb_graph::check_max_pipelines(
         &graph,
         &selection.scope,
@@ -337,7 +369,7 @@ pub fn prepare(
     let plan = plan_direct(
         &compiled.plan_models,
         &compiled.plan_sources,
-        &selection,
+        selection,
         &present,
     )
     .map_err(|e| EngineError::new(PREREQUISITE_CODE, e.message, e.hint))?;
@@ -350,19 +382,19 @@ pub fn prepare(
         &WorkflowOptions {
             database: database.clone(),
             stabilization: stabilization(settings, &plan, compiled, catalog),
-            start_time: resolved.start_time.clone(),
+            start_time: start_time.clone(),
             recreate_sources: recreations.iter().map(|(s, _)| s.clone()).collect(),
         },
         &present,
     )
     .map_err(|e| EngineError::new(BOUNDARY_CODE, e.message, e.hint))?;
-    let probes = shrink_probes(&workflow, compiled, reads, resolved.start_time.as_ref());
+    let probes = shrink_probes(&workflow, compiled, reads, start_time.as_ref());
     Ok(Planned {
         database: database.clone(),
         plan,
         changes,
-        start_time: resolved.start_time.clone(),
-        nothing_changed: request.changed && selection.scope.is_empty(),
+        start_time,
+        nothing_changed: false,
         workflow,
         owner,
         recreations,
@@ -370,6 +402,7 @@ pub fn prepare(
         probes,
         replay_windows: Vec::new(),
         models: compiled.plan_models.clone(),
+        deployment: None,
     })
 }
 

@@ -149,6 +149,8 @@ pub struct Planned {
     pub shadow_objects: Vec<ShadowObject>,
     /// Warnings for the reader (an upstream model read through no deployment, ...).
     pub warnings: Vec<String>,
+    /// The deployed state it was planned against.
+    pub deployed: Deployed,
 }
 
 /// Plans a deployment of the virtual models in `scope` against `deployed`. `now_ms` and
@@ -162,7 +164,7 @@ pub fn prepare(
     database: &str,
     request: &Request,
     scope: &BTreeSet<String>,
-    deployed: &Deployed,
+    deployed: Deployed,
     now_ms: i64,
     suffix: &str,
 ) -> Result<Planned, EngineError> {
@@ -195,7 +197,7 @@ pub fn prepare(
     let selected = (!request.select.is_empty()).then(|| scope.clone());
     let plan = plan_virtual(
         &models,
-        deployed,
+        &deployed,
         &Options {
             selected,
             full_refresh: request.full_refresh,
@@ -217,13 +219,14 @@ pub fn prepare(
             })
         })
         .collect();
-    let warnings = unreadable_upstream(compiled, &models, &deployed_models, deployed);
+    let warnings = unreadable_upstream(compiled, &models, &deployed_models, &deployed);
     Ok(Planned {
         database: database.to_owned(),
         deployment,
         plan,
         shadow_objects,
         warnings,
+        deployed,
     })
 }
 
@@ -261,4 +264,160 @@ fn unreadable_upstream(
         }
     }
     missing.into_iter().collect()
+}
+
+/// What a deployment's build records besides its workflow: the object-state rows written
+/// before anything runs, and the header that completes it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Deployment {
+    pub id: DeploymentId,
+    /// `offsets`, `timestamp`, `landed_at`, `cursor`, or `none` (no replay).
+    pub replay_lineage_mode: String,
+    pub objects: Vec<DeployedObject>,
+}
+
+/// One object the deployment creates.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DeployedObject {
+    pub object_type: &'static str,
+    pub logical_name: String,
+    pub physical_name: String,
+    pub model: String,
+    pub is_selected_root: bool,
+    pub fingerprint: String,
+    pub canonical_query: Option<String>,
+}
+
+impl Deployment {
+    /// The rows `stb_warehouse::deployments::record_objects` writes.
+    #[must_use]
+    pub fn object_states(&self) -> Vec<stb_warehouse::deployments::ObjectState<'_>> {
+        self.objects
+            .iter()
+            .map(|o| stb_warehouse::deployments::ObjectState {
+                deployment_id: self.id.as_str(),
+                object_type: o.object_type,
+                logical_name: &o.logical_name,
+                physical_name: &o.physical_name,
+                model: &o.model,
+                is_selected_root: o.is_selected_root,
+                fingerprint: &o.fingerprint,
+                canonical_query: o.canonical_query.as_deref(),
+            })
+            .collect()
+    }
+}
+
+/// The build of the deployment `staged` plans: the direct workflow of its copies (created
+/// under their physical names beside production, replayed exactly as a direct rebuild
+/// replays, never dropping anything but this deployment's own unfinished copies), and what
+/// it records.
+///
+/// # Errors
+/// A copied model reads a virtual model no deployment holds, or a check of the direct
+/// planner (adopted tables, boundaries, `[build] max_pipelines`).
+pub fn prepare_build(
+    project: &Project,
+    compiled: &Compiled,
+    staged: &Planned,
+    deployed: &Deployed,
+    reads: &crate::direct::Reads,
+    settings: crate::direct::Settings,
+) -> Result<crate::direct::Planned, EngineError> {
+    use stb_plan::virtual_plan::{Placement, deployment_models, object_fingerprint};
+    let virtual_models: BTreeSet<&str> = project
+        .pipelines
+        .iter()
+        .filter(|p| p.mode == Mode::Virtual)
+        .flat_map(|p| p.models.iter().map(|m| m.name.as_str()))
+        .collect();
+    let copied: BTreeSet<String> = staged.plan.deployed_models.iter().cloned().collect();
+    let active = compiled
+        .plan_models
+        .iter()
+        .filter(|m| virtual_models.contains(m.name.as_str()) && !copied.contains(&m.name))
+        .filter_map(|m| {
+            let (_, first) = m.relations.first()?;
+            Some((m.name.clone(), deployed.state(first).1?))
+        })
+        .collect();
+    let placement = Placement {
+        deployed: copied.clone(),
+        active,
+    };
+    let models = deployment_models(
+        &compiled.plan_models,
+        &staged.database,
+        &staged.deployment,
+        &placement,
+        &|name| virtual_models.contains(name),
+    )
+    .map_err(|e| EngineError::new(crate::direct::PREREQUISITE_CODE, e.message, e.hint))?;
+    let roots: BTreeSet<&str> = staged
+        .plan
+        .rebuild_subtrees
+        .iter()
+        .map(|s| s.root.as_str())
+        .collect();
+    let roots = &roots;
+    let objects = compiled
+        .plan_models
+        .iter()
+        .filter(|m| copied.contains(&m.name))
+        .flat_map(|m| {
+            let query = m.deployable.query_with(&|name: &str| {
+                compiled
+                    .plan_models
+                    .iter()
+                    .find(|other| other.name == name)
+                    .map(|other| other.reference.clone())
+                    .unwrap_or_default()
+            });
+            m.relations
+                .iter()
+                .map(move |(kind, relation)| DeployedObject {
+                    object_type: kind.as_str(),
+                    logical_name: relation.clone(),
+                    physical_name: staged.deployment.physical(relation),
+                    model: m.name.clone(),
+                    is_selected_root: roots.contains(m.name.as_str()),
+                    fingerprint: object_fingerprint(m, *kind),
+                    canonical_query: (*kind != RelationKind::Table).then(|| query.clone()),
+                })
+        })
+        .collect();
+    let replay_lineage_mode = compiled
+        .plan_models
+        .iter()
+        .filter(|m| copied.contains(&m.name))
+        .find_map(|m| m.boundary_mode.clone())
+        .unwrap_or_else(|| "none".to_owned());
+    let deployment_compiled = Compiled {
+        plan_models: models,
+        ..compiled.clone()
+    };
+    let graph = model_graph(&deployment_compiled.plan_models);
+    let selection = stb_plan::direct::Selection::new(&graph, Some(copied));
+    let start_time = staged
+        .plan
+        .rebuild_subtrees
+        .iter()
+        .find_map(|s| s.forced_start_time.clone())
+        .map(|text| stb_plan::options::parse_start_time(&text))
+        .transpose()
+        .map_err(|e| EngineError::new(FLAG_CODE, e.message, e.hint))?;
+    let mut planned = crate::direct::plan_selection(
+        project,
+        &deployment_compiled,
+        &selection,
+        start_time,
+        reads,
+        settings,
+    )?;
+    planned.deployment = Some(Deployment {
+        id: staged.deployment.clone(),
+        replay_lineage_mode,
+        objects,
+    });
+    Ok(planned)
 }

@@ -142,6 +142,59 @@ pub fn recorded_specs(
         .collect())
 }
 
+const DEPLOYMENTS: &str = "_streambuild_virtual_deployments";
+
+/// Whether deployment `id` is complete: its header row exists.
+///
+/// # Errors
+/// The read failed.
+pub fn is_complete(client: &Client, database: &str, id: &str) -> Result<bool, WarehouseError> {
+    if !client.table_exists(database, DEPLOYMENTS)? {
+        return Ok(false);
+    }
+    let rows = client.query(&format!(
+        "SELECT count() AS n FROM {} WHERE deployment_id = {}",
+        stb_ddl::QualifiedName::new(database, DEPLOYMENTS),
+        literal(id)
+    ))?;
+    Ok(rows.text(0, "n").is_some_and(|n| n != "0"))
+}
+
+/// A complete deployment's header.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Header<'a> {
+    pub deployment_id: &'a str,
+    pub workflow_fingerprint: &'a str,
+    pub replay_lineage_mode: &'a str,
+    /// `YYYY-MM-DD HH:MM:SS.fff` (UTC).
+    pub created_at: &'a str,
+}
+
+/// Writes `header`, unless the deployment has one already (the first wins): from then on
+/// the deployment is complete. Its boundary time is the warehouse's clock now.
+///
+/// # Errors
+/// The insert failed.
+pub fn complete(
+    client: &Client,
+    database: &str,
+    header: &Header<'_>,
+) -> Result<(), WarehouseError> {
+    let table = stb_ddl::QualifiedName::new(database, DEPLOYMENTS);
+    let id = literal(header.deployment_id);
+    client.execute(
+        &format!(
+            "INSERT INTO {table} (deployment_id, workflow_fingerprint, replay_lineage_mode, boundary_time, created_at, tool_version) SELECT {id}, {}, {}, now64(3, 'UTC'), toDateTime64({}, 3, 'UTC'), {} WHERE NOT EXISTS (SELECT 1 FROM {table} WHERE deployment_id = {id})",
+            literal(header.workflow_fingerprint),
+            literal(header.replay_lineage_mode),
+            literal(header.created_at),
+            literal(env!("CARGO_PKG_VERSION")),
+        ),
+        None,
+    )?;
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::unquote;

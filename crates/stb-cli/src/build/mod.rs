@@ -1,6 +1,7 @@
-//! `stb build` (direct pipelines): replan from the warehouse as it is now, confirm,
-//! take the target lock, then drop, recreate and replay the scope statement by statement,
-//! recording every step.
+//! `stb build`: replan from the warehouse as it is now, confirm, take the target lock, then
+//! run the workflow statement by statement, recording every step: for direct pipelines
+//! drop, recreate and replay the scope; for virtual ones create a deployment's copies
+//! beside production and replay into them.
 
 mod confirm;
 mod report;
@@ -168,7 +169,10 @@ pub(crate) fn run(args: &BuildArgs) -> ExitCode {
     );
     let heartbeat = sink.heartbeat(HEARTBEAT_INTERVAL);
     if !machine {
-        crate::plan_render::print(planned, false, args.verbose);
+        match &prepared.staged {
+            Some(staged) => crate::staged_render::print(staged, false, args.verbose),
+            None => crate::plan_render::print(planned, false, args.verbose),
+        }
     }
     let shrink = serde_json::to_value(planned.shrink_summary()).unwrap_or_default();
     // The shrink guard first: a refused loss is recorded as refused, with its numbers.
@@ -229,7 +233,9 @@ pub(crate) fn run(args: &BuildArgs) -> ExitCode {
             return fail(&failure, args.json);
         }
     };
-    let audits = if ran.execution.status == Status::Succeeded {
+    // A deployment's copies are audited by `stb deployment audit` before promotion; the
+    // build audits would read the stable views, that is, production.
+    let audits = if ran.execution.status == Status::Succeeded && planned.deployment.is_none() {
         stb_engine::audits::after_build(
             &prepared.client,
             &planned.workflow.database,

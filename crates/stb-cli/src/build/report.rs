@@ -12,8 +12,11 @@ pub(super) fn summary(
     audits: &[stb_engine::audits::AuditResult],
 ) -> serde_json::Value {
     let plan = &prepared.planned.plan;
+    let deployment = prepared.planned.deployment.as_ref();
     serde_json::json!({
-        "mode": "direct",
+        "mode": if deployment.is_some() { "virtual environments" } else { "direct" },
+        "deployment_id": deployment.map(|d| d.id.as_str()),
+        "deployment_created_at": deployment.map(|d| d.id.created_at()),
         "adapter": "clickhouse",
         "database": prepared.planned.workflow.database,
         "status": execution.status,
@@ -60,12 +63,18 @@ pub(super) fn print_result(
 ) {
     let mut out = std::io::stdout().lock();
     let plan = &prepared.planned.plan;
+    let deployment = prepared.planned.deployment.as_ref();
+    let kind = if deployment.is_some() {
+        "Virtual"
+    } else {
+        "Direct"
+    };
     match execution.status {
         Status::Succeeded => {
-            let _ = writeln!(out, "\nDirect Build Complete");
+            let _ = writeln!(out, "\n{kind} Build Complete");
         }
         Status::Failed => {
-            let _ = writeln!(out, "\nDirect Build Failed");
+            let _ = writeln!(out, "\n{kind} Build Failed");
         }
         Status::Cancelled => {
             let _ = writeln!(
@@ -75,7 +84,16 @@ pub(super) fn print_result(
         }
     }
     let _ = writeln!(out, "  adapter   clickhouse");
-    let _ = writeln!(out, "  mode      direct");
+    match deployment {
+        Some(deployment) => {
+            let _ = writeln!(out, "  mode      virtual environments");
+            let _ = writeln!(out, "  deployment  {}", deployment.id);
+            let _ = writeln!(out, "  created at  {} UTC", deployment.id.created_at());
+        }
+        None => {
+            let _ = writeln!(out, "  mode      direct");
+        }
+    }
     let _ = writeln!(out, "  database  {}", prepared.planned.workflow.database);
     if let Some(start) = &prepared.planned.start_time {
         let _ = writeln!(out, "  start     {start} UTC");
@@ -87,7 +105,9 @@ pub(super) fn print_result(
         prepared.planned.workflow.roots.len()
     );
     let _ = writeln!(out, "\nRelations");
-    let _ = writeln!(out, "  dropped  {}", plan.teardown.len());
+    if deployment.is_none() {
+        let _ = writeln!(out, "  dropped  {}", plan.teardown.len());
+    }
     let _ = writeln!(out, "  created  {}", plan.creation.len());
     if !execution.captured_roots.is_empty() {
         let _ = writeln!(out, "\nReplay boundaries");
@@ -131,6 +151,13 @@ pub(super) fn print_result(
         let _ = writeln!(
             out,
             "  The scope may be half rebuilt. Rerun the same build: it drops and recreates the whole scope and replays from retained history."
+        );
+    }
+    if let (Some(deployment), Status::Succeeded) = (deployment, execution.status) {
+        let _ = writeln!(
+            out,
+            "\nStaged beside production; readers still see the active deployment.\nNext: stb deployment promote {}",
+            deployment.id
         );
     }
     for note in notes.iter().chain(&execution.warnings) {

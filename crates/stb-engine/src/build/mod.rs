@@ -13,7 +13,7 @@ use stb_warehouse::records::{
     ModelDefinition, NodeResult, write_fingerprints, write_manifest, write_node_results,
 };
 use stb_warehouse::statements::{persist_statements, workflow_sha256};
-use stb_warehouse::{Client, TargetLock, metadata};
+use stb_warehouse::{Client, TargetLock, deployments, metadata};
 
 use crate::EngineError;
 use crate::audits::AuditResult;
@@ -30,6 +30,8 @@ pub const FAILED_CODE: &str = "STB-BUILD-003";
 pub const AUDIT_CODE: &str = "STB-BUILD-004";
 /// The rebuild would lose rows retained history cannot restore.
 pub const SHRINK_CODE: &str = "STB-BUILD-005";
+/// The deployment id names a complete deployment.
+pub const DEPLOYMENT_CODE: &str = "STB-BUILD-006";
 /// Exit code of an interrupted build (128 + SIGINT).
 pub const EXIT_INTERRUPTED: i32 = 130;
 
@@ -123,7 +125,8 @@ pub fn run_started(
     serde_json::json!({
         "command": "build",
         "displayCommand": run.display_command,
-        "mode": "direct",
+        "mode": if planned.deployment.is_some() { "virtual" } else { "direct" },
+        "deploymentId": planned.deployment.as_ref().map(|d| d.id.as_str()),
         "toolVersion": env!("CARGO_PKG_VERSION"),
         "totalStatements": planned.workflow.steps.len(),
         "selectedNodeCount": executed.len(),
@@ -170,12 +173,26 @@ pub fn execute_locked(
         .map_err(|e| EngineError::from(&e))?;
     let statements = planned_statements(&planned.workflow);
     let workflow_id = workflow_sha256(&statements);
-    if let Err(error) = persist_statements(client, database, &run.invocation_id, &statements, 1) {
+    let started = persist_statements(client, database, &run.invocation_id, &statements, 1)
+        .map_err(|e| EngineError::from(&e))
+        .and_then(|_| match &planned.deployment {
+            Some(deployment) => open_deployment(client, database, deployment),
+            None => Ok(()),
+        });
+    if let Err(error) = started {
         let _ = lock.release();
-        return Err(EngineError::from(&error));
+        return Err(error);
     }
     let execution = execute(client, &planned.workflow, observer, interrupt);
     let mut warnings = Vec::new();
+    if let (Some(deployment), Status::Succeeded) = (&planned.deployment, execution.status) {
+        if let Err(error) = complete_deployment(client, database, deployment, &workflow_id) {
+            warnings.push(format!(
+                "deployment {} was built but its header was not written ({error}); it stays incomplete: run the build again with --deployment-id {}",
+                deployment.id, deployment.id
+            ));
+        }
+    }
     if let Err(error) = lock.release() {
         warnings.push(format!(
             "the target lock was not released ({error}); run `stb unlock` once this run has stopped"
@@ -186,6 +203,45 @@ pub fn execute_locked(
         execution,
         warnings,
     })
+}
+
+/// Before a deployment's workflow runs (under the lock): a complete deployment is never
+/// built again (its copies may be published), and its objects are recorded.
+fn open_deployment(
+    client: &Client,
+    database: &str,
+    deployment: &crate::staged::Deployment,
+) -> Result<(), EngineError> {
+    let id = deployment.id.as_str();
+    if deployments::is_complete(client, database, id).map_err(|e| EngineError::from(&e))? {
+        return Err(EngineError::new(
+            DEPLOYMENT_CODE,
+            format!("deployment {id} is complete already; a build never writes into it again"),
+            "leave --deployment-id out to build a new deployment",
+        ));
+    }
+    deployments::record_objects(client, database, &deployment.object_states())
+        .map_err(|e| EngineError::from(&e))
+}
+
+/// After a deployment's workflow succeeded: its header, which completes it.
+fn complete_deployment(
+    client: &Client,
+    database: &str,
+    deployment: &crate::staged::Deployment,
+    workflow_id: &str,
+) -> Result<(), stb_warehouse::WarehouseError> {
+    let created_at = deployment.id.created_at();
+    deployments::complete(
+        client,
+        database,
+        &deployments::Header {
+            deployment_id: deployment.id.as_str(),
+            workflow_fingerprint: workflow_id,
+            replay_lineage_mode: &deployment.replay_lineage_mode,
+            created_at: &created_at,
+        },
+    )
 }
 
 /// How a finished build ended, as recorded.
@@ -246,7 +302,10 @@ pub fn record(
         })
         .collect();
     let mut notes = ran.warnings.clone();
-    if let Err(error) = write_fingerprints(client, &workflow.database, workflow_id, &fingerprinted)
+    // A deployment's baseline is its object-state rows, not direct fingerprints.
+    if planned.deployment.is_none()
+        && let Err(error) =
+            write_fingerprints(client, &workflow.database, workflow_id, &fingerprinted)
     {
         notes.push(format!("Direct SQL baseline was not recorded: {error}"));
     }
