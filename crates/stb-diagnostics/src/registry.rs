@@ -80,6 +80,18 @@ pub const CODES: &[(&str, &str)] = &[
     ("STB-CONFIG-011", "a key that must be a literal uses ${...}"),
     ("STB-CONFIG-012", "a required key is missing"),
     (
+        "STB-DEPLOY-001",
+        "the deployment is unknown or incomplete (its build did not finish)",
+    ),
+    (
+        "STB-DEPLOY-002",
+        "a relation a promotion or rollback needs is gone",
+    ),
+    (
+        "STB-DEPLOY-003",
+        "a rollback has nothing sound to return to (nothing published, live bindings match no publication, the target is active or never published)",
+    ),
+    (
         "STB-DISCOVER-001",
         "the project has no pipelines/ directory",
     ),

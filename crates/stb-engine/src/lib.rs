@@ -8,6 +8,7 @@
 
 pub mod audits;
 pub mod build;
+pub mod deployments;
 pub mod direct;
 pub mod error;
 pub mod staged;

@@ -195,6 +195,185 @@ pub fn complete(
     Ok(())
 }
 
+const PUBLICATIONS: &str = "_streambuild_virtual_publications";
+
+/// A deployment's header row.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HeaderRow {
+    pub deployment_id: String,
+    pub created_at: String,
+    pub boundary_time: String,
+    pub replay_lineage_mode: String,
+}
+
+/// An object a deployment recorded.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ObjectRow {
+    pub deployment_id: String,
+    pub object_type: String,
+    pub logical_name: String,
+    pub physical_name: String,
+    pub model: String,
+    pub is_selected_root: bool,
+    pub observed_at: String,
+}
+
+/// One binding a promotion or rollback switched.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PublicationRow {
+    pub publication_id: String,
+    pub deployment_id: String,
+    pub operation: String,
+    pub previous_deployment_id: Option<String>,
+    pub logical_name: String,
+    pub physical_name: String,
+    pub published_at: String,
+}
+
+/// Everything the deployment tables hold for `database`, in three queries (none when no
+/// metadata exists yet).
+///
+/// # Errors
+/// A read failed.
+pub fn read_all(
+    client: &Client,
+    database: &str,
+) -> Result<(Vec<HeaderRow>, Vec<ObjectRow>, Vec<PublicationRow>), WarehouseError> {
+    if !client.table_exists(database, DEPLOYMENTS)? {
+        return Ok((Vec::new(), Vec::new(), Vec::new()));
+    }
+    let table = |name: &str| stb_ddl::QualifiedName::new(database, name).to_string();
+    let text =
+        |rows: &crate::Rows, row: usize, column: &str| rows.text(row, column).unwrap_or_default();
+    let headers = client.query(&format!(
+        "SELECT deployment_id, toString(min(created_at)) AS created_at, toString(min(boundary_time)) AS boundary_time, any(replay_lineage_mode) AS mode FROM {} GROUP BY deployment_id",
+        table(DEPLOYMENTS)
+    ))?;
+    let headers = (0..headers.data.len())
+        .map(|r| HeaderRow {
+            deployment_id: text(&headers, r, "deployment_id"),
+            created_at: text(&headers, r, "created_at"),
+            boundary_time: text(&headers, r, "boundary_time"),
+            replay_lineage_mode: text(&headers, r, "mode"),
+        })
+        .collect();
+    let objects = client.query(&format!(
+        "SELECT deployment_id, logical_object_type AS object_type, logical_object_name AS logical, ifNull(physical_relation_name, '') AS physical, ifNull(logical_model_name, '') AS model, max(is_selected_root) AS root, toString(min(observed_at)) AS observed_at FROM {} WHERE state_kind = 'deployment' AND deployment_id IS NOT NULL GROUP BY deployment_id, object_type, logical, physical, model ORDER BY deployment_id, object_type, logical",
+        table(OBJECT_STATE)
+    ))?;
+    let objects = (0..objects.data.len())
+        .map(|r| ObjectRow {
+            deployment_id: text(&objects, r, "deployment_id"),
+            object_type: text(&objects, r, "object_type"),
+            logical_name: text(&objects, r, "logical"),
+            physical_name: text(&objects, r, "physical"),
+            model: text(&objects, r, "model"),
+            is_selected_root: text(&objects, r, "root") == "1"
+                || text(&objects, r, "root") == "true",
+            observed_at: text(&objects, r, "observed_at"),
+        })
+        .collect();
+    let publications = client.query(&format!(
+        "SELECT publication_id, deployment_id, operation, previous_deployment_id AS previous, logical_view_name AS logical, physical_relation_name AS physical, toString(published_at) AS published_at FROM {} ORDER BY published_at, publication_id, logical",
+        table(PUBLICATIONS)
+    ))?;
+    let publications = (0..publications.data.len())
+        .map(|r| PublicationRow {
+            publication_id: text(&publications, r, "publication_id"),
+            deployment_id: text(&publications, r, "deployment_id"),
+            operation: text(&publications, r, "operation"),
+            previous_deployment_id: publications.text(r, "previous").filter(|p| !p.is_empty()),
+            logical_name: text(&publications, r, "logical"),
+            physical_name: text(&publications, r, "physical"),
+            published_at: text(&publications, r, "published_at"),
+        })
+        .collect();
+    Ok((headers, objects, publications))
+}
+
+/// One switch of a stable view.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Binding {
+    pub logical_name: String,
+    pub physical_name: String,
+}
+
+/// Switches each stable view of `bindings` to its physical relation, one `CREATE OR
+/// REPLACE VIEW` at a time (tables before views, as given), then records one publication
+/// row per binding. Returns the publication id and its time.
+///
+/// # Errors
+/// A switch or the record failed; the views switched before it stay switched (the
+/// error says which).
+pub fn publish(
+    client: &Client,
+    database: &str,
+    deployment_id: &str,
+    operation: &str,
+    previous: Option<&str>,
+    bindings: &[Binding],
+) -> Result<(String, String), WarehouseError> {
+    let now = client.query("SELECT toString(now64(3, 'UTC')) AS now")?;
+    let published_at = now.text(0, "now").unwrap_or_default();
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos());
+    let publication_id = format!(
+        "{nanos:020}_{}",
+        crate::statements::sha256_hex(&format!("{deployment_id}:{published_at}:{operation}"))
+    );
+    for (done, binding) in bindings.iter().enumerate() {
+        let statement = format!(
+            "CREATE OR REPLACE VIEW {} AS SELECT * FROM {}",
+            stb_ddl::QualifiedName::new(database, &binding.logical_name),
+            stb_ddl::QualifiedName::new(database, &binding.physical_name)
+        );
+        if let Err(mut error) = client.execute(&statement, None) {
+            error.message = format!(
+                "{} (switched before it: {}; not switched: {} and after)",
+                error.message,
+                if done == 0 {
+                    "none".to_owned()
+                } else {
+                    bindings[..done]
+                        .iter()
+                        .map(|b| b.logical_name.as_str())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                },
+                binding.logical_name
+            );
+            return Err(error);
+        }
+    }
+    crate::metadata::migrate(client, database)?;
+    let db = literal(database);
+    let rows: Vec<String> = bindings
+        .iter()
+        .map(|b| {
+            format!(
+                "({}, {}, {}, {}, {db}, {}, {db}, {}, toDateTime64({}, 3, 'UTC'))",
+                literal(&publication_id),
+                literal(deployment_id),
+                literal(operation),
+                previous.map_or_else(|| "NULL".to_owned(), literal),
+                literal(&b.logical_name),
+                literal(&b.physical_name),
+                literal(&published_at),
+            )
+        })
+        .collect();
+    client.execute(
+        &format!(
+            "INSERT INTO {} (publication_id, deployment_id, operation, previous_deployment_id, logical_database_name, logical_view_name, physical_database_name, physical_relation_name, published_at) VALUES {}",
+            stb_ddl::QualifiedName::new(database, PUBLICATIONS),
+            rows.join(", ")
+        ),
+        None,
+    )?;
+    Ok((publication_id, published_at))
+}
+
 #[cfg(test)]
 mod tests {
     use super::unquote;

@@ -1,0 +1,445 @@
+//! Deployments after their build: the inventory (`stb deployment list | show`), promotion
+//! and rollback. The inventory is rebuilt from the metadata (headers, recorded objects,
+//! publications) and the catalog (stable bindings, existing copies) in six queries.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use serde::Serialize;
+use stb_plan::deployment::split_physical;
+use stb_warehouse::deployments::{
+    Binding, HeaderRow, ObjectRow, PublicationRow, bindings as live_bindings, publish, read_all,
+};
+use stb_warehouse::{Client, TargetLock};
+
+use crate::EngineError;
+
+/// Unknown, incomplete or unusable deployment.
+pub const DEPLOYMENT_CODE: &str = "STB-DEPLOY-001";
+/// A relation a promotion or rollback needs is gone.
+pub const MISSING_CODE: &str = "STB-DEPLOY-002";
+/// A rollback has nothing sound to go back to.
+pub const ROLLBACK_CODE: &str = "STB-DEPLOY-003";
+
+/// One deployment as `stb deployment list` shows it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Record {
+    pub deployment_id: String,
+    /// `metadata_missing`, `incomplete`, `physical_missing`, `active`, `superseded`, `staged`.
+    pub state: &'static str,
+    pub created_at: Option<String>,
+    /// `incomplete`, `published` or `staged`.
+    pub persisted_status: &'static str,
+    pub root_names: Vec<String>,
+    pub physical_relation_names: Vec<String>,
+    pub missing_physical_relation_names: Vec<String>,
+    pub active_binding_names: Vec<String>,
+    pub latest_published_at: Option<String>,
+    pub boundary_time: Option<String>,
+}
+
+/// What the target holds, as read once.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct State {
+    pub headers: Vec<HeaderRow>,
+    pub objects: Vec<ObjectRow>,
+    pub publications: Vec<PublicationRow>,
+    /// Stable view -> the relation it selects from.
+    pub bindings: BTreeMap<String, String>,
+    pub relations: BTreeSet<String>,
+}
+
+/// Reads the deployment metadata and the catalog of `database`.
+///
+/// # Errors
+/// A read failed.
+pub fn read_state(client: &Client, database: &str) -> Result<State, EngineError> {
+    let (headers, objects, publications) =
+        read_all(client, database).map_err(|e| EngineError::from(&e))?;
+    let catalog = client
+        .load_catalog(database)
+        .map_err(|e| EngineError::from(&e))?;
+    Ok(State {
+        headers,
+        objects,
+        publications,
+        bindings: live_bindings(&catalog, database),
+        relations: catalog.relations.iter().map(|r| r.name.clone()).collect(),
+    })
+}
+
+/// Every deployment, newest id first.
+#[must_use]
+pub fn inventory(state: &State) -> Vec<Record> {
+    let mut ids: BTreeSet<&str> = state
+        .headers
+        .iter()
+        .map(|h| h.deployment_id.as_str())
+        .collect();
+    ids.extend(state.objects.iter().map(|o| o.deployment_id.as_str()));
+    // Copies and bindings that no metadata explains.
+    let orphans: BTreeSet<String> = state
+        .relations
+        .iter()
+        .chain(state.bindings.values())
+        .filter_map(|name| split_physical(name).map(|(_, id)| id.to_string()))
+        .filter(|id| !ids.contains(id.as_str()))
+        .collect();
+    let mut records: Vec<Record> = ids
+        .iter()
+        .map(|id| record(state, id))
+        .chain(orphans.iter().map(|id| orphan_record(state, id)))
+        .collect();
+    records.sort_by(|a, b| b.deployment_id.cmp(&a.deployment_id));
+    records
+}
+
+fn record(state: &State, id: &str) -> Record {
+    let header = state.headers.iter().find(|h| h.deployment_id == id);
+    let objects: Vec<&ObjectRow> = state
+        .objects
+        .iter()
+        .filter(|o| o.deployment_id == id)
+        .collect();
+    let physical: Vec<String> = objects.iter().map(|o| o.physical_name.clone()).collect();
+    let missing: Vec<String> = physical
+        .iter()
+        .filter(|p| !state.relations.contains(*p))
+        .cloned()
+        .collect();
+    let active: Vec<String> = active_bindings(state, id);
+    let published: Vec<&PublicationRow> = state
+        .publications
+        .iter()
+        .filter(|p| p.deployment_id == id)
+        .collect();
+    let persisted_status = if header.is_none() {
+        "incomplete"
+    } else if published.is_empty() {
+        "staged"
+    } else {
+        "published"
+    };
+    let lifecycle = if header.is_none() {
+        "incomplete"
+    } else if objects.is_empty() || !missing.is_empty() {
+        "physical_missing"
+    } else if !active.is_empty() {
+        "active"
+    } else if !published.is_empty() {
+        "superseded"
+    } else {
+        "staged"
+    };
+    let mut roots: Vec<String> = objects
+        .iter()
+        .filter(|o| o.is_selected_root)
+        .map(|o| o.model.clone())
+        .collect();
+    roots.sort();
+    roots.dedup();
+    Record {
+        deployment_id: id.to_owned(),
+        state: lifecycle,
+        created_at: header
+            .map(|h| h.created_at.clone())
+            .or_else(|| objects.iter().map(|o| o.observed_at.clone()).min()),
+        persisted_status,
+        root_names: roots,
+        physical_relation_names: physical,
+        missing_physical_relation_names: missing,
+        active_binding_names: active,
+        latest_published_at: published.iter().map(|p| p.published_at.clone()).max(),
+        boundary_time: header.map(|h| h.boundary_time.clone()),
+    }
+}
+
+fn orphan_record(state: &State, id: &str) -> Record {
+    let physical: Vec<String> = state
+        .relations
+        .iter()
+        .filter(|name| split_physical(name).is_some_and(|(_, d)| d.as_str() == id))
+        .cloned()
+        .collect();
+    Record {
+        deployment_id: id.to_owned(),
+        state: "metadata_missing",
+        created_at: None,
+        persisted_status: "incomplete",
+        root_names: Vec::new(),
+        physical_relation_names: physical,
+        missing_physical_relation_names: Vec::new(),
+        active_binding_names: active_bindings(state, id),
+        latest_published_at: None,
+        boundary_time: None,
+    }
+}
+
+/// The stable views that select from deployment `id`'s copies.
+fn active_bindings(state: &State, id: &str) -> Vec<String> {
+    state
+        .bindings
+        .iter()
+        .filter(|(logical, physical)| {
+            split_physical(physical).is_some_and(|(name, d)| d.as_str() == id && name == *logical)
+        })
+        .map(|(logical, _)| logical.clone())
+        .collect()
+}
+
+/// A promotion or rollback: what it switched.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Publication {
+    pub deployment_id: String,
+    pub operation: &'static str,
+    pub previous_deployment_id: Option<String>,
+    pub publication_id: String,
+    pub published_at: String,
+    /// `(stable view, physical relation)`, in the order they were switched.
+    pub bindings: Vec<(String, String)>,
+}
+
+/// The bindings promoting `id` switches: its tables, then its views, by name.
+///
+/// # Errors
+/// The deployment is unknown or incomplete, or a copy is gone.
+pub fn promotion_bindings(state: &State, id: &str) -> Result<Vec<Binding>, EngineError> {
+    let record = inventory(state)
+        .into_iter()
+        .find(|r| r.deployment_id == id)
+        .ok_or_else(|| {
+            EngineError::new(
+                DEPLOYMENT_CODE,
+                format!("no deployment {id} in this target"),
+                "`stb deployment list` shows the deployments",
+            )
+        })?;
+    if record.persisted_status == "incomplete" {
+        return Err(EngineError::new(
+            DEPLOYMENT_CODE,
+            format!(
+                "deployment {id} is incomplete (its build did not finish): it cannot be promoted"
+            ),
+            "build again with --deployment-id to finish it, or build a new deployment",
+        ));
+    }
+    if !record.missing_physical_relation_names.is_empty() {
+        return Err(EngineError::new(
+            MISSING_CODE,
+            format!(
+                "deployment {id} has missing staged relations: {}",
+                record.missing_physical_relation_names.join(", ")
+            ),
+            "build a new deployment",
+        ));
+    }
+    let mut objects: Vec<&ObjectRow> = state
+        .objects
+        .iter()
+        .filter(|o| o.deployment_id == id && (o.object_type == "table" || o.object_type == "view"))
+        .collect();
+    objects.sort_by(|a, b| {
+        (a.object_type != "table", &a.logical_name)
+            .cmp(&(b.object_type != "table", &b.logical_name))
+    });
+    Ok(objects
+        .into_iter()
+        .map(|o| Binding {
+            logical_name: o.logical_name.clone(),
+            physical_name: o.physical_name.clone(),
+        })
+        .collect())
+}
+
+/// One publication event: its rows grouped.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Event<'s> {
+    id: &'s str,
+    deployment_id: &'s str,
+    published_at: &'s str,
+    bindings: BTreeSet<(&'s str, &'s str)>,
+}
+
+fn events(state: &State) -> Vec<Event<'_>> {
+    let mut by_id: BTreeMap<&str, Event<'_>> = BTreeMap::new();
+    for row in &state.publications {
+        by_id
+            .entry(row.publication_id.as_str())
+            .or_insert_with(|| Event {
+                id: &row.publication_id,
+                deployment_id: &row.deployment_id,
+                published_at: &row.published_at,
+                bindings: BTreeSet::new(),
+            })
+            .bindings
+            .insert((&row.logical_name, &row.physical_name));
+    }
+    let mut events: Vec<Event<'_>> = by_id.into_values().collect();
+    events.sort_by(|a, b| (a.published_at, a.id).cmp(&(b.published_at, b.id)));
+    events
+}
+
+/// What a rollback asks for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RollbackTo {
+    Previous,
+    Deployment(String),
+}
+
+/// The current deployment and the bindings a rollback restores.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RollbackPlan {
+    pub current_deployment_id: String,
+    pub target_deployment_id: String,
+    pub bindings: Vec<Binding>,
+}
+
+/// Decides a rollback. The current publication is the latest one whose every binding is
+/// live (a deployment that copied part of the project binds only its part, so the live
+/// set is the union of several publications; the reference asked for the whole live set
+/// to equal one publication, which partial deployments never satisfy).
+///
+/// # Errors
+/// Nothing is published, the live bindings match no publication, the target is the
+/// current deployment or was never published, or its copies are gone.
+pub fn plan_rollback(state: &State, to: &RollbackTo) -> Result<RollbackPlan, EngineError> {
+    let refuse = |message: String, hint: &str| EngineError::new(ROLLBACK_CODE, message, hint);
+    let events = events(state);
+    let live = |binding: &(&str, &str)| {
+        state
+            .bindings
+            .get(binding.0)
+            .is_some_and(|p| p == binding.1)
+    };
+    if state.bindings.is_empty() || events.is_empty() {
+        return Err(refuse(
+            "Rollback requires an active published deployment".to_owned(),
+            "promote a deployment first (`stb deployment promote <id>`)",
+        ));
+    }
+    let Some(current_at) = events.iter().rposition(|e| e.bindings.iter().all(live)) else {
+        return Err(refuse(
+            "Active bindings do not match a complete publication; repair the target before rollback"
+                .to_owned(),
+            "`stb deployment list` shows what is active; promote a deployment to bind it whole",
+        ));
+    };
+    let current = &events[current_at];
+    let target = match to {
+        RollbackTo::Previous => events[..current_at]
+            .iter()
+            .rev()
+            .find(|e| e.bindings != current.bindings)
+            .ok_or_else(|| {
+                refuse(
+                    format!(
+                        "deployment {} has no earlier publication to roll back to",
+                        current.deployment_id
+                    ),
+                    "name a deployment: `stb deployment rollback <id>`",
+                )
+            })?,
+        RollbackTo::Deployment(id) => {
+            if id == current.deployment_id {
+                return Err(refuse(
+                    format!("deployment {id} is already active"),
+                    "`stb deployment list` shows the others",
+                ));
+            }
+            events
+                .iter()
+                .rev()
+                .find(|e| e.deployment_id == id)
+                .ok_or_else(|| {
+                    refuse(
+                        format!("deployment {id} has no successful publication"),
+                        "promote it instead: `stb deployment promote <id>`",
+                    )
+                })?
+        }
+    };
+    let missing: Vec<&str> = target
+        .bindings
+        .iter()
+        .map(|(_, physical)| *physical)
+        .filter(|p| !state.relations.contains(*p))
+        .collect();
+    if !missing.is_empty() {
+        return Err(EngineError::new(
+            MISSING_CODE,
+            format!(
+                "deployment {} has missing retained relations: {}",
+                target.deployment_id,
+                missing.join(", ")
+            ),
+            "roll back to another deployment, or build a new one",
+        ));
+    }
+    let mut bindings: Vec<(&str, &str)> = target.bindings.iter().copied().collect();
+    let is_view = |logical: &str| {
+        state
+            .objects
+            .iter()
+            .any(|o| o.logical_name == logical && o.object_type == "view")
+    };
+    bindings.sort_by_key(|(logical, _)| (is_view(logical), *logical));
+    Ok(RollbackPlan {
+        current_deployment_id: current.deployment_id.to_owned(),
+        target_deployment_id: target.deployment_id.to_owned(),
+        bindings: bindings
+            .into_iter()
+            .map(|(logical, physical)| Binding {
+                logical_name: logical.to_owned(),
+                physical_name: physical.to_owned(),
+            })
+            .collect(),
+    })
+}
+
+/// Switches `bindings` under the target lock and records the publication.
+///
+/// # Errors
+/// The lock is held, or a switch or the record failed (the message says which views
+/// were switched).
+pub fn switch(
+    client: &Client,
+    database: &str,
+    owner: &str,
+    deployment_id: &str,
+    operation: &'static str,
+    previous: Option<&str>,
+    bindings: &[Binding],
+) -> Result<Publication, EngineError> {
+    let lock =
+        TargetLock::acquire(client, database, owner, true).map_err(|e| EngineError::from(&e))?;
+    let published = publish(
+        client,
+        database,
+        deployment_id,
+        operation,
+        previous,
+        bindings,
+    );
+    let released = lock.release();
+    let (publication_id, published_at) = published.map_err(|e| {
+        EngineError::new(
+            crate::build::FAILED_CODE,
+            e.message,
+            "the views listed as switched point at the new relations; run the command again to finish",
+        )
+    })?;
+    released.map_err(|e| EngineError::from(&e))?;
+    Ok(Publication {
+        deployment_id: deployment_id.to_owned(),
+        operation,
+        previous_deployment_id: previous.map(str::to_owned),
+        publication_id,
+        published_at,
+        bindings: bindings
+            .iter()
+            .map(|b| (b.logical_name.clone(), b.physical_name.clone()))
+            .collect(),
+    })
+}
+
+#[cfg(test)]
+mod tests;
