@@ -4,6 +4,7 @@ mod args;
 mod audit;
 mod build;
 mod compile;
+mod deployment;
 mod direct;
 mod discover;
 mod local;
@@ -42,9 +43,13 @@ enum Command {
     /// Show what a build would do, read-only: a direct rebuild and replay, or what a new
     /// virtual deployment would stage.
     Plan(plan::PlanArgs),
-    /// Rebuild direct pipelines: drop, recreate and replay the selection and everything
-    /// downstream from retained history (asks first; see docs/build.md).
+    /// Build the selection: direct pipelines are dropped, recreated and replayed in place;
+    /// virtual ones get a new deployment beside production (asks first; docs/build.md,
+    /// docs/deployments.md).
     Build(build::BuildArgs),
+    /// Virtual deployments: list, show, promote, roll back.
+    #[command(subcommand)]
+    Deployment(deployment::DeploymentCommand),
     /// Run the SQL tests under tests/: each rebuilds its model chain from mocks and compares
     /// rows as a multiset (nothing is created in the warehouse).
     Test(test::TestArgs),
@@ -65,6 +70,7 @@ pub fn run() -> ExitCode {
         Command::Local(command) => local::run(command),
         Command::Plan(args) => plan::run(&args),
         Command::Build(args) => build::run(&args),
+        Command::Deployment(command) => deployment::run(&command),
         Command::Test(args) => test::run(&args),
         Command::Audit(args) => audit::run(&args),
         Command::Unlock(args) => unlock::run(&args),
@@ -84,8 +90,16 @@ mod tests {
     /// module (`args`, `direct`, `plan_render`, `quality`, ...) or in a library crate.
     #[test]
     fn no_command_module_imports_another() {
-        const COMMANDS: [&str; 8] = [
-            "audit", "build", "compile", "discover", "local", "plan", "test", "unlock",
+        const COMMANDS: [&str; 9] = [
+            "audit",
+            "build",
+            "compile",
+            "deployment",
+            "discover",
+            "local",
+            "plan",
+            "test",
+            "unlock",
         ];
         let src = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
         for command in COMMANDS {

@@ -92,6 +92,10 @@ pub const CODES: &[(&str, &str)] = &[
         "a rollback has nothing sound to return to (nothing published, live bindings match no publication, the target is active or never published)",
     ),
     (
+        "STB-DEPLOY-004",
+        "a deployment command in a project without virtual pipelines",
+    ),
+    (
         "STB-DISCOVER-001",
         "the project has no pipelines/ directory",
     ),

@@ -195,7 +195,17 @@ pub fn prepare(
         .filter(|m| scope.contains(&m.name))
         .collect();
     let selected = (!request.select.is_empty()).then(|| scope.clone());
-    let plan = plan_virtual(
+    if request.start_time.is_some() {
+        // A deployment bounded by a start time must copy the active table's rows before
+        // it (a seed); without one the copy would hold less than the active table and a
+        // promotion would lose the rest.
+        return Err(EngineError::new(
+            FLAG_CODE,
+            "--start-time is not supported for virtual pipelines by this edition yet (seeded deployments are not built)",
+            "leave --start-time out: the deployment replays all retained history",
+        ));
+    }
+    let mut plan = plan_virtual(
         &models,
         &deployed,
         &Options {
@@ -206,6 +216,16 @@ pub fn prepare(
         &deployment,
     )
     .map_err(|e| EngineError::new(FLAG_CODE, e.message, e.hint))?;
+    let mut warnings = Vec::new();
+    for subtree in &mut plan.rebuild_subtrees {
+        if subtree.execution_mode == stb_plan::virtual_plan::ExecutionMode::SeededBoundedRebuild {
+            subtree.execution_mode = stb_plan::virtual_plan::ExecutionMode::FullRebuild;
+            warnings.push(format!(
+                "'{}' could be seeded from its active table (columns were only added); this edition rebuilds it in full from retained history",
+                subtree.root
+            ));
+        }
+    }
     let deployed_models: BTreeSet<&str> = plan.deployed_models.iter().map(String::as_str).collect();
     let shadow_objects = models
         .iter()
@@ -219,7 +239,12 @@ pub fn prepare(
             })
         })
         .collect();
-    let warnings = unreadable_upstream(compiled, &models, &deployed_models, &deployed);
+    warnings.extend(unreadable_upstream(
+        compiled,
+        &models,
+        &deployed_models,
+        &deployed,
+    ));
     Ok(Planned {
         database: database.to_owned(),
         deployment,

@@ -223,7 +223,7 @@ fn a_greenfield_virtual_plan_stages_every_object_and_touches_nothing() {
         db.name
     ));
     assert_eq!(before, after, "a plan creates nothing");
-    // Flags that need a deployment or a selection.
+    // A start time would need a seed from the active table: refused until seeds exist.
     let refused = stb(
         dir.path(),
         &[
@@ -240,7 +240,7 @@ fn a_greenfield_virtual_plan_stages_every_object_and_touches_nothing() {
     assert!(
         error["error"]["message"]
             .as_str()
-            .is_some_and(|m| m.contains("needs an active deployment of 'clean'")),
+            .is_some_and(|m| m.contains("--start-time is not supported for virtual pipelines")),
         "{error}"
     );
     let bad = stb(
@@ -302,9 +302,16 @@ fn a_published_deployment_plans_nothing_until_the_project_changes() {
     assert_eq!(table["change_type"], "rebuild");
     assert_eq!(table["schema_change_kind"], "non_breaking");
     assert_eq!(table["seed_compatibility"], "seedable");
+    // Seeding is not built yet: the plan says the build rebuilds in full, and why.
     assert_eq!(
         plan["rebuild_subtrees"][0]["execution_mode"],
-        "seeded_bounded_rebuild"
+        "full_rebuild"
+    );
+    assert!(
+        plan["warnings"][0]
+            .as_str()
+            .is_some_and(|w| w.contains("could be seeded")),
+        "{plan}"
     );
 
     // A retyped column: breaking, and its rows cannot be copied.

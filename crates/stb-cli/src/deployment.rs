@@ -1,0 +1,312 @@
+//! `stb deployment list | show | promote | rollback`: virtual deployments after their
+//! build (see `stb_engine::deployments`).
+
+use std::io::{BufRead, Write};
+use std::process::ExitCode;
+
+use clap::{Args, Subcommand};
+use stb_engine::deployments::{
+    Publication, Record, RollbackTo, inventory, plan_rollback, promotion_bindings, read_state,
+    switch,
+};
+use stb_project::project_config::Mode;
+
+use crate::args::{ConnectionArgs, ProjectArgs};
+use crate::output::{Failure, fail, print_json};
+
+/// The project has no virtual pipelines.
+const NOT_VIRTUAL_CODE: &str = "STB-DEPLOY-004";
+
+#[derive(Debug, Subcommand)]
+pub(crate) enum DeploymentCommand {
+    /// List the target's deployments, newest first, with their state.
+    List(Common),
+    /// Show one deployment.
+    Show(WithId),
+    /// Switch the stable views to a deployment's copies (tables, then views; one at a
+    /// time) and record the publication.
+    Promote(WithId),
+    /// Switch the stable views back to an earlier publication (asks first).
+    Rollback(RollbackArgs),
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct Common {
+    #[command(flatten)]
+    project: ProjectArgs,
+    #[command(flatten)]
+    connection: ConnectionArgs,
+    /// Print machine-readable JSON on stdout.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct WithId {
+    /// The deployment id (`stb deployment list` shows them).
+    deployment_id: String,
+    #[command(flatten)]
+    common: Common,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct RollbackArgs {
+    /// The deployment to return to; or --previous.
+    #[arg(required_unless_present = "previous", conflicts_with = "previous")]
+    deployment_id: Option<String>,
+    /// Return to the publication before the current one.
+    #[arg(long)]
+    previous: bool,
+    /// Switch without asking (needed with --json).
+    #[arg(long)]
+    auto_approve: bool,
+    #[command(flatten)]
+    common: Common,
+}
+
+pub(crate) fn run(command: &DeploymentCommand) -> ExitCode {
+    match command {
+        DeploymentCommand::List(args) => list(args, None),
+        DeploymentCommand::Show(args) => list(&args.common, Some(&args.deployment_id)),
+        DeploymentCommand::Promote(args) => promote(args),
+        DeploymentCommand::Rollback(args) => rollback(args),
+    }
+}
+
+/// Discovers the project (it must have virtual pipelines) and connects.
+fn connect(common: &Common) -> Result<(stb_warehouse::Client, String), ExitCode> {
+    let project = match common.project.discover(common.json) {
+        Ok((_, project)) => project,
+        Err(code) => return Err(code),
+    };
+    if !project.pipelines.iter().any(|p| p.mode == Mode::Virtual) {
+        return Err(fail(
+            &Failure {
+                code: NOT_VIRTUAL_CODE,
+                message: "the project has no virtual pipelines: deployments do not apply".into(),
+                hint: "set mode = \"virtual\" in a pipeline.toml, or [defaults] pipeline_mode"
+                    .into(),
+            },
+            common.json,
+        ));
+    }
+    common
+        .connection
+        .connect(&project)
+        .map_err(|failure| fail(&failure, common.json))
+}
+
+fn list(common: &Common, only: Option<&str>) -> ExitCode {
+    let (client, database) = match connect(common) {
+        Ok(connected) => connected,
+        Err(code) => return code,
+    };
+    let state = match read_state(&client, &database) {
+        Ok(state) => state,
+        Err(error) => return fail(&Failure::from(error), common.json),
+    };
+    let mut records = inventory(&state);
+    if let Some(id) = only {
+        records.retain(|r| r.deployment_id == id);
+        if records.is_empty() {
+            let failure = Failure {
+                code: stb_engine::deployments::DEPLOYMENT_CODE,
+                message: format!("no deployment {id} in '{database}'"),
+                hint: "`stb deployment list` shows the deployments".into(),
+            };
+            return fail(&failure, common.json);
+        }
+    }
+    if common.json {
+        match only {
+            Some(_) => {
+                print_json(&serde_json::json!({"database": database, "deployment": records[0]}))
+            }
+            None => print_json(&serde_json::json!({"database": database, "deployments": records})),
+        }
+    } else {
+        print_records(&database, &records, only.is_some());
+    }
+    ExitCode::SUCCESS
+}
+
+fn print_records(database: &str, records: &[Record], detailed: bool) {
+    let mut out = std::io::stdout().lock();
+    if records.is_empty() {
+        let _ = writeln!(out, "No deployments in '{database}'.");
+        return;
+    }
+    let _ = writeln!(out, "Deployments in '{database}' (newest first)");
+    for record in records {
+        let _ = writeln!(
+            out,
+            "  {}  {:<16} created {}  roots: {}",
+            record.deployment_id,
+            record.state,
+            record.created_at.as_deref().unwrap_or("unknown"),
+            if record.root_names.is_empty() {
+                "-".to_owned()
+            } else {
+                record.root_names.join(", ")
+            }
+        );
+        if detailed {
+            let _ = writeln!(out, "    persisted status  {}", record.persisted_status);
+            if let Some(boundary) = &record.boundary_time {
+                let _ = writeln!(out, "    boundary time     {boundary} UTC");
+            }
+            if let Some(published) = &record.latest_published_at {
+                let _ = writeln!(out, "    last published    {published} UTC");
+            }
+            let _ = writeln!(
+                out,
+                "    relations         {}",
+                record.physical_relation_names.join(", ")
+            );
+            if !record.missing_physical_relation_names.is_empty() {
+                let _ = writeln!(
+                    out,
+                    "    missing           {}",
+                    record.missing_physical_relation_names.join(", ")
+                );
+            }
+            if !record.active_binding_names.is_empty() {
+                let _ = writeln!(
+                    out,
+                    "    active bindings   {}",
+                    record.active_binding_names.join(", ")
+                );
+            }
+        }
+    }
+}
+
+fn owner() -> String {
+    std::env::var("STREAMBUILD_RUN_INVOCATION_ID")
+        .ok()
+        .filter(|id| !id.trim().is_empty())
+        .unwrap_or_else(|| uuid::Uuid::new_v4().to_string())
+}
+
+fn print_publication(publication: &Publication, json: bool) {
+    if json {
+        print_json(&serde_json::json!({"publication": publication}));
+        return;
+    }
+    let mut out = std::io::stdout().lock();
+    let verb = if publication.operation == "rollback" {
+        "Rolled back to"
+    } else {
+        "Promoted"
+    };
+    let _ = writeln!(out, "{verb} deployment {}", publication.deployment_id);
+    for (logical, physical) in &publication.bindings {
+        let _ = writeln!(out, "  {logical} -> {physical}");
+    }
+    let _ = writeln!(
+        out,
+        "\nAtomicity\n  Bindings are replaced one relation at a time; readers may have seen a mix of old and new relations while it ran."
+    );
+}
+
+fn promote(args: &WithId) -> ExitCode {
+    let json = args.common.json;
+    let (client, database) = match connect(&args.common) {
+        Ok(connected) => connected,
+        Err(code) => return code,
+    };
+    let result = read_state(&client, &database)
+        .and_then(|state| promotion_bindings(&state, &args.deployment_id))
+        .and_then(|bindings| {
+            switch(
+                &client,
+                &database,
+                &owner(),
+                &args.deployment_id,
+                "promote",
+                None,
+                &bindings,
+            )
+        });
+    match result {
+        Ok(publication) => {
+            print_publication(&publication, json);
+            ExitCode::SUCCESS
+        }
+        Err(error) => fail(&Failure::from(error), json),
+    }
+}
+
+fn rollback(args: &RollbackArgs) -> ExitCode {
+    let json = args.common.json;
+    if json && !args.auto_approve {
+        return fail(
+            &Failure {
+                code: stb_engine::build::APPROVAL_CODE,
+                message: "--json cannot prompt for confirmation".into(),
+                hint: "add --auto-approve".into(),
+            },
+            json,
+        );
+    }
+    let (client, database) = match connect(&args.common) {
+        Ok(connected) => connected,
+        Err(code) => return code,
+    };
+    let to = match &args.deployment_id {
+        Some(id) if !args.previous => RollbackTo::Deployment(id.clone()),
+        _ => RollbackTo::Previous,
+    };
+    let plan = match read_state(&client, &database).and_then(|state| plan_rollback(&state, &to)) {
+        Ok(plan) => plan,
+        Err(error) => return fail(&Failure::from(error), json),
+    };
+    if !json {
+        let mut out = std::io::stdout().lock();
+        let _ = writeln!(
+            out,
+            "Rollback from {} to {}",
+            plan.current_deployment_id, plan.target_deployment_id
+        );
+        for binding in &plan.bindings {
+            let _ = writeln!(
+                out,
+                "  {} -> {}",
+                binding.logical_name, binding.physical_name
+            );
+        }
+        let _ = writeln!(
+            out,
+            "This restores bindings only, not the data those relations held then."
+        );
+    }
+    if !args.auto_approve && !confirmed() {
+        let _ = writeln!(std::io::stdout().lock(), "Rollback cancelled.");
+        return ExitCode::from(1);
+    }
+    match switch(
+        &client,
+        &database,
+        &owner(),
+        &plan.target_deployment_id,
+        "rollback",
+        Some(&plan.current_deployment_id),
+        &plan.bindings,
+    ) {
+        Ok(publication) => {
+            print_publication(&publication, json);
+            ExitCode::SUCCESS
+        }
+        Err(error) => fail(&Failure::from(error), json),
+    }
+}
+
+fn confirmed() -> bool {
+    let _ = write!(std::io::stdout().lock(), "Proceed with rollback? [y/N] ");
+    let _ = std::io::stdout().flush();
+    let mut answer = String::new();
+    if std::io::stdin().lock().read_line(&mut answer).is_err() {
+        return false;
+    }
+    matches!(answer.trim().to_ascii_lowercase().as_str(), "y" | "yes")
+}
