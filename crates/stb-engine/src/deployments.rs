@@ -53,15 +53,14 @@ pub struct State {
 /// # Errors
 /// A read failed.
 pub fn read_state(client: &Client, database: &str) -> Result<State, EngineError> {
-    let (headers, objects, publications) =
-        read_all(client, database).map_err(|e| EngineError::from(&e))?;
+    let metadata = read_all(client, database).map_err(|e| EngineError::from(&e))?;
     let catalog = client
         .load_catalog(database)
         .map_err(|e| EngineError::from(&e))?;
     Ok(State {
-        headers,
-        objects,
-        publications,
+        headers: metadata.headers,
+        objects: metadata.objects,
+        publications: metadata.publications,
         bindings: live_bindings(&catalog, database),
         relations: catalog.relations.iter().map(|r| r.name.clone()).collect(),
     })

@@ -230,17 +230,22 @@ pub struct PublicationRow {
     pub published_at: String,
 }
 
+/// What the deployment tables hold.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Metadata {
+    pub headers: Vec<HeaderRow>,
+    pub objects: Vec<ObjectRow>,
+    pub publications: Vec<PublicationRow>,
+}
+
 /// Everything the deployment tables hold for `database`, in three queries (none when no
 /// metadata exists yet).
 ///
 /// # Errors
 /// A read failed.
-pub fn read_all(
-    client: &Client,
-    database: &str,
-) -> Result<(Vec<HeaderRow>, Vec<ObjectRow>, Vec<PublicationRow>), WarehouseError> {
+pub fn read_all(client: &Client, database: &str) -> Result<Metadata, WarehouseError> {
     if !client.table_exists(database, DEPLOYMENTS)? {
-        return Ok((Vec::new(), Vec::new(), Vec::new()));
+        return Ok(Metadata::default());
     }
     let table = |name: &str| stb_ddl::QualifiedName::new(database, name).to_string();
     let text =
@@ -288,7 +293,11 @@ pub fn read_all(
             published_at: text(&publications, r, "published_at"),
         })
         .collect();
-    Ok((headers, objects, publications))
+    Ok(Metadata {
+        headers,
+        objects,
+        publications,
+    })
 }
 
 /// One switch of a stable view.
