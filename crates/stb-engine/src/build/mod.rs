@@ -185,13 +185,13 @@ pub fn execute_locked(
     }
     let execution = execute(client, &planned.workflow, observer, interrupt);
     let mut warnings = Vec::new();
-    if let (Some(deployment), Status::Succeeded) = (&planned.deployment, execution.status) {
-        if let Err(error) = complete_deployment(client, database, deployment, &workflow_id) {
-            warnings.push(format!(
-                "deployment {} was built but its header was not written ({error}); it stays incomplete: run the build again with --deployment-id {}",
-                deployment.id, deployment.id
-            ));
-        }
+    if let (Some(deployment), Status::Succeeded) = (&planned.deployment, execution.status)
+        && let Err(error) = complete_deployment(client, database, deployment, &workflow_id)
+    {
+        warnings.push(format!(
+            "deployment {} was built but its header was not written ({error}); it stays incomplete: run the build again with --deployment-id {}",
+            deployment.id, deployment.id
+        ));
     }
     if let Err(error) = lock.release() {
         warnings.push(format!(
