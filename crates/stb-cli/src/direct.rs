@@ -93,7 +93,7 @@ pub(crate) fn plan_deployment(
         .collect();
     let deployed = stb_engine::staged::read(client, database, &in_scope)?;
     let (now_ms, suffix) = fresh_id_inputs();
-    Ok(stb_engine::staged::prepare(
+    let planned = stb_engine::staged::prepare(
         compiled,
         database,
         &scope.staged_request(),
@@ -101,5 +101,7 @@ pub(crate) fn plan_deployment(
         deployed,
         now_ms,
         &suffix,
-    )?)
+    )?;
+    stb_engine::staged::refuse_complete(client, database, &planned.deployment)?;
+    Ok(planned)
 }

@@ -446,3 +446,25 @@ pub fn prepare_build(
     });
     Ok(planned)
 }
+
+/// Refuses a deployment id that names a complete deployment: its copies may be published,
+/// and a build would drop them.
+///
+/// # Errors
+/// `STB-BUILD-006`, or the read failed.
+pub fn refuse_complete(
+    client: &Client,
+    database: &str,
+    id: &DeploymentId,
+) -> Result<(), EngineError> {
+    if stb_warehouse::deployments::is_complete(client, database, id.as_str())
+        .map_err(|e| EngineError::from(&e))?
+    {
+        return Err(EngineError::new(
+            crate::build::DEPLOYMENT_CODE,
+            format!("deployment {id} is complete already; a build never writes into it again"),
+            "leave --deployment-id out to build a new deployment",
+        ));
+    }
+    Ok(())
+}

@@ -212,14 +212,8 @@ fn open_deployment(
     database: &str,
     deployment: &crate::staged::Deployment,
 ) -> Result<(), EngineError> {
-    let id = deployment.id.as_str();
-    if deployments::is_complete(client, database, id).map_err(|e| EngineError::from(&e))? {
-        return Err(EngineError::new(
-            DEPLOYMENT_CODE,
-            format!("deployment {id} is complete already; a build never writes into it again"),
-            "leave --deployment-id out to build a new deployment",
-        ));
-    }
+    // Checked again under the lock: another build may have completed it since the plan.
+    crate::staged::refuse_complete(client, database, &deployment.id)?;
     deployments::record_objects(client, database, &deployment.object_states())
         .map_err(|e| EngineError::from(&e))
 }

@@ -4,6 +4,7 @@
 
 mod build;
 mod build_kafka;
+mod deployments;
 mod discover;
 mod fan_in;
 mod local_stack;

@@ -1,0 +1,314 @@
+//! Virtual deployments end to end on the local stack: build, list, promote, roll back, a
+//! partial deployment reading its unchanged upstream from the active copy, the refusals,
+//! and rows under a running writer compared as multisets after every build.
+
+use std::path::Path;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU8, Ordering};
+
+use serde_json::Value;
+use stb_test_support::{TestDatabase, execute};
+
+const CLEAN: &str = "MODEL (order_by [\"_replay_partition\", \"_replay_offset\"]);\nSELECT _replay_partition::UInt32 AS _replay_partition, _replay_offset::UInt64 AS _replay_offset, amount::UInt64 AS amount\nFROM __source(\"events\")\n";
+const BIG: &str = "MODEL (order_by [\"_replay_partition\", \"_replay_offset\"]);\nSELECT _replay_partition::UInt32 AS _replay_partition, _replay_offset::UInt64 AS _replay_offset, amount::UInt64 AS amount\nFROM __ref(\"clean\")\nWHERE amount > 10\n";
+
+fn project(database: &str) -> tempfile::TempDir {
+    let files = [
+        (
+            "streambuild_project.toml".to_owned(),
+            format!("name = \"v\"\ndefault_target = \"dev\"\n[targets.dev]\ndatabase = \"{database}\"\n"),
+        ),
+        (
+            "sources/events.yml".to_owned(),
+            "sources:\n  - name: events\n    kind: stream_table\n    table_name: events\n    replay_boundary:\n      mode: offsets\n      columns:\n        _replay_partition: p\n        _replay_offset: o\n        _replay_timestamp: ts\n".to_owned(),
+        ),
+        ("pipelines/pl__v/pipeline.toml".to_owned(), "mode = \"virtual\"\n".to_owned()),
+        ("pipelines/pl__v/clean.sql".to_owned(), CLEAN.to_owned()),
+        ("pipelines/pl__v/big.sql".to_owned(), BIG.to_owned()),
+        (
+            "pipelines/pl__v/report.sql".to_owned(),
+            "MODEL (kind view);\nSELECT count()::UInt64 AS n FROM __ref(\"big\")\n".to_owned(),
+        ),
+    ];
+    stb_test_support::project_dir(&files)
+}
+
+fn events_table(database: &str) {
+    execute(&format!(
+        "CREATE TABLE {database}.events (p UInt32, o UInt64, ts DateTime64(3, 'UTC'), amount UInt64) ENGINE = MergeTree ORDER BY (p, o)"
+    ));
+}
+
+/// Three rows per step, offsets increasing per partition, event times relative to now.
+fn insert(database: &str, from: u64, count: u64) {
+    execute(&format!(
+        "INSERT INTO {database}.events SELECT number % 3, intDiv(number, 3), now64(3, 'UTC'), number % 25 FROM numbers({}, {})",
+        from * 3,
+        count * 3
+    ));
+}
+
+fn stb(dir: &Path, args: &[&str]) -> std::process::Output {
+    stb_test_support::stb_on_project(dir, args, "")
+}
+
+fn ok_json(dir: &Path, args: &[&str]) -> Value {
+    let output = stb(dir, args);
+    assert!(
+        output.status.success(),
+        "{args:?} failed\nstdout: {}\nstderr: {}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    serde_json::from_slice(&output.stdout).expect("JSON")
+}
+
+fn error_code(dir: &Path, args: &[&str]) -> String {
+    let output = stb(dir, args);
+    assert!(!output.status.success(), "{args:?} should fail");
+    let json: Value = serde_json::from_slice(&output.stdout).expect("JSON");
+    json["error"]["code"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned()
+}
+
+fn build(dir: &Path, extra: &[&str]) -> String {
+    let mut args = vec!["build", "--auto-approve", "--json"];
+    args.extend_from_slice(extra);
+    let result = ok_json(dir, &args);
+    assert_eq!(result["mode"], "virtual environments", "{result}");
+    assert_eq!(result["status"], "succeeded", "{result}");
+    result["deployment_id"].as_str().expect("id").to_owned()
+}
+
+fn promote(dir: &Path, id: &str) {
+    let published = ok_json(dir, &["deployment", "promote", id, "--json"]);
+    assert_eq!(published["publication"]["deployment_id"], id);
+}
+
+fn states(dir: &Path) -> Vec<(String, String)> {
+    ok_json(dir, &["deployment", "list", "--json"])["deployments"]
+        .as_array()
+        .expect("deployments")
+        .iter()
+        .map(|d| {
+            (
+                d["deployment_id"].as_str().unwrap_or_default().to_owned(),
+                d["state"].as_str().unwrap_or_default().to_owned(),
+            )
+        })
+        .collect()
+}
+
+fn rows(sql: &str) -> Vec<String> {
+    execute(&format!("SELECT * FROM ({sql}) ORDER BY ALL FORMAT TSV"))
+        .lines()
+        .map(str::to_owned)
+        .collect()
+}
+
+/// clean and big through their stable views against the models run over the events.
+fn assert_stable_views_match(database: &str, big_floor: u64) {
+    assert_eq!(
+        rows(&format!("SELECT * FROM {database}.tbl__clean")),
+        rows(&format!("SELECT p, o, amount FROM {database}.events")),
+        "clean"
+    );
+    assert_eq!(
+        rows(&format!("SELECT * FROM {database}.tbl__big")),
+        rows(&format!(
+            "SELECT p, o, amount FROM {database}.events WHERE amount > {big_floor}"
+        )),
+        "big"
+    );
+}
+
+#[test]
+fn a_deployment_is_staged_promoted_superseded_and_rolled_back() {
+    let db = TestDatabase::create("deploy_life");
+    events_table(&db.name);
+    insert(&db.name, 0, 20);
+    let dir = project(&db.name);
+
+    let first = build(dir.path(), &[]);
+    assert_eq!(states(dir.path()), [(first.clone(), "staged".to_owned())]);
+    // Staged beside production: the copies hold the history, no stable view exists yet.
+    assert_eq!(
+        rows(&format!("SELECT * FROM {}.tbl__clean__{first}", db.name)),
+        rows(&format!("SELECT p, o, amount FROM {}.events", db.name))
+    );
+    let views = execute(&format!(
+        "SELECT count() FROM system.tables WHERE database = '{}' AND name IN ('tbl__clean', 'tbl__big', 'view__report') FORMAT TSV",
+        db.name
+    ));
+    assert_eq!(views.trim(), "0");
+
+    promote(dir.path(), &first);
+    assert_stable_views_match(&db.name, 10);
+    assert_eq!(states(dir.path()), [(first.clone(), "active".to_owned())]);
+    // Live rows reach the active copies.
+    insert(&db.name, 20, 5);
+    assert_stable_views_match(&db.name, 10);
+    // Nothing changed: the plan is all no_op.
+    let plan = ok_json(dir.path(), &["plan", "--json"]);
+    assert_eq!(plan["rebuild_subtrees"], serde_json::json!([]), "{plan}");
+
+    // A partial deployment: only big changes; its copy reads clean's active copy.
+    std::fs::write(
+        dir.path().join("pipelines/pl__v/big.sql"),
+        BIG.replace("amount > 10", "amount > 20"),
+    )
+    .expect("write");
+    let second = build(dir.path(), &[]);
+    let mv = execute(&format!(
+        "SELECT create_table_query FROM system.tables WHERE database = '{}' AND name = 'mv__big__{second}' FORMAT TSVRaw",
+        db.name
+    ));
+    assert!(mv.contains(&format!("tbl__clean__{first}")), "{mv}");
+    let copies = execute(&format!(
+        "SELECT count() FROM system.tables WHERE database = '{}' AND name = 'tbl__clean__{second}' FORMAT TSV",
+        db.name
+    ));
+    assert_eq!(copies.trim(), "0", "clean is not copied");
+    // Readers still see the first deployment until the promotion.
+    assert_stable_views_match(&db.name, 10);
+    promote(dir.path(), &second);
+    insert(&db.name, 25, 5);
+    assert_stable_views_match(&db.name, 20);
+    assert_eq!(
+        states(dir.path()),
+        [
+            (second.clone(), "active".to_owned()),
+            (first.clone(), "active".to_owned()),
+        ],
+        "clean stays bound to the first deployment"
+    );
+
+    // Back to the first deployment's big: its copy kept receiving live rows.
+    let output = stb(
+        dir.path(),
+        &[
+            "deployment",
+            "rollback",
+            "--previous",
+            "--auto-approve",
+            "--json",
+        ],
+    );
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stdout)
+    );
+    let rolled: Value = serde_json::from_slice(&output.stdout).expect("JSON");
+    assert_eq!(rolled["publication"]["operation"], "rollback");
+    assert_eq!(rolled["publication"]["deployment_id"], first.as_str());
+    assert_eq!(
+        rolled["publication"]["previous_deployment_id"],
+        second.as_str()
+    );
+    assert_stable_views_match(&db.name, 10);
+
+    // Refusals, each with its code.
+    assert_eq!(
+        error_code(
+            dir.path(),
+            &["deployment", "rollback", &first, "--auto-approve", "--json"]
+        ),
+        "STB-DEPLOY-003"
+    );
+    assert_eq!(
+        error_code(
+            dir.path(),
+            &["deployment", "promote", "20261130T000000Z_nope", "--json"]
+        ),
+        "STB-DEPLOY-001"
+    );
+    assert_eq!(
+        error_code(
+            dir.path(),
+            &[
+                "build",
+                "--auto-approve",
+                "--json",
+                "--deployment-id",
+                &first
+            ]
+        ),
+        "STB-BUILD-006"
+    );
+    assert_eq!(
+        error_code(
+            dir.path(),
+            &["deployment", "rollback", "--previous", "--json"]
+        ),
+        "STB-BUILD-001"
+    );
+}
+
+const RUN: u8 = 0;
+const PAUSE: u8 = 1;
+const PAUSED: u8 = 2;
+const STOP: u8 = 3;
+
+#[test]
+fn virtual_builds_under_a_running_writer_lose_no_row_and_double_none() {
+    let db = TestDatabase::create("deploy_writer");
+    events_table(&db.name);
+    insert(&db.name, 0, 50);
+    let dir = project(&db.name);
+    let state = Arc::new(AtomicU8::new(RUN));
+    let writer = {
+        let state = Arc::clone(&state);
+        let database = db.name.clone();
+        std::thread::spawn(move || {
+            let mut next = 50;
+            loop {
+                match state.load(Ordering::SeqCst) {
+                    STOP => return next,
+                    PAUSE | PAUSED => {
+                        state.store(PAUSED, Ordering::SeqCst);
+                        std::thread::sleep(std::time::Duration::from_millis(2));
+                    }
+                    _ => {
+                        insert(&database, next, 1);
+                        next += 1;
+                        std::thread::sleep(std::time::Duration::from_millis(3));
+                    }
+                }
+            }
+        })
+    };
+    let rest = || {
+        state.store(PAUSE, Ordering::SeqCst);
+        while state.load(Ordering::SeqCst) != PAUSED {
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+    };
+    // Greenfield, full refreshes of the root, and partial deployments of big alone.
+    let mut floor = 10;
+    for round in 0..10 {
+        let extra: Vec<&str> = match round % 3 {
+            0 => Vec::new(),
+            1 => vec!["--select", "clean", "--full-refresh"],
+            _ => {
+                floor = if floor == 10 { 20 } else { 10 };
+                std::fs::write(
+                    dir.path().join("pipelines/pl__v/big.sql"),
+                    BIG.replace("amount > 10", &format!("amount > {floor}")),
+                )
+                .expect("write");
+                Vec::new()
+            }
+        };
+        let id = build(dir.path(), &extra);
+        promote(dir.path(), &id);
+        rest();
+        assert_stable_views_match(&db.name, floor);
+        state.store(RUN, Ordering::SeqCst);
+    }
+    state.store(STOP, Ordering::SeqCst);
+    let written = writer.join().expect("writer");
+    assert!(written > 60, "the writer kept writing: {written}");
+}
