@@ -312,3 +312,109 @@ fn virtual_builds_under_a_running_writer_lose_no_row_and_double_none() {
     let written = writer.join().expect("writer");
     assert!(written > 60, "the writer kept writing: {written}");
 }
+
+/// Starts `stb build` for deployment `id` in the background, as run `invocation`.
+fn spawn_build(dir: &Path, id: &str, invocation: &str) -> std::process::Child {
+    std::process::Command::new(assert_cmd::cargo::cargo_bin("stb"))
+        .args([
+            "build",
+            "--auto-approve",
+            "--json",
+            "--deployment-id",
+            id,
+            "--project-dir",
+        ])
+        .arg(dir)
+        .envs(stb_test_support::warehouse_env())
+        .env("STREAMBUILD_LIVE_STABILIZATION_SECONDS", "1")
+        .env("STREAMBUILD_RUN_INVOCATION_ID", invocation)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("spawns")
+}
+
+/// Statements `invocation` completed, by its own events.
+fn completed(database: &str, invocation: &str) -> u64 {
+    let exists = execute(&format!(
+        "SELECT count() FROM system.tables WHERE database = '{database}' AND name = '_streambuild_run_events' FORMAT TSV"
+    ));
+    if exists.trim() == "0" {
+        return 0;
+    }
+    execute(&format!(
+        "SELECT countIf(event_kind = 'statement_completed') FROM {database}._streambuild_run_events WHERE invocation_id = '{invocation}' FORMAT TSV"
+    ))
+    .trim()
+    .parse()
+    .unwrap_or(0)
+}
+
+/// A project with the first deployment promoted and big changed: the next build is a
+/// partial deployment of big and report.
+fn partial_ready(prefix: &str) -> (TestDatabase, tempfile::TempDir) {
+    let db = TestDatabase::create(prefix);
+    events_table(&db.name);
+    insert(&db.name, 0, 20);
+    let dir = project(&db.name);
+    let first = build(dir.path(), &[]);
+    promote(dir.path(), &first);
+    std::fs::write(
+        dir.path().join("pipelines/pl__v/big.sql"),
+        BIG.replace("amount > 10", "amount > 20"),
+    )
+    .expect("write");
+    (db, dir)
+}
+
+#[test]
+fn a_virtual_build_killed_after_any_statement_is_rerun_with_its_id_to_the_right_rows() {
+    // How many statements the partial deployment runs, from an uninterrupted one.
+    let (probe_db, probe) = partial_ready("deploy_kill_probe");
+    let mut args = vec!["build", "--auto-approve", "--json"];
+    args.extend(["--deployment-id", "20261130T000000Z_probe"]);
+    let result = ok_json(probe.path(), &args);
+    let total = result["completed_steps"].as_u64().expect("steps");
+    assert!(total >= 8, "{result}");
+    drop((probe_db, probe));
+
+    let mut killed = Vec::new();
+    let mut last_kill = std::time::Instant::now();
+    for k in 1..total {
+        let (db, dir) = partial_ready(&format!("deploy_kill_{k}"));
+        let id = format!("20261130T000000Z_kill{k}");
+        let invocation = format!("kill-{k}-{}", db.name);
+        let mut child = spawn_build(dir.path(), &id, &invocation);
+        let started = std::time::Instant::now();
+        while completed(&db.name, &invocation) < k {
+            assert!(
+                started.elapsed().as_secs() < 60,
+                "statement {k} never completed"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(2));
+        }
+        child.kill().expect("SIGKILL");
+        let _ = child.wait();
+        // Killed before its header: incomplete, and readers still see the first deployment.
+        let listed = states(dir.path());
+        assert!(
+            listed.contains(&(id.clone(), "incomplete".to_owned())),
+            "{listed:?}"
+        );
+        assert_stable_views_match(&db.name, 10);
+        killed.push((db, dir, id));
+        last_kill = std::time::Instant::now();
+    }
+    // 45 s of silence by the warehouse clock mark a killed run as stopped.
+    let silence = std::time::Duration::from_secs(46);
+    std::thread::sleep(silence.saturating_sub(last_kill.elapsed()));
+    for (db, dir, id) in &killed {
+        ok_json(dir.path(), &["unlock", "--json"]);
+        // The same id: its unfinished copies are rebuilt from retained history.
+        assert_eq!(build(dir.path(), &["--deployment-id", id]), *id);
+        promote(dir.path(), id);
+        assert_stable_views_match(&db.name, 20);
+        insert(&db.name, 20, 5);
+        assert_stable_views_match(&db.name, 20);
+    }
+}
