@@ -86,15 +86,15 @@ stb_staged deployment promote "$first"
 # The landing reads the topic from its earliest message: all events reach the deployment.
 staged_events="$(database=$staged wait_for_rows tbl__order_events $expected)"
 large="$(query "SELECT count() FROM $staged.tbl__large_events")"
-large_rule="$(query "SELECT countIf(amount_cents >= 5000) FROM $staged.tbl__order_events")"
-say "raising the bar to 80.00 and staging a second deployment (only large_events changes)"
-sed -i 's/amount_cents >= 5000/amount_cents >= 8000/' "$staged_project/pipelines/pl__staged/large_events.sql"
+large_rule="$(query "SELECT countIf(amount_cents >= 2000) FROM $staged.tbl__order_events")"
+say "raising the bar to 40.00 and staging a second deployment (only large_events changes)"
+sed -i 's/amount_cents >= 2000/amount_cents >= 4000/' "$staged_project/pipelines/pl__staged/large_events.sql"
 stb_staged plan
 second="$(stb_staged build --auto-approve --json | deployment_of)"
 before_promote="$(query "SELECT large_events FROM $staged.view__large_event_count")"
 stb_staged deployment promote "$second"
 raised="$(query "SELECT large_events FROM $staged.view__large_event_count")"
-raised_rule="$(query "SELECT countIf(amount_cents >= 8000) FROM $staged.tbl__order_events")"
+raised_rule="$(query "SELECT countIf(amount_cents >= 4000) FROM $staged.tbl__order_events")"
 stb_staged deployment list
 say "stb deployment rollback --previous"
 stb_staged deployment rollback --previous --auto-approve

@@ -1,5 +1,5 @@
 MODEL (
-  description "Events of at least 50.00; the demo raises the bar and stages it again",
+  description "Events of at least 20.00; the demo raises the bar and stages it again",
   order_by ["order_id", "_replay_partition", "_replay_offset"],
 );
 
@@ -10,4 +10,4 @@ SELECT
   _replay_partition::Int32 AS _replay_partition,
   _replay_offset::Int64 AS _replay_offset
 FROM __ref("order_events")
-WHERE amount_cents >= 5000
+WHERE amount_cents >= 2000
