@@ -9,13 +9,9 @@ use stb_engine::deployments::{
     Publication, Record, RollbackTo, inventory, plan_rollback, promotion_bindings, read_state,
     switch,
 };
-use stb_project::project_config::Mode;
 
-use crate::args::{ConnectionArgs, ProjectArgs};
 use crate::output::{Failure, fail, print_json};
-
-/// The project has no virtual pipelines.
-const NOT_VIRTUAL_CODE: &str = "STB-DEPLOY-004";
+use crate::virtual_target::{Common, connect_virtual, lock_owner};
 
 #[derive(Debug, Subcommand)]
 pub(crate) enum DeploymentCommand {
@@ -28,17 +24,6 @@ pub(crate) enum DeploymentCommand {
     Promote(WithId),
     /// Switch the stable views back to an earlier publication (asks first).
     Rollback(RollbackArgs),
-}
-
-#[derive(Debug, Args)]
-pub(crate) struct Common {
-    #[command(flatten)]
-    project: ProjectArgs,
-    #[command(flatten)]
-    connection: ConnectionArgs,
-    /// Print machine-readable JSON on stdout.
-    #[arg(long)]
-    json: bool,
 }
 
 #[derive(Debug, Args)]
@@ -73,31 +58,8 @@ pub(crate) fn run(command: &DeploymentCommand) -> ExitCode {
     }
 }
 
-/// Discovers the project (it must have virtual pipelines) and connects.
-fn connect(common: &Common) -> Result<(stb_warehouse::Client, String), ExitCode> {
-    let project = match common.project.discover(common.json) {
-        Ok((_, project)) => project,
-        Err(code) => return Err(code),
-    };
-    if !project.pipelines.iter().any(|p| p.mode == Mode::Virtual) {
-        return Err(fail(
-            &Failure {
-                code: NOT_VIRTUAL_CODE,
-                message: "the project has no virtual pipelines: deployments do not apply".into(),
-                hint: "set mode = \"virtual\" in a pipeline.toml, or [defaults] pipeline_mode"
-                    .into(),
-            },
-            common.json,
-        ));
-    }
-    common
-        .connection
-        .connect(&project)
-        .map_err(|failure| fail(&failure, common.json))
-}
-
 fn list(common: &Common, only: Option<&str>) -> ExitCode {
-    let (client, database) = match connect(common) {
+    let (client, database) = match connect_virtual(common) {
         Ok(connected) => connected,
         Err(code) => return code,
     };
@@ -181,13 +143,6 @@ fn print_records(database: &str, records: &[Record], detailed: bool) {
     }
 }
 
-fn owner() -> String {
-    std::env::var("STREAMBUILD_RUN_INVOCATION_ID")
-        .ok()
-        .filter(|id| !id.trim().is_empty())
-        .unwrap_or_else(|| uuid::Uuid::new_v4().to_string())
-}
-
 fn print_publication(publication: &Publication, json: bool) {
     if json {
         print_json(&serde_json::json!({"publication": publication}));
@@ -211,7 +166,7 @@ fn print_publication(publication: &Publication, json: bool) {
 
 fn promote(args: &WithId) -> ExitCode {
     let json = args.common.json;
-    let (client, database) = match connect(&args.common) {
+    let (client, database) = match connect_virtual(&args.common) {
         Ok(connected) => connected,
         Err(code) => return code,
     };
@@ -221,7 +176,7 @@ fn promote(args: &WithId) -> ExitCode {
             switch(
                 &client,
                 &database,
-                &owner(),
+                &lock_owner(),
                 &args.deployment_id,
                 "promote",
                 None,
@@ -249,7 +204,7 @@ fn rollback(args: &RollbackArgs) -> ExitCode {
             json,
         );
     }
-    let (client, database) = match connect(&args.common) {
+    let (client, database) = match connect_virtual(&args.common) {
         Ok(connected) => connected,
         Err(code) => return code,
     };
@@ -287,7 +242,7 @@ fn rollback(args: &RollbackArgs) -> ExitCode {
     match switch(
         &client,
         &database,
-        &owner(),
+        &lock_owner(),
         &plan.target_deployment_id,
         "rollback",
         Some(&plan.current_deployment_id),

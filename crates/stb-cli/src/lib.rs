@@ -8,6 +8,7 @@ mod deployment;
 mod direct;
 mod discover;
 mod local;
+mod maintenance;
 mod output;
 mod plan;
 mod plan_render;
@@ -16,6 +17,7 @@ mod run_artifacts;
 mod staged_render;
 mod test;
 mod unlock;
+mod virtual_target;
 mod warehouse;
 
 use std::process::ExitCode;
@@ -50,6 +52,14 @@ enum Command {
     /// Virtual deployments: list, show, promote, roll back.
     #[command(subcommand)]
     Deployment(deployment::DeploymentCommand),
+    /// Drop the relations of deployments that are no longer needed (dry run unless
+    /// --apply; never the active, newest or recently built ones, nor rollback points).
+    Janitor(maintenance::JanitorArgs),
+    /// Report each stable view's binding and what to run when one is wrong (read-only).
+    Doctor(virtual_target::Common),
+    /// Repair what `stb doctor` reports.
+    #[command(subcommand)]
+    Repair(maintenance::RepairCommand),
     /// Run the SQL tests under tests/: each rebuilds its model chain from mocks and compares
     /// rows as a multiset (nothing is created in the warehouse).
     Test(test::TestArgs),
@@ -71,6 +81,9 @@ pub fn run() -> ExitCode {
         Command::Plan(args) => plan::run(&args),
         Command::Build(args) => build::run(&args),
         Command::Deployment(command) => deployment::run(&command),
+        Command::Janitor(args) => maintenance::janitor(&args),
+        Command::Doctor(args) => maintenance::doctor(&args),
+        Command::Repair(command) => maintenance::repair(&command),
         Command::Test(args) => test::run(&args),
         Command::Audit(args) => audit::run(&args),
         Command::Unlock(args) => unlock::run(&args),
@@ -90,7 +103,7 @@ mod tests {
     /// module (`args`, `direct`, `plan_render`, `quality`, ...) or in a library crate.
     #[test]
     fn no_command_module_imports_another() {
-        const COMMANDS: [&str; 9] = [
+        const COMMANDS: [&str; 10] = [
             "audit",
             "build",
             "compile",

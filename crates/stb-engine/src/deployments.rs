@@ -440,5 +440,337 @@ pub fn switch(
     })
 }
 
+/// One logical relation's health, as `stb doctor` reports it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Diagnosis {
+    pub table_name: String,
+    /// `active_view_present`, `invalid_active_view` or `logical_view_missing`.
+    pub state_kind: &'static str,
+    pub active_deployment_id: Option<String>,
+    /// Complete deployments holding a copy of it, newest first.
+    pub candidate_deployment_ids: Vec<String>,
+    /// What to run, when something is wrong.
+    pub repair: Option<String>,
+}
+
+/// Every logical relation that has a stable view or deployment copies, and whether its
+/// binding is sound: drift between the metadata and the catalog (a stable view dropped or
+/// pointed elsewhere by hand) shows here with the command that repairs it.
+#[must_use]
+pub fn diagnose(state: &State) -> Vec<Diagnosis> {
+    let complete: BTreeSet<&str> = state
+        .headers
+        .iter()
+        .map(|h| h.deployment_id.as_str())
+        .collect();
+    let mut logical: BTreeSet<&str> = state.bindings.keys().map(String::as_str).collect();
+    logical.extend(
+        state
+            .objects
+            .iter()
+            .filter(|o| o.object_type != "materialized_view")
+            .map(|o| o.logical_name.as_str()),
+    );
+    logical
+        .into_iter()
+        .map(|name| {
+            let mut candidates: Vec<String> = state
+                .objects
+                .iter()
+                .filter(|o| {
+                    o.logical_name == name
+                        && complete.contains(o.deployment_id.as_str())
+                        && state.relations.contains(&o.physical_name)
+                })
+                .map(|o| o.deployment_id.clone())
+                .collect();
+            candidates.sort_by(|a, b| b.cmp(a));
+            candidates.dedup();
+            let bound = state.bindings.get(name);
+            let active = bound
+                .and_then(|physical| split_physical(physical))
+                .filter(|(logical, _)| *logical == name)
+                .map(|(_, id)| id.to_string());
+            let state_kind = match (bound, &active) {
+                (Some(_), Some(_)) => "active_view_present",
+                (Some(_), None) => "invalid_active_view",
+                (None, _) => "logical_view_missing",
+            };
+            // The deployment to bind again: the latest one published for this relation.
+            let published = state
+                .publications
+                .iter()
+                .filter(|p| p.logical_name == name && state.relations.contains(&p.physical_name))
+                .max_by(|a, b| {
+                    (&a.published_at, &a.publication_id).cmp(&(&b.published_at, &b.publication_id))
+                })
+                .map(|p| p.deployment_id.clone());
+            let repair = (state_kind != "active_view_present")
+                .then_some(published)
+                .flatten()
+                .map(|id| format!("stb repair active-view --table {name} --deployment-id {id}"));
+            Diagnosis {
+                table_name: name.to_owned(),
+                state_kind,
+                active_deployment_id: active,
+                candidate_deployment_ids: candidates,
+                repair,
+            }
+        })
+        .collect()
+}
+
+/// What a janitor decided for one deployment.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Cleanup {
+    pub deployment_id: String,
+    pub delete: bool,
+    pub reason: String,
+    /// The copies a deletion drops (views and materialized views first, then tables).
+    pub relations: Vec<String>,
+}
+
+/// The janitor's limits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Retention {
+    pub retention_days: u32,
+    pub minimum_rollback_deployments: usize,
+    /// Deployments created less than this many minutes ago are never deleted (a build may
+    /// have just staged them; the reference deleted those).
+    pub minimum_age_minutes: u32,
+}
+
+/// Which deployments can go, newest first, each with its reason. `now` is the warehouse's
+/// clock as `YYYY-MM-DD HH:MM:SS.fff` (UTC). The newest complete deployment is always
+/// kept.
+#[must_use]
+pub fn plan_cleanup(state: &State, retention: Retention, now: &str) -> Vec<Cleanup> {
+    let records = inventory(state);
+    let newest_complete = records
+        .iter()
+        .find(|r| r.persisted_status != "incomplete")
+        .map(|r| r.deployment_id.clone());
+    let cutoff = |days: u32| shift(now, -i64::from(days) * 86_400);
+    let retention_cutoff = cutoff(retention.retention_days);
+    let age_cutoff = shift(now, -i64::from(retention.minimum_age_minutes) * 60);
+    let mut rollback_points = 0;
+    records
+        .into_iter()
+        .filter(|r| r.state != "metadata_missing")
+        .map(|record| {
+            let id = record.deployment_id.clone();
+            let created = record.created_at.clone().unwrap_or_default();
+            let mismatched = state
+                .objects
+                .iter()
+                .any(|o| o.deployment_id == id && !o.physical_name.ends_with(&format!("__{id}")));
+            let keep = |reason: &str| (false, reason.to_owned());
+            let (delete, reason) = if mismatched {
+                keep("physical mappings do not match deployment identity")
+            } else if !record.active_binding_names.is_empty() {
+                keep("currently active")
+            } else if Some(&id) == newest_complete.as_ref() {
+                keep("newest deployment")
+            } else if created.as_str() > age_cutoff.as_str() {
+                keep(&format!(
+                    "built within the last {} minutes",
+                    retention.minimum_age_minutes
+                ))
+            } else if record.persisted_status == "published"
+                && record.missing_physical_relation_names.is_empty()
+                && rollback_points < retention.minimum_rollback_deployments
+            {
+                rollback_points += 1;
+                keep(&format!(
+                    "retained as rollback point (minimum {} deployments)",
+                    retention.minimum_rollback_deployments
+                ))
+            } else if record
+                .latest_published_at
+                .as_deref()
+                .is_some_and(|at| at > retention_cutoff.as_str())
+            {
+                keep(&format!(
+                    "published within retention window ({} days)",
+                    retention.retention_days
+                ))
+            } else if record.persisted_status == "published" {
+                (true, "published before retention window".to_owned())
+            } else {
+                (true, "stale unpublished deployment".to_owned())
+            };
+            let mut relations: Vec<String> = state
+                .objects
+                .iter()
+                .filter(|o| o.deployment_id == id && state.relations.contains(&o.physical_name))
+                .map(|o| (o.object_type == "table", o.physical_name.clone()))
+                .collect::<BTreeSet<_>>()
+                .into_iter()
+                .map(|(_, name)| name)
+                .collect();
+            relations.dedup();
+            Cleanup {
+                deployment_id: id,
+                delete,
+                reason,
+                relations,
+            }
+        })
+        .collect()
+}
+
+/// `YYYY-MM-DD HH:MM:SS.fff` moved by `seconds`; the text unchanged when it is not one.
+fn shift(time: &str, seconds: i64) -> String {
+    stb_plan::deployment::parse_utc_text(time).map_or_else(
+        || time.to_owned(),
+        |ms| stb_plan::deployment::utc_text(ms + seconds * 1000),
+    )
+}
+
+/// Rows in each of `tables` of `database`, in one query (a missing table counts none).
+///
+/// # Errors
+/// The read failed.
+pub fn count_rows(
+    client: &Client,
+    database: &str,
+    tables: &[String],
+) -> Result<BTreeMap<String, u64>, EngineError> {
+    if tables.is_empty() {
+        return Ok(BTreeMap::new());
+    }
+    let parts: Vec<String> = tables
+        .iter()
+        .map(|t| {
+            format!(
+                "SELECT {} AS name, count() AS n FROM {}",
+                stb_ddl::string_literal(t),
+                stb_ddl::QualifiedName::new(database, t)
+            )
+        })
+        .collect();
+    let rows = client
+        .query(&parts.join(" UNION ALL "))
+        .map_err(|e| EngineError::from(&e))?;
+    Ok((0..rows.data.len())
+        .filter_map(|r| Some((rows.text(r, "name")?, rows.text(r, "n")?.parse().ok()?)))
+        .collect())
+}
+
+/// The warehouse's clock, as `YYYY-MM-DD HH:MM:SS.fff` (UTC).
+///
+/// # Errors
+/// The read failed.
+pub fn warehouse_now(client: &Client) -> Result<String, EngineError> {
+    let rows = client
+        .query("SELECT toString(now64(3, 'UTC')) AS now")
+        .map_err(|e| EngineError::from(&e))?;
+    Ok(rows.text(0, "now").unwrap_or_default())
+}
+
+/// Drops the copies of the deployments `cleanups` marks for deletion, under the target
+/// lock, after reading the state again: a copy that became active meanwhile stops it.
+/// Metadata rows are kept. Returns the relations dropped.
+///
+/// # Errors
+/// The lock is held, a copy became active, or a drop failed (the message names what was
+/// dropped before it).
+pub fn apply_cleanup(
+    client: &Client,
+    database: &str,
+    owner: &str,
+    cleanups: &[Cleanup],
+) -> Result<Vec<String>, EngineError> {
+    let lock =
+        TargetLock::acquire(client, database, owner, false).map_err(|e| EngineError::from(&e))?;
+    let result = drop_unbound(client, database, cleanups);
+    let released = lock.release();
+    let dropped = result?;
+    released.map_err(|e| EngineError::from(&e))?;
+    Ok(dropped)
+}
+
+fn drop_unbound(
+    client: &Client,
+    database: &str,
+    cleanups: &[Cleanup],
+) -> Result<Vec<String>, EngineError> {
+    let state = read_state(client, database)?;
+    let bound: BTreeSet<&str> = state.bindings.values().map(String::as_str).collect();
+    let doomed: Vec<&String> = cleanups
+        .iter()
+        .filter(|c| c.delete)
+        .flat_map(|c| &c.relations)
+        .collect();
+    if let Some(active) = doomed.iter().find(|r| bound.contains(r.as_str())) {
+        return Err(EngineError::new(
+            DEPLOYMENT_CODE,
+            format!("{active} became active since the janitor planned; nothing was dropped"),
+            "run the janitor again",
+        ));
+    }
+    let mut dropped = Vec::new();
+    for relation in doomed {
+        let statement = format!(
+            "DROP TABLE IF EXISTS {} SYNC",
+            stb_ddl::QualifiedName::new(database, relation)
+        );
+        if let Err(error) = client.execute(&statement, None) {
+            return Err(EngineError::new(
+                crate::build::FAILED_CODE,
+                format!(
+                    "dropping {relation} failed: {} (dropped before it: {})",
+                    error.message,
+                    if dropped.is_empty() {
+                        "none".to_owned()
+                    } else {
+                        dropped.join(", ")
+                    }
+                ),
+                "run the janitor again to finish",
+            ));
+        }
+        dropped.push(relation.clone());
+    }
+    Ok(dropped)
+}
+
+/// Binds stable view `table` to deployment `id`'s copy again, under the target lock. No
+/// publication is recorded (`stb doctor` shows the binding; a promotion records one).
+///
+/// # Errors
+/// The copy does not exist, the lock is held, or the statement failed.
+pub fn repair_active_view(
+    client: &Client,
+    database: &str,
+    owner: &str,
+    table: &str,
+    id: &stb_plan::deployment::DeploymentId,
+) -> Result<String, EngineError> {
+    let target = id.physical(table);
+    let state = read_state(client, database)?;
+    if !state.relations.contains(&target) {
+        return Err(EngineError::new(
+            MISSING_CODE,
+            format!("{target} does not exist in '{database}'"),
+            "`stb doctor` lists the deployments that hold a copy of it",
+        ));
+    }
+    let lock =
+        TargetLock::acquire(client, database, owner, false).map_err(|e| EngineError::from(&e))?;
+    let result = client.execute(
+        &format!(
+            "CREATE OR REPLACE VIEW {} AS SELECT * FROM {}",
+            stb_ddl::QualifiedName::new(database, table),
+            stb_ddl::QualifiedName::new(database, &target)
+        ),
+        None,
+    );
+    let released = lock.release();
+    result.map_err(|e| EngineError::from(&e))?;
+    released.map_err(|e| EngineError::from(&e))?;
+    Ok(target)
+}
+
 #[cfg(test)]
 mod tests;

@@ -56,7 +56,11 @@ pub fn route(
             .map(|m| m.name.clone())
             .collect()
     } else {
-        stb_graph::select_for_build(&model_graph(&compiled.plan_models), select)?
+        // A selection brings everything downstream of it: a copy's readers must be copied
+        // too, to read it.
+        let graph = model_graph(&compiled.plan_models);
+        let selected = stb_graph::select_for_build(&graph, select)?;
+        stb_graph::execution_models(&graph, &selected)
     };
     let in_scope =
         |p: &&stb_project::pipelines::Pipeline| p.models.iter().any(|m| scope.contains(&m.name));

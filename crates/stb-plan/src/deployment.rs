@@ -117,6 +117,48 @@ pub fn split_physical(name: &str) -> Option<(&str, DeploymentId)> {
     DeploymentId::parse(tail).ok().map(|id| (logical, id))
 }
 
+/// `YYYY-MM-DD HH:MM:SS.fff` (UTC) for `unix_ms`, as ClickHouse prints a `DateTime64(3)`.
+#[must_use]
+pub fn utc_text(unix_ms: i64) -> String {
+    let seconds = unix_ms.div_euclid(1000);
+    let (year, month, day) = civil_from_days(seconds.div_euclid(86_400));
+    let of_day = seconds.rem_euclid(86_400);
+    format!(
+        "{year:04}-{month:02}-{day:02} {:02}:{:02}:{:02}.{:03}",
+        of_day / 3600,
+        of_day % 3600 / 60,
+        of_day % 60,
+        unix_ms.rem_euclid(1000)
+    )
+}
+
+/// The instant `YYYY-MM-DD HH:MM:SS[.fff]` (UTC) names, in milliseconds since the epoch.
+#[must_use]
+pub fn parse_utc_text(text: &str) -> Option<i64> {
+    let (date, clock) = text.split_once(' ')?;
+    let mut fields = date.split('-').map(|p| p.parse::<i64>().ok());
+    let (year, month, day) = (fields.next()??, fields.next()??, fields.next()??);
+    let (clock, fraction) = clock.split_once('.').unwrap_or((clock, "0"));
+    let mut parts = clock.split(':').map(|p| p.parse::<i64>().ok());
+    let (hour, minute, second) = (parts.next()??, parts.next()??, parts.next()??);
+    let millis: i64 = format!("{fraction:0<3}").get(..3)?.parse().ok()?;
+    Some(
+        (days_from_civil(year, month, day) * 86_400 + hour * 3600 + minute * 60 + second) * 1000
+            + millis,
+    )
+}
+
+/// Days since 1970-01-01 of a proleptic Gregorian date.
+fn days_from_civil(year: i64, month: i64, day: i64) -> i64 {
+    let year = if month <= 2 { year - 1 } else { year };
+    let era = year.div_euclid(400);
+    let year_of_era = year - era * 400;
+    let month_index = (month + 9) % 12;
+    let day_of_year = (153 * month_index + 2) / 5 + day - 1;
+    let day_of_era = year_of_era * 365 + year_of_era / 4 - year_of_era / 100 + day_of_year;
+    era * 146_097 + day_of_era - 719_468
+}
+
 fn matches_shape(text: &str) -> bool {
     let bytes = text.as_bytes();
     bytes.len() > STAMP_LEN + 1
@@ -217,6 +259,19 @@ mod tests {
             "20240229T235959Z_f"
         );
         assert!(DeploymentId::parse(id.as_str()).is_ok());
+    }
+
+    #[test]
+    fn utc_texts_round_trip() {
+        for ms in [0_i64, 1_796_117_405_123, 1_709_251_199_000, 951_782_400_000] {
+            assert_eq!(parse_utc_text(&utc_text(ms)), Some(ms), "{}", utc_text(ms));
+        }
+        assert_eq!(utc_text(1_796_117_405_123), "2026-12-01 09:30:05.123");
+        assert_eq!(
+            parse_utc_text("2026-12-01 09:30:05"),
+            Some(1_796_117_405_000)
+        );
+        assert_eq!(parse_utc_text("yesterday"), None);
     }
 
     #[test]

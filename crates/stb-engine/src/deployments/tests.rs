@@ -7,7 +7,9 @@ const PART: &str = "20261201T100000Z_cccccc";
 fn header(id: &str) -> HeaderRow {
     HeaderRow {
         deployment_id: id.into(),
-        created_at: format!("{} 00:00:00.000", &id[..8]),
+        created_at: stb_plan::deployment::DeploymentId::parse(id)
+            .expect("id")
+            .created_at(),
         boundary_time: String::new(),
         replay_lineage_mode: "offsets".into(),
     }
@@ -251,4 +253,134 @@ fn a_partial_deployment_publication_is_current_while_its_bindings_are_live() {
     let plan = plan_rollback(&state, &RollbackTo::Previous).expect("rollback");
     assert_eq!(plan.current_deployment_id, PART);
     assert_eq!(plan.target_deployment_id, NEW);
+}
+
+#[test]
+fn doctor_reports_a_dropped_stable_view_and_how_to_repair_it() {
+    let mut state = two_published();
+    let healthy = diagnose(&state);
+    assert!(
+        healthy
+            .iter()
+            .all(|d| d.state_kind == "active_view_present" && d.repair.is_none())
+    );
+    let table = healthy
+        .iter()
+        .find(|d| d.table_name == "tbl__a")
+        .expect("tbl__a");
+    assert_eq!(table.active_deployment_id.as_deref(), Some(NEW));
+    assert_eq!(table.candidate_deployment_ids, [NEW, OLD]);
+    // Dropped by hand: missing, and rebound to the last published deployment.
+    state.bindings.remove("tbl__a");
+    let dropped = diagnose(&state);
+    let table = dropped
+        .iter()
+        .find(|d| d.table_name == "tbl__a")
+        .expect("tbl__a");
+    assert_eq!(table.state_kind, "logical_view_missing");
+    assert_eq!(
+        table.repair.as_deref(),
+        Some(format!("stb repair active-view --table tbl__a --deployment-id {NEW}").as_str())
+    );
+    // Pointed at something that is no copy of it.
+    state
+        .bindings
+        .insert("tbl__a".into(), "somewhere_else".into());
+    let invalid = diagnose(&state);
+    assert_eq!(
+        invalid
+            .iter()
+            .find(|d| d.table_name == "tbl__a")
+            .expect("a")
+            .state_kind,
+        "invalid_active_view"
+    );
+}
+
+fn retention() -> Retention {
+    Retention {
+        retention_days: 7,
+        minimum_rollback_deployments: 1,
+        minimum_age_minutes: 60,
+    }
+}
+
+#[test]
+fn the_janitor_keeps_active_newest_young_and_rollback_deployments() {
+    let mut state = two_published();
+    // An older published one and a stale staged one, both long ago.
+    for id in ["20261101T080000Z_oooooo", "20261102T080000Z_ssssss"] {
+        state.headers.push(header(id));
+        state.objects.extend(full(id));
+        for o in full(id) {
+            state.relations.insert(o.physical_name);
+        }
+    }
+    state.publications.push(publication(
+        "20261101T080000Z_oooooo",
+        "0_older",
+        "2026-11-01 09:00:00.000",
+        "tbl__a",
+    ));
+    let now = "2026-12-20 00:00:00.000";
+    let plan = plan_cleanup(&state, retention(), now);
+    let decided: Vec<(&str, bool)> = plan
+        .iter()
+        .map(|c| (c.deployment_id.as_str(), c.delete))
+        .collect();
+    assert_eq!(
+        decided,
+        [
+            (NEW, false),
+            (OLD, false),
+            ("20261102T080000Z_ssssss", true),
+            ("20261101T080000Z_oooooo", true),
+        ]
+    );
+    assert_eq!(plan[0].reason, "currently active");
+    assert!(
+        plan[1].reason.starts_with("retained as rollback point"),
+        "{}",
+        plan[1].reason
+    );
+    assert_eq!(plan[2].reason, "stale unpublished deployment");
+    assert_eq!(plan[3].reason, "published before retention window");
+    // Views and materialized views go before the table they read.
+    assert_eq!(
+        plan[2].relations,
+        [
+            "mv__a__20261102T080000Z_ssssss",
+            "view__r__20261102T080000Z_ssssss",
+            "tbl__a__20261102T080000Z_ssssss",
+        ]
+    );
+    // A deployment staged a minute ago is kept, whatever else holds.
+    let mut young = state.clone();
+    let just_built = "20261219T235900Z_yyyyyy";
+    young.headers.push(header(just_built));
+    young.headers.last_mut().expect("header").created_at = "2026-12-19 23:59:00.000".into();
+    young.objects.extend(full(just_built));
+    for o in full(just_built) {
+        young.relations.insert(o.physical_name);
+    }
+    // The newest is kept as newest; an unpublished one built a minute ago is kept as young.
+    let decided = plan_cleanup(&young, retention(), now);
+    let just = decided
+        .iter()
+        .find(|c| c.deployment_id == just_built)
+        .expect("young");
+    assert!(!just.delete, "{just:?}");
+    let mut second_young = young.clone();
+    let newer = "20261219T235950Z_zzzzzz";
+    second_young.headers.push(header(newer));
+    second_young.objects.extend(full(newer));
+    let decided = plan_cleanup(&second_young, retention(), now);
+    let just = decided
+        .iter()
+        .find(|c| c.deployment_id == just_built)
+        .expect("young");
+    assert!(
+        !just.delete && just.reason.starts_with("built within the last 60 minutes"),
+        "{just:?}"
+    );
 }

@@ -418,3 +418,110 @@ fn a_virtual_build_killed_after_any_statement_is_rerun_with_its_id_to_the_right_
         assert_stable_views_match(&db.name, 20);
     }
 }
+
+#[test]
+fn doctor_repairs_a_dropped_stable_view_and_the_janitor_drops_only_what_is_not_needed() {
+    let db = TestDatabase::create("deploy_care");
+    events_table(&db.name);
+    insert(&db.name, 0, 20);
+    let dir = project(&db.name);
+    let first = build(dir.path(), &[]);
+    promote(dir.path(), &first);
+    let second = build(dir.path(), &["--select", "clean", "--full-refresh"]);
+    promote(dir.path(), &second);
+
+    // A stable view dropped by hand: the doctor says so and names the repair.
+    execute(&format!("DROP VIEW {}.tbl__clean", db.name));
+    let report = ok_json(dir.path(), &["doctor", "--json"]);
+    let clean = report["tables"]
+        .as_array()
+        .expect("tables")
+        .iter()
+        .find(|t| t["table_name"] == "tbl__clean")
+        .expect("tbl__clean");
+    assert_eq!(clean["state_kind"], "logical_view_missing", "{report}");
+    assert_eq!(
+        clean["repair"],
+        format!("stb repair active-view --table tbl__clean --deployment-id {second}")
+    );
+    let repaired = ok_json(
+        dir.path(),
+        &[
+            "repair",
+            "active-view",
+            "--table",
+            "tbl__clean",
+            "--deployment-id",
+            &second,
+            "--json",
+        ],
+    );
+    assert_eq!(
+        repaired["target_table_name"],
+        format!("tbl__clean__{second}")
+    );
+    assert_eq!(ok_json(dir.path(), &["doctor", "--json"])["problems"], 0);
+    assert_stable_views_match(&db.name, 10);
+
+    // Every copy of the first deployment is superseded once the second is promoted (the
+    // full refresh of clean copied big and report too): the janitor may drop it. A dry
+    // run drops nothing and says what it would, in rows.
+    let limits = [
+        "--retention-days",
+        "0",
+        "--minimum-rollback-deployments",
+        "0",
+        "--minimum-age-minutes",
+        "0",
+    ];
+    let mut args = vec!["janitor", "--json"];
+    args.extend(limits);
+    let dry = ok_json(dir.path(), &args);
+    assert_eq!(dry["applied"], false);
+    let decided = |report: &Value| -> Vec<(String, bool)> {
+        report["candidates"]
+            .as_array()
+            .expect("candidates")
+            .iter()
+            .map(|c| {
+                (
+                    c["deployment_id"].as_str().unwrap_or_default().to_owned(),
+                    c["delete"].as_bool().unwrap_or(false),
+                )
+            })
+            .collect()
+    };
+    assert_eq!(
+        decided(&dry),
+        [(second.clone(), false), (first.clone(), true)],
+        "{dry}"
+    );
+    let tables = execute(&format!(
+        "SELECT count() FROM system.tables WHERE database = '{}' AND name LIKE '%{first}' FORMAT TSV",
+        db.name
+    ));
+    assert_eq!(tables.trim(), "5", "a dry run drops nothing");
+    assert_eq!(dry["rows"][format!("tbl__clean__{first}")], 60, "{dry}");
+    let mut args = vec!["janitor", "--json", "--apply", "--auto-approve"];
+    args.extend(limits);
+    let applied = ok_json(dir.path(), &args);
+    assert_eq!(applied["applied"], true, "{applied}");
+    assert_eq!(
+        applied["dropped"].as_array().map(Vec::len),
+        Some(5),
+        "{applied}"
+    );
+    let listed = states(dir.path());
+    assert!(
+        listed.contains(&(first.clone(), "physical_missing".to_owned())),
+        "{listed:?}"
+    );
+    assert!(
+        listed.contains(&(second.clone(), "active".to_owned())),
+        "{listed:?}"
+    );
+    assert_stable_views_match(&db.name, 10);
+    // The defaults keep a rollback point and anything built in the last hour.
+    let kept = ok_json(dir.path(), &["janitor", "--json"]);
+    assert!(decided(&kept).iter().all(|(_, delete)| !delete), "{kept}");
+}

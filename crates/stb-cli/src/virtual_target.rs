@@ -1,0 +1,57 @@
+//! What the commands on virtual deployments share: their flags, and connecting to a
+//! project that has virtual pipelines.
+
+use std::process::ExitCode;
+
+use clap::Args;
+use stb_project::project_config::Mode;
+
+use crate::args::{ConnectionArgs, ProjectArgs};
+use crate::output::{Failure, fail};
+
+/// The project has no virtual pipelines.
+const NOT_VIRTUAL_CODE: &str = "STB-DEPLOY-004";
+
+#[derive(Debug, Args)]
+pub(crate) struct Common {
+    #[command(flatten)]
+    pub(crate) project: ProjectArgs,
+    #[command(flatten)]
+    pub(crate) connection: ConnectionArgs,
+    /// Print machine-readable JSON on stdout.
+    #[arg(long)]
+    pub(crate) json: bool,
+}
+
+/// Discovers the project (it must have virtual pipelines) and connects.
+pub(crate) fn connect_virtual(
+    common: &Common,
+) -> Result<(stb_warehouse::Client, String), ExitCode> {
+    let project = match common.project.discover(common.json) {
+        Ok((_, project)) => project,
+        Err(code) => return Err(code),
+    };
+    if !project.pipelines.iter().any(|p| p.mode == Mode::Virtual) {
+        return Err(fail(
+            &Failure {
+                code: NOT_VIRTUAL_CODE,
+                message: "the project has no virtual pipelines: deployments do not apply".into(),
+                hint: "set mode = \"virtual\" in a pipeline.toml, or [defaults] pipeline_mode"
+                    .into(),
+            },
+            common.json,
+        ));
+    }
+    common
+        .connection
+        .connect(&project)
+        .map_err(|failure| fail(&failure, common.json))
+}
+
+/// Who holds the target lock while a command switches or drops relations.
+pub(crate) fn lock_owner() -> String {
+    std::env::var("STREAMBUILD_RUN_INVOCATION_ID")
+        .ok()
+        .filter(|id| !id.trim().is_empty())
+        .unwrap_or_else(|| uuid::Uuid::new_v4().to_string())
+}
