@@ -110,6 +110,7 @@ mod tests {
             "deployment",
             "discover",
             "local",
+            "maintenance",
             "plan",
             "test",
             "unlock",
