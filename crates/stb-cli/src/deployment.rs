@@ -1,7 +1,7 @@
 //! `stb deployment list | show | promote | rollback`: virtual deployments after their
 //! build (see `stb_engine::deployments`).
 
-use std::io::{BufRead, Write};
+use std::io::Write;
 use std::process::ExitCode;
 
 use clap::{Args, Subcommand};
@@ -11,7 +11,9 @@ use stb_engine::deployments::{
 };
 
 use crate::output::{Failure, fail, print_json};
-use crate::virtual_target::{Common, connect_virtual, lock_owner};
+use crate::virtual_target::{
+    Common, confirmed, connect_virtual, lock_owner, refuse_unapproved_json,
+};
 
 #[derive(Debug, Subcommand)]
 pub(crate) enum DeploymentCommand {
@@ -195,14 +197,7 @@ fn promote(args: &WithId) -> ExitCode {
 fn rollback(args: &RollbackArgs) -> ExitCode {
     let json = args.common.json;
     if json && !args.auto_approve {
-        return fail(
-            &Failure {
-                code: stb_engine::build::APPROVAL_CODE,
-                message: "--json cannot prompt for confirmation".into(),
-                hint: "add --auto-approve".into(),
-            },
-            json,
-        );
+        return refuse_unapproved_json();
     }
     let (client, database) = match connect_virtual(&args.common) {
         Ok(connected) => connected,
@@ -235,7 +230,7 @@ fn rollback(args: &RollbackArgs) -> ExitCode {
             "This restores bindings only, not the data those relations held then."
         );
     }
-    if !args.auto_approve && !confirmed() {
+    if !args.auto_approve && !confirmed("Proceed with rollback?") {
         let _ = writeln!(std::io::stdout().lock(), "Rollback cancelled.");
         return ExitCode::from(1);
     }
@@ -254,14 +249,4 @@ fn rollback(args: &RollbackArgs) -> ExitCode {
         }
         Err(error) => fail(&Failure::from(error), json),
     }
-}
-
-fn confirmed() -> bool {
-    let _ = write!(std::io::stdout().lock(), "Proceed with rollback? [y/N] ");
-    let _ = std::io::stdout().flush();
-    let mut answer = String::new();
-    if std::io::stdin().lock().read_line(&mut answer).is_err() {
-        return false;
-    }
-    matches!(answer.trim().to_ascii_lowercase().as_str(), "y" | "yes")
 }

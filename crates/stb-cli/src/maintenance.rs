@@ -1,7 +1,7 @@
 //! `stb janitor`, `stb doctor` and `stb repair active-view`: keeping a target's virtual
 //! deployments tidy and its stable views sound (see `stb_engine::deployments`).
 
-use std::io::{BufRead, Write};
+use std::io::Write;
 use std::process::ExitCode;
 
 use clap::{Args, Subcommand};
@@ -12,7 +12,9 @@ use stb_engine::deployments::{
 use stb_plan::deployment::DeploymentId;
 
 use crate::output::{Failure, fail, print_json};
-use crate::virtual_target::{Common, connect_virtual, lock_owner};
+use crate::virtual_target::{
+    Common, confirmed, connect_virtual, lock_owner, refuse_unapproved_json,
+};
 
 #[derive(Debug, Args)]
 pub(crate) struct JanitorArgs {
@@ -38,14 +40,7 @@ pub(crate) struct JanitorArgs {
 pub(crate) fn janitor(args: &JanitorArgs) -> ExitCode {
     let json = args.common.json;
     if json && args.apply && !args.auto_approve {
-        return fail(
-            &Failure {
-                code: stb_engine::build::APPROVAL_CODE,
-                message: "--json cannot prompt for confirmation".into(),
-                hint: "add --auto-approve".into(),
-            },
-            json,
-        );
+        return refuse_unapproved_json();
     }
     let (client, database) = match connect_virtual(&args.common) {
         Ok(connected) => connected,
@@ -147,16 +142,6 @@ pub(crate) fn janitor(args: &JanitorArgs) -> ExitCode {
         }
         Err(error) => fail(&Failure::from(error), json),
     }
-}
-
-fn confirmed(question: &str) -> bool {
-    let _ = write!(std::io::stdout().lock(), "{question} [y/N] ");
-    let _ = std::io::stdout().flush();
-    let mut answer = String::new();
-    if std::io::stdin().lock().read_line(&mut answer).is_err() {
-        return false;
-    }
-    matches!(answer.trim().to_ascii_lowercase().as_str(), "y" | "yes")
 }
 
 pub(crate) fn doctor(args: &Common) -> ExitCode {

@@ -34,7 +34,7 @@ pub(crate) fn run(args: &PlanArgs) -> ExitCode {
     };
     match stb_engine::staged::route(&project, &compiled, &args.scope.select) {
         Ok(Route::Direct) => {}
-        Ok(Route::Virtual(scope)) => return plan_virtual(args, &project, &compiled, &scope),
+        Ok(Route::Virtual(_)) => return plan_virtual(args, &project, &compiled),
         Ok(Route::Mixed {
             direct,
             virtual_pipelines,
@@ -56,22 +56,24 @@ pub(crate) fn run(args: &PlanArgs) -> ExitCode {
     ExitCode::SUCCESS
 }
 
-/// A virtual plan: reads the deployed state and shows what a new deployment would stage.
+/// A virtual plan: reads the deployed state and shows what a new deployment would stage,
+/// measured as its build would be (the shrink guard against the active copies).
 fn plan_virtual(
     args: &PlanArgs,
     project: &stb_project::Project,
     compiled: &stb_compile::Compiled,
-    scope: &std::collections::BTreeSet<String>,
 ) -> ExitCode {
-    let prepare = || -> Result<stb_engine::staged::Planned, Failure> {
-        let (client, database) = args.connection.connect(project)?;
-        crate::direct::plan_deployment(compiled, &client, &database, &args.scope, scope)
-    };
-    match prepare() {
-        Ok(planned) => {
-            crate::staged_render::print(&planned, args.json, args.verbose);
-            ExitCode::SUCCESS
-        }
+    match crate::direct::prepare(project, compiled, &args.connection, &args.scope) {
+        Ok(prepared) => match &prepared.staged {
+            Some(staged) => {
+                crate::staged_render::print(staged, args.json, args.verbose);
+                ExitCode::SUCCESS
+            }
+            None => {
+                crate::plan_render::print(&prepared.planned, args.json, args.verbose);
+                ExitCode::SUCCESS
+            }
+        },
         Err(failure) => fail(&failure, args.json),
     }
 }

@@ -1,6 +1,7 @@
 //! What the commands on virtual deployments share: their flags, and connecting to a
 //! project that has virtual pipelines.
 
+use std::io::{BufRead, Write};
 use std::process::ExitCode;
 
 use clap::Args;
@@ -54,4 +55,27 @@ pub(crate) fn lock_owner() -> String {
         .ok()
         .filter(|id| !id.trim().is_empty())
         .unwrap_or_else(|| uuid::Uuid::new_v4().to_string())
+}
+
+/// `--json` without `--auto-approve` for a command that asks first.
+pub(crate) fn refuse_unapproved_json() -> ExitCode {
+    fail(
+        &Failure {
+            code: stb_engine::build::APPROVAL_CODE,
+            message: "--json cannot prompt for confirmation".into(),
+            hint: "add --auto-approve".into(),
+        },
+        true,
+    )
+}
+
+/// Asks `question` at the terminal; anything but `y`/`yes` declines.
+pub(crate) fn confirmed(question: &str) -> bool {
+    let _ = write!(std::io::stdout().lock(), "{question} [y/N] ");
+    let _ = std::io::stdout().flush();
+    let mut answer = String::new();
+    if std::io::stdin().lock().read_line(&mut answer).is_err() {
+        return false;
+    }
+    matches!(answer.trim().to_ascii_lowercase().as_str(), "y" | "yes")
 }

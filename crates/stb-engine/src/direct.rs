@@ -326,6 +326,7 @@ pub fn prepare(
         resolved.start_time.clone(),
         reads,
         settings,
+        &BTreeMap::new(),
     )?;
     planned.nothing_changed = request.changed && selection.scope.is_empty();
     Ok(planned)
@@ -334,7 +335,8 @@ pub fn prepare(
 /// Plans the direct workflow of `selection` over `compiled`'s models: the checks that need
 /// the scope (`[build] max_pipelines`, adopted tables, drifted landings), the plan, each
 /// model's SQL change, landing repairs, the workflow and the shrink guard's probes. A
-/// virtual deployment's build comes here with the models renamed to its copies.
+/// virtual deployment's build comes here with the models renamed to its copies, and
+/// `live_tables` naming the active copy of each (what the shrink guard counts as live).
 ///
 /// # Errors
 /// The first check that stops the plan, with its code.
@@ -345,6 +347,7 @@ pub fn plan_selection(
     start_time: Option<StartTime>,
     reads: &Reads,
     settings: Settings,
+    live_tables: &BTreeMap<String, String>,
 ) -> Result<Planned, EngineError> {
     let Reads {
         database,
@@ -388,7 +391,7 @@ pub fn plan_selection(
         &present,
     )
     .map_err(|e| EngineError::new(BOUNDARY_CODE, e.message, e.hint))?;
-    let probes = shrink_probes(&workflow, compiled, reads, start_time.as_ref());
+    let probes = shrink_probes(&workflow, compiled, reads, start_time.as_ref(), live_tables);
     Ok(Planned {
         database: database.clone(),
         plan,
@@ -624,6 +627,7 @@ fn shrink_probes(
     compiled: &Compiled,
     reads: &Reads,
     start: Option<&StartTime>,
+    live_tables: &BTreeMap<String, String>,
 ) -> Vec<Probe> {
     let facts = |name: &str| {
         reads
@@ -649,6 +653,7 @@ fn shrink_probes(
             start,
             facts: &facts,
             baseline: &baseline,
+            live_table: &|model| live_tables.get(model).cloned(),
         },
     )
 }

@@ -426,7 +426,7 @@ pub fn prepare_build(
         ..compiled.clone()
     };
     let graph = model_graph(&deployment_compiled.plan_models);
-    let selection = stb_plan::direct::Selection::new(&graph, Some(copied));
+    let selection = stb_plan::direct::Selection::new(&graph, Some(copied.clone()));
     let start_time = staged
         .plan
         .rebuild_subtrees
@@ -435,6 +435,18 @@ pub fn prepare_build(
         .map(|text| stb_plan::options::parse_start_time(&text))
         .transpose()
         .map_err(|e| EngineError::new(FLAG_CODE, e.message, e.hint))?;
+    // The shrink guard compares each copy's window with what its active copy holds now:
+    // what readers would lose by promoting it.
+    let live_tables: BTreeMap<String, String> = compiled
+        .plan_models
+        .iter()
+        .filter(|m| copied.contains(&m.name))
+        .filter_map(|m| {
+            let table = m.table()?;
+            let id = deployed.state(table).1?;
+            Some((m.name.clone(), id.physical(table)))
+        })
+        .collect();
     let mut planned = crate::direct::plan_selection(
         project,
         &deployment_compiled,
@@ -442,6 +454,7 @@ pub fn prepare_build(
         start_time,
         reads,
         settings,
+        &live_tables,
     )?;
     planned.deployment = Some(Deployment {
         id: staged.deployment.clone(),

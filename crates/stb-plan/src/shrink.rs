@@ -103,6 +103,10 @@ pub struct Context<'a> {
     pub facts: &'a dyn Fn(&str) -> Option<RelationFacts>,
     /// A model's compiled query at its last successful build, when recorded.
     pub baseline: &'a dyn Fn(&str) -> Option<String>,
+    /// Where a model's rows are now, when not in its own table: a virtual deployment's
+    /// copy starts empty, and what readers lose on promotion is what the active copy holds
+    /// (unqualified relation name, in the same database).
+    pub live_table: &'a dyn Fn(&str) -> Option<String>,
 }
 
 /// The probes for `roots`.
@@ -114,6 +118,7 @@ pub fn probes(roots: &[RootReplay], context: &Context<'_>) -> Vec<Probe> {
         start,
         facts,
         baseline,
+        live_table,
     } = *context;
     roots
         .iter()
@@ -131,8 +136,16 @@ pub fn probes(roots: &[RootReplay], context: &Context<'_>) -> Vec<Probe> {
                 };
             }
             let model = models.iter().find(|m| m.name == root.model);
-            let table = model.and_then(|m| m.table());
-            let live = table.and_then(facts);
+            let table = live_table(&root.model)
+                .or_else(|| model.and_then(|m| m.table()).map(str::to_owned));
+            let live = table.as_deref().and_then(facts);
+            // Counted where the rows are: the root's own table, or the active copy.
+            let live_relation = match (&table, template_database(&root.template.target)) {
+                (Some(table), Some(database)) => {
+                    stb_ddl::QualifiedName::new(database, table).to_string()
+                }
+                _ => root.template.target.clone(),
+            };
             let input = Input::find(&root.driving_input, models, sources);
             let input_facts = input.as_ref().and_then(Input::relation).and_then(facts);
             let basis = match &live {
@@ -174,7 +187,7 @@ pub fn probes(roots: &[RootReplay], context: &Context<'_>) -> Vec<Probe> {
             Probe {
                 model: root.model.clone(),
                 driving_input: root.driving_input.clone(),
-                live_sql: live.as_ref().map(|_| basis.count(&template.target)),
+                live_sql: live.as_ref().map(|_| basis.count(&live_relation)),
                 basis,
                 window,
                 retention: input_facts
@@ -237,6 +250,17 @@ fn previous_template(
             ..template.clone()
         }
     })
+}
+
+/// The database of a qualified `database.relation` target (bare or back-quoted).
+fn template_database(target: &str) -> Option<&str> {
+    let database = if let Some(rest) = target.strip_prefix('`') {
+        let end = rest.find("`.")?;
+        &rest[..end]
+    } else {
+        target.split_once('.')?.0
+    };
+    (!database.is_empty() && !database.contains('\\')).then_some(database)
 }
 
 /// `a, b` for `(a, b)`; anything else as it is.

@@ -14,7 +14,9 @@ use crate::output::Failure;
 /// `Err` refuses the build unattended; `Ok(false)` is a declined question.
 pub(super) fn accept_shrink(args: &BuildArgs, prepared: &Prepared) -> Result<bool, Failure> {
     let shrinking = prepared.planned.shrinking();
-    if shrinking.is_empty() || args.allow_shrink {
+    // A deployment drops nothing readers see; its plan's warnings say what a promotion
+    // would show fewer of.
+    if shrinking.is_empty() || args.allow_shrink || prepared.planned.deployment.is_some() {
         return Ok(true);
     }
     let lines: Vec<String> = shrinking

@@ -86,6 +86,7 @@ fn context<'a>(
         start,
         facts: &facts,
         baseline,
+        live_table: &|_| None,
     }
 }
 
@@ -486,4 +487,34 @@ fn a_fan_in_replaying_a_rebuilt_input_is_left_to_that_input_s_root() {
         windows[0].describe(),
         "delta: replays from alpha, rebuilt first by this build (measured at its root)"
     );
+}
+
+#[test]
+fn a_deployment_copy_is_measured_against_its_active_copy() {
+    // The new copy does not exist yet; the active one is what readers see now.
+    let (models, sources) = ([model("events", false)], [source()]);
+    let mut copy = root("events", BoundaryMode::Offsets);
+    copy.template.target = "db.tbl__events__20261202T000000Z_bbbbbb".into();
+    let active = |model: &str| (model == "events").then(|| "tbl__events".to_owned());
+    let measured = probes(
+        &[copy],
+        &Context {
+            live_table: &active,
+            ..context(&models, &sources, None, &|_| None)
+        },
+    );
+    let live = measured[0].live_sql.as_deref().expect("counted");
+    assert!(live.contains("db.tbl__events"), "{live}");
+    assert!(!live.contains("20261202T000000Z_bbbbbb"), "{live}");
+    // Without an active copy nothing is live: nothing to lose.
+    let mut fresh = root("events", BoundaryMode::Offsets);
+    fresh.template.target = "db.tbl__events__20261202T000000Z_bbbbbb".into();
+    let unmeasured = probes(
+        &[fresh],
+        &Context {
+            live_table: &|_| Some("tbl__missing".to_owned()),
+            ..context(&models, &sources, None, &|_| None)
+        },
+    );
+    assert!(unmeasured[0].live_sql.is_none());
 }

@@ -525,3 +525,38 @@ fn doctor_repairs_a_dropped_stable_view_and_the_janitor_drops_only_what_is_not_n
     let kept = ok_json(dir.path(), &["janitor", "--json"]);
     assert!(decided(&kept).iter().all(|(_, delete)| !delete), "{kept}");
 }
+
+#[test]
+fn a_deployment_restoring_less_than_the_active_copy_holds_is_built_with_a_warning() {
+    let db = TestDatabase::create("deploy_shrink");
+    events_table(&db.name);
+    insert(&db.name, 0, 20);
+    let dir = project(&db.name);
+    let first = build(dir.path(), &[]);
+    promote(dir.path(), &first);
+    // History the active copies hold is gone from the source (retention, a purge).
+    execute(&format!("DELETE FROM {}.events WHERE o < 10", db.name));
+    let plan = ok_json(
+        dir.path(),
+        &["plan", "--json", "--select", "clean", "--full-refresh"],
+    );
+    let warnings = plan["warnings"].to_string();
+    assert!(
+        warnings
+            .contains("promoting this deployment would show fewer rows than the active copy holds"),
+        "{plan}"
+    );
+    assert!(warnings.contains("clean"), "{plan}");
+    // Not refused: nothing readers see is dropped, and a rollback shows the rows again.
+    let second = build(dir.path(), &["--select", "clean", "--full-refresh"]);
+    let copy = execute(&format!(
+        "SELECT count() FROM {}.tbl__clean__{second} FORMAT TSV",
+        db.name
+    ));
+    let active = execute(&format!(
+        "SELECT count() FROM {}.tbl__clean FORMAT TSV",
+        db.name
+    ));
+    assert_eq!(copy.trim(), "30");
+    assert_eq!(active.trim(), "60", "readers still see the active copy");
+}
