@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Times `stb plan` against a warehouse that already holds every relation of a large project
-# (default 2,000 models) and counts the queries the plan sends. Uses the local stack
+# (default 2,000 models) and counts the queries the plan sends: first as direct pipelines,
+# then as virtual ones with every model deployed and published (stb-bench-deploy), for an
+# unchanged project and after one model's query changed. Uses the local stack
 # (`stb local up`, started here if needed and left running).
 # Usage: scripts/bench-plan.sh [models] [runs]
 set -euo pipefail
@@ -78,4 +80,45 @@ files="$(find "$project/target/run/plan/steps" -type f | wc -l)"
 relations="$(curl -s "$url" --data-binary "SELECT count() FROM system.tables WHERE database = '$database'")"
 printf 'models %s | relations %s | plan %s s (best of %s) | peak %s MB | queries per plan %s | with %s step files %s s\n' \
   "$models" "$relations" "$best" "$runs" "$(( rss / 1024 ))" "$queries" "$files" "$best_steps"
+curl -s "$url" --data-binary "DROP DATABASE IF EXISTS $database SYNC" >/dev/null
+
+# The same project in virtual pipelines, every model deployed and published.
+virtual="$work/virtual-$models"
+rm -rf "$virtual"
+cp -R "$project" "$virtual"
+rm -rf "$virtual/target"
+printf '[defaults]\npipeline_mode = "virtual"\n[targets.dev]\ndatabase = "%s"\n' "$database" > "$virtual/streambuild_local.toml"
+"$stb" compile --project-dir "$virtual" >/dev/null
+echo "deploying $models virtual models in $database ..." >&2
+python3 - "$virtual/target/manifest.json" "$url" "$database" <<'PY'
+import json, os, sys, urllib.request
+manifest, url, database = sys.argv[1], sys.argv[2], sys.argv[3]
+def run(sql):
+    urllib.request.urlopen(urllib.request.Request(url, data=sql.encode())).read()
+run(f"DROP DATABASE IF EXISTS {database} SYNC")
+run(f"CREATE DATABASE {database}")
+root = os.path.dirname(manifest)
+for source in json.load(open(manifest))["sources"].values():
+    for resource in source["resources"]:
+        if resource["kind"] == "table":
+            run(open(os.path.join(root, resource["path"])).read())
+PY
+"$CARGO_TARGET_DIR/release/stb-bench-deploy" "$virtual" 20261130T000000Z_bench >/dev/null
+virtual_plan() { # label
+  local best="" queries=0 start wall peak changes
+  for _ in $(seq "$runs"); do
+    start="$(curl -s "$url" --data-binary "SELECT toString(now64(6))")"
+    read -r wall peak < <( { /usr/bin/time -f '%e %M' "$stb" plan --json --project-dir "$virtual" > "$work/virtual-plan.json"; } 2>&1 | tail -1 )
+    queries="$(count_queries "$start")"
+    if [ -z "$best" ] || awk "BEGIN{exit !($wall < $best)}"; then best=$wall; fi
+  done
+  changes="$(python3 -c 'import json,sys; p=json.load(open(sys.argv[1])); print(sum(1 for c in p["object_changes"] if c["change_type"] != "no_op"), len(p["rebuild_subtrees"]))' "$work/virtual-plan.json")"
+  printf 'virtual, %s | models %s | plan %s s (best of %s) | peak %s MB | queries per plan %s | changed objects, subtrees: %s\n' \
+    "$1" "$models" "$best" "$runs" "$(( peak / 1024 ))" "$queries" "$changes"
+}
+virtual_plan "all deployed, nothing changed"
+# One model's query changes: it and its downstream are planned as a partial deployment.
+first_model="$(find "$virtual/pipelines" -name '*.sql' | sort | awk 'NR == 1')"
+printf '\n-- changed for the benchmark\n' >> "$first_model"
+virtual_plan "one model changed"
 curl -s "$url" --data-binary "DROP DATABASE IF EXISTS $database SYNC" >/dev/null

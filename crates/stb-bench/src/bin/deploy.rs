@@ -1,0 +1,150 @@
+//! Stages and publishes every virtual model of a project the way a virtual build records
+//! it, without replaying anything: for the plan benchmark, which needs thousands of
+//! deployed models. For each model, in topological order, it creates the physical copies
+//! of its table (empty), materialized view or view and the stable view selecting from the
+//! table or view, and then writes the object-state rows and the deployment's header.
+//!
+//! Usage: stb-bench-deploy <project-dir> <deployment-id>
+//! (connection from STREAMBUILD_CLICKHOUSE_HOST/PORT, as for stb)
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use stb_plan::deployment::DeploymentId;
+use stb_plan::direct::RelationKind;
+use stb_plan::virtual_plan::object_fingerprint;
+use stb_warehouse::deployments::{Header, ObjectState, complete, record_objects};
+
+fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let [dir, id] = args.as_slice() else {
+        eprintln!("usage: stb-bench-deploy <project-dir> <deployment-id>");
+        return ExitCode::from(2);
+    };
+    match deploy(&PathBuf::from(dir), id) {
+        Ok(count) => {
+            println!("{count}");
+            ExitCode::SUCCESS
+        }
+        Err(message) => {
+            eprintln!("stb-bench-deploy: {message}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn deploy(dir: &std::path::Path, id: &str) -> Result<usize, String> {
+    let id = DeploymentId::parse(id).map_err(|e| e.to_string())?;
+    let project = stb_project::discover(&stb_project::DiscoverOptions {
+        project_dir: Some(dir.to_path_buf()),
+        cwd: dir.to_path_buf(),
+        ..Default::default()
+    })
+    .map_err(|d| format!("{:?}", d.into_sorted().first()))?;
+    let compiled =
+        stb_compile::compile(&project).map_err(|d| format!("{:?}", d.into_sorted().first()))?;
+    let database = compiled
+        .plan_models
+        .first()
+        .and_then(|m| m.reference.split('.').next())
+        .ok_or("the project has no models")?
+        .to_owned();
+    let config = stb_warehouse::ConnectionConfig {
+        host: std::env::var(stb_warehouse::ENV_HOST).unwrap_or_else(|_| "127.0.0.1".into()),
+        port: std::env::var(stb_warehouse::ENV_PORT)
+            .ok()
+            .and_then(|p| p.parse().ok())
+            .unwrap_or(8123),
+        ..Default::default()
+    };
+    let client = stb_warehouse::Client::new(config).map_err(|e| e.message)?;
+    stb_warehouse::metadata::migrate(&client, &database).map_err(|e| e.message)?;
+    let run = |sql: String| {
+        client
+            .execute(&sql, None)
+            .map(|_| ())
+            .map_err(|e| e.message)
+    };
+    let resolve = |model: &str| {
+        compiled
+            .plan_models
+            .iter()
+            .find(|m| m.name == model)
+            .and_then(|m| m.relations.first())
+            .map(|(_, r)| format!("{database}.{}", id.physical(r)))
+            .unwrap_or_default()
+    };
+    let mut rows = Vec::new();
+    for model in &compiled.plan_models {
+        let deployable = &model.deployable;
+        if let Some(table) = &deployable.table {
+            run(stb_ddl::Table {
+                name: stb_ddl::QualifiedName::new(&database, &id.physical(&table.name.name)),
+                ..table.clone()
+            }
+            .render())?;
+        }
+        if let Some(view) = &deployable.materialized_view {
+            run(stb_ddl::MaterializedView {
+                name: stb_ddl::QualifiedName::new(&database, &id.physical(&view.name.name)),
+                target: stb_ddl::QualifiedName::new(&database, &id.physical(&view.target.name)),
+                query: deployable.query_with(&resolve),
+                ..view.clone()
+            }
+            .render())?;
+        }
+        if let Some(view) = &deployable.view {
+            run(stb_ddl::View {
+                name: stb_ddl::QualifiedName::new(&database, &id.physical(&view.name.name)),
+                query: deployable.query_with(&resolve),
+            }
+            .render())?;
+        }
+        for (kind, relation) in &model.relations {
+            if *kind != RelationKind::MaterializedView {
+                run(format!(
+                    "CREATE OR REPLACE VIEW {database}.{relation} AS SELECT * FROM {database}.{}",
+                    id.physical(relation)
+                ))?;
+            }
+            rows.push((
+                model.name.clone(),
+                *kind,
+                relation.clone(),
+                id.physical(relation),
+                object_fingerprint(model, *kind),
+            ));
+        }
+    }
+    let states: Vec<ObjectState<'_>> = rows
+        .iter()
+        .map(
+            |(model, kind, logical, physical, fingerprint)| ObjectState {
+                deployment_id: id.as_str(),
+                object_type: kind.as_str(),
+                logical_name: logical,
+                physical_name: physical,
+                model,
+                is_selected_root: false,
+                fingerprint,
+                canonical_query: None,
+            },
+        )
+        .collect();
+    for chunk in states.chunks(500) {
+        record_objects(&client, &database, chunk).map_err(|e| e.message)?;
+    }
+    let created_at = id.created_at();
+    complete(
+        &client,
+        &database,
+        &Header {
+            deployment_id: id.as_str(),
+            workflow_fingerprint: "bench",
+            replay_lineage_mode: "offsets",
+            created_at: &created_at,
+        },
+    )
+    .map_err(|e| e.message)?;
+    Ok(compiled.plan_models.len())
+}
