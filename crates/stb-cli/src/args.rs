@@ -128,6 +128,24 @@ impl ScopeArgs {
         }
     }
 
+    /// The part of a mixed scope that is `models`: selected by name, keeping the flags
+    /// that apply to that kind (`virtual_part`: `--full-refresh`, `--deployment-id`,
+    /// `--start-time`; otherwise `--start-time` and `--include-missing-upstream`).
+    pub(crate) fn part(
+        &self,
+        models: &std::collections::BTreeSet<String>,
+        virtual_part: bool,
+    ) -> Self {
+        Self {
+            select: models.iter().map(|m| format!("model:{m}")).collect(),
+            start_time: self.start_time.clone(),
+            changed: false,
+            include_missing_upstream: !virtual_part && self.include_missing_upstream,
+            full_refresh: virtual_part && self.full_refresh,
+            deployment_id: self.deployment_id.clone().filter(|_| virtual_part),
+        }
+    }
+
     /// The engine's request for virtual pipelines.
     pub(crate) fn staged_request(&self) -> stb_engine::staged::Request {
         stb_engine::staged::Request {

@@ -33,6 +33,7 @@ pub(crate) fn prepare(
         Route::Mixed {
             direct,
             virtual_pipelines,
+            ..
         } => {
             return Err(stb_engine::staged::mixed_refusal(&direct, &virtual_pipelines).into());
         }

@@ -36,12 +36,10 @@ pub(crate) fn run(args: &PlanArgs) -> ExitCode {
         Ok(Route::Direct) => {}
         Ok(Route::Virtual(_)) => return plan_virtual(args, &project, &compiled),
         Ok(Route::Mixed {
-            direct,
-            virtual_pipelines,
-        }) => {
-            let refusal = stb_engine::staged::mixed_refusal(&direct, &virtual_pipelines);
-            return fail(&Failure::from(refusal), args.json);
-        }
+            direct_models,
+            virtual_models,
+            ..
+        }) => return plan_mixed(args, &project, &compiled, &direct_models, &virtual_models),
         Err(error) => return fail(&Failure::from(error), args.json),
     }
     let prepared = match crate::direct::prepare(&project, &compiled, &args.connection, &args.scope)
@@ -76,4 +74,71 @@ fn plan_virtual(
         },
         Err(failure) => fail(&failure, args.json),
     }
+}
+
+/// A scope holding both kinds: the virtual phase (staged first) and the direct phase, each
+/// planned as its own build would plan it.
+fn plan_mixed(
+    args: &PlanArgs,
+    project: &stb_project::Project,
+    compiled: &stb_compile::Compiled,
+    direct_models: &std::collections::BTreeSet<String>,
+    virtual_models: &std::collections::BTreeSet<String>,
+) -> ExitCode {
+    if args.scope.changed {
+        let failure = Failure {
+            code: stb_plan::options::FLAG_CODE,
+            message: "--changed applies to direct pipelines; this scope holds virtual ones too"
+                .into(),
+            hint: "select the direct pipelines (--select pipeline:<name>) with --changed".into(),
+        };
+        return fail(&failure, args.json);
+    }
+    let prepare = |models, virtual_part| {
+        crate::direct::prepare(
+            project,
+            compiled,
+            &args.connection,
+            &args.scope.part(models, virtual_part),
+        )
+    };
+    let (staged, direct) = match (prepare(virtual_models, true), prepare(direct_models, false)) {
+        (Ok(staged), Ok(direct)) => (staged, direct),
+        (Err(failure), _) | (_, Err(failure)) => return fail(&failure, args.json),
+    };
+    let Some(deployment) = &staged.staged else {
+        let failure = Failure {
+            code: stb_engine::direct::VIRTUAL_CODE,
+            message: "the virtual phase of this mixed scope planned no deployment".into(),
+            hint: "plan each kind on its own (--select pipeline:<name>)".into(),
+        };
+        return fail(&failure, args.json);
+    };
+    if args.json {
+        crate::output::print_json(&serde_json::json!({
+            "mode": "mixed",
+            "execution_order": ["virtual", "direct"],
+            "virtual": crate::staged_render::json(deployment),
+            "direct": crate::plan_render::json(&direct.planned),
+        }));
+        return ExitCode::SUCCESS;
+    }
+    {
+        use std::io::Write as _;
+        let mut out = std::io::stdout().lock();
+        let _ = writeln!(out, "Mixed Build Plan");
+        let _ = writeln!(
+            out,
+            "Execution order: virtual (staged) -> direct (applied immediately)"
+        );
+        let _ = writeln!(out, "\nPhase 1/2 VIRTUAL");
+        let _ = write!(
+            out,
+            "{}",
+            crate::staged_render::text(deployment, args.verbose)
+        );
+        let _ = writeln!(out, "\nPhase 2/2 DIRECT");
+    }
+    crate::plan_render::print(&direct.planned, false, args.verbose);
+    ExitCode::SUCCESS
 }

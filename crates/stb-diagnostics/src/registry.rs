@@ -205,7 +205,7 @@ pub const CODES: &[(&str, &str)] = &[
     ),
     (
         "STB-PLAN-002",
-        "the scope holds direct and virtual pipelines (mixed plans are not built yet)",
+        "a build whose scope holds direct and virtual pipelines (mixed builds are not built yet)",
     ),
     ("STB-PLAN-003", "a prerequisite model does not exist"),
     (

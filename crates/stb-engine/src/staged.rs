@@ -33,10 +33,12 @@ pub enum Route {
     Direct,
     /// Every model in scope is in a virtual pipeline: these, upstream first.
     Virtual(BTreeSet<String>),
-    /// Both kinds: the pipelines of each.
+    /// Both kinds: the pipelines of each, and the models in scope of each.
     Mixed {
         direct: Vec<String>,
         virtual_pipelines: Vec<String>,
+        direct_models: BTreeSet<String>,
+        virtual_models: BTreeSet<String>,
     },
 }
 
@@ -72,10 +74,21 @@ pub fn route(
     Ok(match (virtual_pipelines.is_empty(), direct.is_empty()) {
         (true, _) => Route::Direct,
         (false, true) => Route::Virtual(scope),
-        (false, false) => Route::Mixed {
-            direct: direct.iter().map(|p| p.name.clone()).collect(),
-            virtual_pipelines: virtual_pipelines.iter().map(|p| p.name.clone()).collect(),
-        },
+        (false, false) => {
+            let models_of = |pipelines: &[&stb_project::pipelines::Pipeline]| -> BTreeSet<String> {
+                pipelines
+                    .iter()
+                    .flat_map(|p| p.models.iter().map(|m| m.name.clone()))
+                    .filter(|m| scope.contains(m))
+                    .collect()
+            };
+            Route::Mixed {
+                direct: direct.iter().map(|p| p.name.clone()).collect(),
+                virtual_pipelines: virtual_pipelines.iter().map(|p| p.name.clone()).collect(),
+                direct_models: models_of(&direct),
+                virtual_models: models_of(&virtual_pipelines),
+            }
+        }
     })
 }
 
@@ -85,11 +98,11 @@ pub fn mixed_refusal(direct: &[String], virtual_pipelines: &[String]) -> EngineE
     EngineError::new(
         VIRTUAL_CODE,
         format!(
-            "The scope holds direct pipelines ({}) and virtual ones ({}); mixed plans are not built by this edition yet",
+            "The scope holds direct pipelines ({}) and virtual ones ({}); mixed builds are not built by this edition yet",
             direct.join(", "),
             virtual_pipelines.join(", ")
         ),
-        "select the virtual or the direct pipelines (--select pipeline:<name>)",
+        "`stb plan` shows both phases; build each kind on its own (--select pipeline:<name>)",
     )
 }
 

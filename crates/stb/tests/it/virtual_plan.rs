@@ -335,12 +335,36 @@ fn a_published_deployment_plans_nothing_until_the_project_changes() {
 }
 
 #[test]
-fn a_scope_with_direct_and_virtual_pipelines_is_refused_until_mixed_plans_exist() {
+fn a_scope_with_direct_and_virtual_pipelines_plans_both_phases_and_is_not_built_yet() {
     let db = TestDatabase::create("vplan_mixed");
     events_table(&db.name);
     let direct = "MODEL (order_by [\"_replay_partition\", \"_replay_offset\"]);\nSELECT _replay_partition::UInt32 AS _replay_partition, _replay_offset::UInt64 AS _replay_offset\nFROM __source(\"events\")\n";
     let dir = project(&db.name, &[("pipelines/pl__d/plain.sql", direct)]);
-    let output = stb(dir.path(), &["plan", "--json"]);
+    // Both phases, virtual first.
+    let mixed = plan_json(dir.path(), &["--deployment-id", ACTIVE]);
+    assert_eq!(mixed["mode"], "mixed");
+    assert_eq!(
+        mixed["execution_order"],
+        serde_json::json!(["virtual", "direct"])
+    );
+    assert_eq!(mixed["virtual"]["mode"], "virtual environments");
+    assert_eq!(mixed["virtual"]["deployment_id"], ACTIVE);
+    assert_eq!(mixed["direct"]["mode"], "direct");
+    let direct_models: Vec<&str> = mixed["direct"]["entries"]
+        .as_array()
+        .expect("entries")
+        .iter()
+        .filter_map(|e| e["model"].as_str())
+        .collect();
+    assert_eq!(direct_models, ["plain"]);
+    let text = String::from_utf8_lossy(&stb(dir.path(), &["plan"]).stdout).into_owned();
+    assert!(text.starts_with("Mixed Build Plan"), "{text}");
+    assert!(
+        text.contains("Phase 1/2 VIRTUAL") && text.contains("Phase 2/2 DIRECT"),
+        "{text}"
+    );
+    // A mixed build is refused until it exists; each kind builds on its own.
+    let output = stb(dir.path(), &["build", "--auto-approve", "--json"]);
     assert!(!output.status.success());
     let error: Value = serde_json::from_slice(&output.stdout).expect("JSON");
     assert_eq!(error["error"]["code"], "STB-PLAN-002");
@@ -349,7 +373,6 @@ fn a_scope_with_direct_and_virtual_pipelines_is_refused_until_mixed_plans_exist(
         message.contains("pl__d") && message.contains("pl__v"),
         "{message}"
     );
-    // Each kind on its own plans.
     let virtual_only = plan_json(dir.path(), &["--select", "pipeline:pl__v"]);
     assert_eq!(virtual_only["mode"], "virtual environments");
     let direct_only = plan_json(dir.path(), &["--select", "pipeline:pl__d"]);
