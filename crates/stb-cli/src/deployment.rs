@@ -6,8 +6,8 @@ use std::process::ExitCode;
 
 use clap::{Args, Subcommand};
 use stb_engine::deployments::{
-    Publication, Record, RollbackTo, inventory, plan_rollback, promotion_bindings, read_state,
-    switch,
+    Publication, Record, RollbackTo, count_rows, diff as compare, diff_relations, inventory,
+    parse_range, plan_rollback, promotion_bindings, read_state, switch,
 };
 
 use crate::output::{Failure, fail, print_json};
@@ -21,6 +21,9 @@ pub(crate) enum DeploymentCommand {
     List(Common),
     /// Show one deployment.
     Show(WithId),
+    /// Compare two deployments, or what promoting one would change (`ID` is
+    /// `active:ID`): each relation's columns and rows.
+    Diff(DiffArgs),
     /// Switch the stable views to a deployment's copies (tables, then views; one at a
     /// time) and record the publication.
     Promote(WithId),
@@ -32,6 +35,14 @@ pub(crate) enum DeploymentCommand {
 pub(crate) struct WithId {
     /// The deployment id (`stb deployment list` shows them).
     deployment_id: String,
+    #[command(flatten)]
+    common: Common,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct DiffArgs {
+    /// `ID`, `FROM:TO`; each side a deployment id or `active`.
+    range: String,
     #[command(flatten)]
     common: Common,
 }
@@ -55,6 +66,7 @@ pub(crate) fn run(command: &DeploymentCommand) -> ExitCode {
     match command {
         DeploymentCommand::List(args) => list(args, None),
         DeploymentCommand::Show(args) => list(&args.common, Some(&args.deployment_id)),
+        DeploymentCommand::Diff(args) => diff(args),
         DeploymentCommand::Promote(args) => promote(args),
         DeploymentCommand::Rollback(args) => rollback(args),
     }
@@ -249,4 +261,52 @@ fn rollback(args: &RollbackArgs) -> ExitCode {
         }
         Err(error) => fail(&Failure::from(error), json),
     }
+}
+
+fn diff(args: &DiffArgs) -> ExitCode {
+    let json = args.common.json;
+    let (from, to) = match parse_range(&args.range) {
+        Ok(range) => range,
+        Err(error) => return fail(&Failure::from(error), json),
+    };
+    let (client, database) = match connect_virtual(&args.common) {
+        Ok(connected) => connected,
+        Err(code) => return code,
+    };
+    let result = read_state(&client, &database).and_then(|state| {
+        let counted = diff_relations(&state, &from, &to)?;
+        let rows = count_rows(&client, &database, &counted)?;
+        compare(&state, &from, &to, &rows)
+    });
+    let diff = match result {
+        Ok(diff) => diff,
+        Err(error) => return fail(&Failure::from(error), json),
+    };
+    if json {
+        print_json(&serde_json::json!({"database": database, "diff": diff}));
+        return ExitCode::SUCCESS;
+    }
+    let mut out = std::io::stdout().lock();
+    let _ = writeln!(out, "Diff {} -> {} in '{database}'", diff.from, diff.to);
+    let rows = |n: Option<u64>| n.map_or_else(|| "-".to_owned(), |n| n.to_string());
+    for relation in &diff.relations {
+        let _ = writeln!(
+            out,
+            "  {:<32} {:<16} rows {} -> {}",
+            relation.name,
+            relation.status,
+            rows(relation.from_rows),
+            rows(relation.to_rows)
+        );
+        for (label, columns) in [
+            ("added", &relation.columns_added),
+            ("removed", &relation.columns_removed),
+            ("retyped", &relation.columns_retyped),
+        ] {
+            if !columns.is_empty() {
+                let _ = writeln!(out, "    columns {label}: {}", columns.join(", "));
+            }
+        }
+    }
+    ExitCode::SUCCESS
 }

@@ -46,6 +46,8 @@ pub struct State {
     /// Stable view -> the relation it selects from.
     pub bindings: BTreeMap<String, String>,
     pub relations: BTreeSet<String>,
+    /// Each relation's columns (name, type), as the catalog shows them.
+    pub columns: BTreeMap<String, Vec<(String, String)>>,
 }
 
 /// Reads the deployment metadata and the catalog of `database`.
@@ -63,6 +65,19 @@ pub fn read_state(client: &Client, database: &str) -> Result<State, EngineError>
         publications: metadata.publications,
         bindings: live_bindings(&catalog, database),
         relations: catalog.relations.iter().map(|r| r.name.clone()).collect(),
+        columns: catalog
+            .relations
+            .iter()
+            .map(|r| {
+                (
+                    r.name.clone(),
+                    r.columns
+                        .iter()
+                        .map(|c| (c.name.clone(), c.data_type.clone()))
+                        .collect(),
+                )
+            })
+            .collect(),
     })
 }
 
@@ -438,6 +453,221 @@ pub fn switch(
             .map(|b| (b.logical_name.clone(), b.physical_name.clone()))
             .collect(),
     })
+}
+
+/// One side of a diff: what readers see now, or a deployment.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Endpoint {
+    Active,
+    Deployment(String),
+}
+
+impl Endpoint {
+    /// `active` or a deployment id.
+    ///
+    /// # Errors
+    /// Anything else.
+    pub fn parse(text: &str) -> Result<Self, EngineError> {
+        if text == "active" {
+            return Ok(Self::Active);
+        }
+        stb_plan::deployment::DeploymentId::parse(text)
+            .map(|id| Self::Deployment(id.to_string()))
+            .map_err(|e| {
+                EngineError::new(
+                    DEPLOYMENT_CODE,
+                    e.to_string(),
+                    "use `active` or a deployment id",
+                )
+            })
+    }
+
+    fn label(&self) -> String {
+        match self {
+            Self::Active => "active".to_owned(),
+            Self::Deployment(id) => id.clone(),
+        }
+    }
+}
+
+/// `ID` (what promoting it would change: `active:ID`) or `FROM:TO`.
+///
+/// # Errors
+/// An endpoint that is neither `active` nor a deployment id.
+pub fn parse_range(text: &str) -> Result<(Endpoint, Endpoint), EngineError> {
+    match text.split_once(':') {
+        Some((from, to)) => Ok((Endpoint::parse(from)?, Endpoint::parse(to)?)),
+        None => Ok((Endpoint::Active, Endpoint::parse(text)?)),
+    }
+}
+
+/// One logical relation compared between two endpoints.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct RelationDiff {
+    pub name: String,
+    /// `added`, `removed`, `changed`, `unchanged` or `physical_missing`.
+    pub status: &'static str,
+    pub from_relation: Option<String>,
+    pub to_relation: Option<String>,
+    pub from_rows: Option<u64>,
+    pub to_rows: Option<u64>,
+    pub columns_added: Vec<String>,
+    pub columns_removed: Vec<String>,
+    pub columns_retyped: Vec<String>,
+}
+
+/// A diff between two endpoints.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Diff {
+    pub from: String,
+    pub to: String,
+    pub relations: Vec<RelationDiff>,
+}
+
+/// The stable bindings an endpoint stands for: what readers see now; for a deployment
+/// compared with `active`, what they would see once it is promoted (the active bindings
+/// with its own over them); for a deployment against another, its own.
+fn bindings_of(
+    state: &State,
+    endpoint: &Endpoint,
+    over_active: bool,
+) -> Result<BTreeMap<String, String>, EngineError> {
+    match endpoint {
+        Endpoint::Active => Ok(state.bindings.clone()),
+        Endpoint::Deployment(id) => {
+            let record = inventory(state)
+                .into_iter()
+                .find(|r| &r.deployment_id == id);
+            if record
+                .as_ref()
+                .is_none_or(|r| r.persisted_status == "incomplete")
+            {
+                return Err(EngineError::new(
+                    DEPLOYMENT_CODE,
+                    format!("deployment {id} is unknown or incomplete: it cannot be compared"),
+                    "`stb deployment list` shows the complete ones",
+                ));
+            }
+            let mut bindings = if over_active {
+                state.bindings.clone()
+            } else {
+                BTreeMap::new()
+            };
+            bindings.extend(
+                state
+                    .objects
+                    .iter()
+                    .filter(|o| &o.deployment_id == id && o.object_type != "materialized_view")
+                    .map(|o| (o.logical_name.clone(), o.physical_name.clone())),
+            );
+            Ok(bindings)
+        }
+    }
+}
+
+/// Compares two endpoints relation by relation: their columns (from the catalog) and, given
+/// `rows`, their row counts. [`diff_relations`] says which relations need counting.
+///
+/// # Errors
+/// An unknown or incomplete deployment.
+pub fn diff(
+    state: &State,
+    from: &Endpoint,
+    to: &Endpoint,
+    rows: &BTreeMap<String, u64>,
+) -> Result<Diff, EngineError> {
+    let over_active = *from == Endpoint::Active || *to == Endpoint::Active;
+    let before = bindings_of(state, from, over_active)?;
+    let after = bindings_of(state, to, over_active)?;
+    let names: BTreeSet<&String> = before.keys().chain(after.keys()).collect();
+    let relations = names
+        .into_iter()
+        .map(|name| {
+            let (from_relation, to_relation) = (before.get(name), after.get(name));
+            let columns = |r: Option<&String>| {
+                r.and_then(|r| state.columns.get(r))
+                    .map(|c| c.iter().cloned().collect::<BTreeMap<String, String>>())
+            };
+            let (old, new) = (columns(from_relation), columns(to_relation));
+            let mut entry = RelationDiff {
+                name: name.clone(),
+                status: "unchanged",
+                from_relation: from_relation.cloned(),
+                to_relation: to_relation.cloned(),
+                from_rows: from_relation.and_then(|r| rows.get(r).copied()),
+                to_rows: to_relation.and_then(|r| rows.get(r).copied()),
+                columns_added: Vec::new(),
+                columns_removed: Vec::new(),
+                columns_retyped: Vec::new(),
+            };
+            let missing = |r: Option<&String>| r.is_some_and(|r| !state.relations.contains(r));
+            entry.status = match (from_relation, to_relation) {
+                _ if missing(from_relation) || missing(to_relation) => "physical_missing",
+                (None, Some(_)) => "added",
+                (Some(_), None) => "removed",
+                (Some(a), Some(b)) if a == b => "unchanged",
+                _ => {
+                    let (old, new) = (old.unwrap_or_default(), new.unwrap_or_default());
+                    entry.columns_added = new
+                        .keys()
+                        .filter(|c| !old.contains_key(*c))
+                        .cloned()
+                        .collect();
+                    entry.columns_removed = old
+                        .keys()
+                        .filter(|c| !new.contains_key(*c))
+                        .cloned()
+                        .collect();
+                    entry.columns_retyped = new
+                        .iter()
+                        .filter(|(c, t)| old.get(*c).is_some_and(|o| o != *t))
+                        .map(|(c, _)| c.clone())
+                        .collect();
+                    let same_columns = entry.columns_added.is_empty()
+                        && entry.columns_removed.is_empty()
+                        && entry.columns_retyped.is_empty();
+                    if same_columns && entry.from_rows == entry.to_rows {
+                        "unchanged"
+                    } else {
+                        "changed"
+                    }
+                }
+            };
+            entry
+        })
+        .collect();
+    Ok(Diff {
+        from: from.label(),
+        to: to.label(),
+        relations,
+    })
+}
+
+/// The physical relations whose rows a diff compares: both sides of every relation that
+/// is bound differently (a relation bound alike is not counted).
+///
+/// # Errors
+/// An unknown or incomplete deployment.
+pub fn diff_relations(
+    state: &State,
+    from: &Endpoint,
+    to: &Endpoint,
+) -> Result<Vec<String>, EngineError> {
+    let over_active = *from == Endpoint::Active || *to == Endpoint::Active;
+    let before = bindings_of(state, from, over_active)?;
+    let after = bindings_of(state, to, over_active)?;
+    let mut counted: BTreeSet<String> = BTreeSet::new();
+    for (name, physical) in before.iter().chain(after.iter()) {
+        let other = if before.get(name) == Some(physical) {
+            after.get(name)
+        } else {
+            before.get(name)
+        };
+        if other != Some(physical) && state.relations.contains(physical) {
+            counted.insert(physical.clone());
+        }
+    }
+    Ok(counted.into_iter().collect())
 }
 
 /// One logical relation's health, as `stb doctor` reports it.

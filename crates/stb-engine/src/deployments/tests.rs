@@ -384,3 +384,77 @@ fn the_janitor_keeps_active_newest_young_and_rollback_deployments() {
         "{just:?}"
     );
 }
+
+#[test]
+fn a_diff_compares_columns_and_rows_of_what_a_promotion_would_switch() {
+    let mut state = two_published();
+    // NEW is active; a partial deployment PART copies only view__r, with a new column.
+    state.headers.push(header(PART));
+    state.objects.push(object(PART, "view", "view__r", "r"));
+    state.relations.insert(format!("view__r__{PART}"));
+    state.columns.insert(
+        format!("view__r__{NEW}"),
+        vec![("n".into(), "UInt64".into())],
+    );
+    state.columns.insert(
+        format!("view__r__{PART}"),
+        vec![("n".into(), "UInt64".into()), ("m".into(), "UInt8".into())],
+    );
+    let (from, to) = parse_range(PART).expect("range");
+    assert_eq!(
+        (from.clone(), to.clone()),
+        (Endpoint::Active, Endpoint::Deployment(PART.into()))
+    );
+    let counted = diff_relations(&state, &from, &to).expect("relations");
+    assert_eq!(
+        counted,
+        [format!("view__r__{NEW}"), format!("view__r__{PART}")]
+    );
+    let rows = BTreeMap::from([
+        (format!("view__r__{NEW}"), 5),
+        (format!("view__r__{PART}"), 5),
+    ]);
+    let diff = diff(&state, &from, &to, &rows).expect("diff");
+    let statuses: Vec<(&str, &str)> = diff
+        .relations
+        .iter()
+        .map(|r| (r.name.as_str(), r.status))
+        .collect();
+    assert_eq!(statuses, [("tbl__a", "unchanged"), ("view__r", "changed")]);
+    assert_eq!(diff.relations[1].columns_added, ["m"]);
+    // Between two deployments: their own objects; one the other lacks is added/removed.
+    let between = diff_relations(
+        &state,
+        &Endpoint::Deployment(NEW.into()),
+        &Endpoint::Deployment(PART.into()),
+    )
+    .expect("relations");
+    assert!(between.contains(&format!("tbl__a__{NEW}")));
+    let diff = super::diff(
+        &state,
+        &Endpoint::Deployment(NEW.into()),
+        &Endpoint::Deployment(PART.into()),
+        &BTreeMap::new(),
+    )
+    .expect("diff");
+    let table = diff
+        .relations
+        .iter()
+        .find(|r| r.name == "tbl__a")
+        .expect("tbl__a");
+    assert_eq!(table.status, "removed");
+    // A copy dropped by hand, an incomplete or unknown deployment, a bad endpoint.
+    let mut dropped = state.clone();
+    dropped.relations.remove(&format!("view__r__{PART}"));
+    let diff = super::diff(&dropped, &from, &to, &rows).expect("diff");
+    assert_eq!(diff.relations[1].status, "physical_missing");
+    assert!(parse_range("active:20261301T000000Z_x").is_err());
+    let mut incomplete = state;
+    incomplete.headers.retain(|h| h.deployment_id != PART);
+    assert_eq!(
+        super::diff(&incomplete, &from, &to, &rows)
+            .expect_err("incomplete")
+            .code,
+        DEPLOYMENT_CODE
+    );
+}

@@ -171,8 +171,31 @@ fn a_deployment_is_staged_promoted_superseded_and_rolled_back() {
         db.name
     ));
     assert_eq!(copies.trim(), "0", "clean is not copied");
-    // Readers still see the first deployment until the promotion.
+    // Readers still see the first deployment until the promotion; the diff says what the
+    // promotion would change.
     assert_stable_views_match(&db.name, 10);
+    let diff = ok_json(dir.path(), &["deployment", "diff", &second, "--json"]);
+    let status = |name: &str| {
+        diff["diff"]["relations"]
+            .as_array()
+            .expect("relations")
+            .iter()
+            .find(|r| r["name"] == name)
+            .map(|r| r["status"].as_str().unwrap_or_default().to_owned())
+            .expect(name)
+    };
+    assert_eq!(status("tbl__clean"), "unchanged", "{diff}");
+    assert_eq!(status("tbl__big"), "changed", "{diff}");
+    let big = diff["diff"]["relations"]
+        .as_array()
+        .expect("relations")
+        .iter()
+        .find(|r| r["name"] == "tbl__big")
+        .expect("big");
+    assert!(
+        big["to_rows"].as_u64() < big["from_rows"].as_u64(),
+        "{diff}"
+    );
     promote(dir.path(), &second);
     insert(&db.name, 25, 5);
     assert_stable_views_match(&db.name, 20);
