@@ -583,3 +583,88 @@ fn a_deployment_restoring_less_than_the_active_copy_holds_is_built_with_a_warnin
     assert_eq!(copy.trim(), "30");
     assert_eq!(active.trim(), "60", "readers still see the active copy");
 }
+
+/// A one-model virtual project over `events` in `mode` (`timestamp` or `cursor`).
+fn scalar_project(database: &str, mode: &str) -> tempfile::TempDir {
+    let (columns, lineage) = match mode {
+        "cursor" => (
+            "        _replay_cursor: o\n        _replay_timestamp: ts\n",
+            "_replay_cursor::UInt64 AS _replay_cursor",
+        ),
+        _ => (
+            "        _replay_timestamp: ts\n",
+            "_replay_timestamp::DateTime64(3, 'UTC') AS _replay_timestamp",
+        ),
+    };
+    let files = [
+        (
+            "streambuild_project.toml".to_owned(),
+            format!(
+                "name = \"v\"\ndefault_target = \"dev\"\n[defaults]\npipeline_mode = \"virtual\"\n[targets.dev]\ndatabase = \"{database}\"\n"
+            ),
+        ),
+        (
+            "sources/events.yml".to_owned(),
+            format!(
+                "sources:\n  - name: events\n    kind: stream_table\n    table_name: events\n    replay_boundary:\n      mode: {mode}\n      columns:\n{columns}"
+            ),
+        ),
+        (
+            "pipelines/pl__v/clean.sql".to_owned(),
+            format!(
+                "MODEL (order_by [\"p\", \"o\"]);\nSELECT p::UInt32 AS p, o::UInt64 AS o, amount::UInt64 AS amount, {lineage}\nFROM __source(\"events\")\n"
+            ),
+        ),
+    ];
+    stb_test_support::project_dir(&files)
+}
+
+#[test]
+fn timestamp_and_cursor_sources_stage_promote_and_list_deployments() {
+    for mode in ["timestamp", "cursor"] {
+        let db = TestDatabase::create(&format!("deploy_{mode}"));
+        events_table(&db.name);
+        // A single writer: offsets (the cursor) grow with time, as cursor mode needs.
+        execute(&format!(
+            "INSERT INTO {}.events SELECT 0, number, now64(3, 'UTC') - INTERVAL 1 HOUR + toIntervalMillisecond(number), number % 25 FROM numbers(40)",
+            db.name
+        ));
+        let dir = scalar_project(&db.name, mode);
+        let first = build(dir.path(), &[]);
+        promote(dir.path(), &first);
+        let expected =
+            |database: &str| rows(&format!("SELECT p, o, amount FROM {database}.events"));
+        assert_eq!(
+            rows(&format!("SELECT p, o, amount FROM {}.tbl__clean", db.name)),
+            expected(&db.name),
+            "{mode}"
+        );
+        execute(&format!(
+            "INSERT INTO {}.events SELECT 0, 40 + number, now64(3, 'UTC'), number % 25 FROM numbers(10)",
+            db.name
+        ));
+        let second = build(dir.path(), &["--select", "clean", "--full-refresh"]);
+        promote(dir.path(), &second);
+        assert_eq!(
+            rows(&format!("SELECT p, o, amount FROM {}.tbl__clean", db.name)),
+            expected(&db.name),
+            "{mode}"
+        );
+        assert_eq!(
+            states(dir.path()),
+            [
+                (second.clone(), "active".to_owned()),
+                (first.clone(), "superseded".to_owned())
+            ],
+            "{mode}"
+        );
+        let diff = ok_json(
+            dir.path(),
+            &["deployment", "diff", &format!("{first}:{second}"), "--json"],
+        );
+        assert_eq!(
+            diff["diff"]["relations"][0]["status"], "changed",
+            "{mode}: {diff}"
+        );
+    }
+}
