@@ -103,7 +103,29 @@ pub fn inventory(state: &State) -> Vec<Record> {
         .map(|id| record(state, id))
         .chain(orphans.iter().map(|id| orphan_record(state, id)))
         .collect();
-    records.sort_by(|a, b| b.deployment_id.cmp(&a.deployment_id));
+    // Newest first: by id, whose timestamp has whole seconds; deployments built within
+    // the same second by when their objects were recorded (the build's order), not by
+    // their random suffix.
+    let recorded_at = |id: &str| {
+        state
+            .objects
+            .iter()
+            .filter(|o| o.deployment_id == id)
+            .map(|o| o.observed_at.as_str())
+            .min()
+            .unwrap_or_default()
+    };
+    records.sort_by(|a, b| {
+        let key = |r: &Record| {
+            (
+                r.deployment_id.get(..16).unwrap_or_default().to_owned(),
+                recorded_at(&r.deployment_id).to_owned(),
+            )
+        };
+        key(b)
+            .cmp(&key(a))
+            .then_with(|| b.deployment_id.cmp(&a.deployment_id))
+    });
     records
 }
 
