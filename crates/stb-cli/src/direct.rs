@@ -45,7 +45,7 @@ pub(crate) fn prepare(
         ScopeKind::Direct(resolved) => (plan(project, compiled, resolved, &reads, settings)?, None),
         ScopeKind::Virtual(models) => {
             let staged = plan_deployment(compiled, &client, &database, scope, models)?;
-            let planned = stb_engine::staged::prepare_build(
+            let mut planned = stb_engine::staged::prepare_build(
                 project,
                 compiled,
                 &staged,
@@ -53,6 +53,8 @@ pub(crate) fn prepare(
                 &reads,
                 settings,
             )?;
+            // Nothing differs from the active deployment: no deployment to build.
+            planned.nothing_changed = staged.plan.deployed_models.is_empty();
             (planned, Some(staged))
         }
     };

@@ -126,16 +126,19 @@ pub(crate) fn run(args: &BuildArgs) -> ExitCode {
     timings.planning_ms = planning_started.elapsed().as_millis();
     let planned = &prepared.planned;
     if planned.nothing_changed {
+        let (mode, message) = match prepared.staged {
+            Some(_) => (
+                "virtual environments",
+                "No changes: the active deployment matches the project; no deployment was built.",
+            ),
+            None => ("direct", stb_engine::direct::NOTHING_CHANGED),
+        };
         if args.json {
             print_json(
-                &serde_json::json!({"mode": "direct", "database": database, "status": "nothing_changed", "message": stb_engine::direct::NOTHING_CHANGED}),
+                &serde_json::json!({"mode": mode, "database": database, "status": "nothing_changed", "message": message}),
             );
         } else {
-            let _ = writeln!(
-                std::io::stdout().lock(),
-                "{}",
-                stb_engine::direct::NOTHING_CHANGED
-            );
+            let _ = writeln!(std::io::stdout().lock(), "{message}");
         }
         finish(&Ending {
             exit_code: 0,

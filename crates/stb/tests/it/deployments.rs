@@ -150,9 +150,12 @@ fn a_deployment_is_staged_promoted_superseded_and_rolled_back() {
     // Live rows reach the active copies.
     insert(&db.name, 20, 5);
     assert_stable_views_match(&db.name, 10);
-    // Nothing changed: the plan is all no_op.
+    // Nothing changed: the plan is all no_op, and a build builds no deployment.
     let plan = ok_json(dir.path(), &["plan", "--json"]);
     assert_eq!(plan["rebuild_subtrees"], serde_json::json!([]), "{plan}");
+    let nothing = ok_json(dir.path(), &["build", "--auto-approve", "--json"]);
+    assert_eq!(nothing["status"], "nothing_changed", "{nothing}");
+    assert_eq!(states(dir.path()).len(), 1);
 
     // A partial deployment: only big changes; its copy reads clean's active copy.
     std::fs::write(
