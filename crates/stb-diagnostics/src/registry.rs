@@ -205,7 +205,7 @@ pub const CODES: &[(&str, &str)] = &[
     ),
     (
         "STB-PLAN-002",
-        "a build whose scope holds direct and virtual pipelines (mixed builds are not built yet)",
+        "virtual pipelines reached a step for direct ones (the scope could not be split by mode)",
     ),
     ("STB-PLAN-003", "a prerequisite model does not exist"),
     (

@@ -92,17 +92,18 @@ pub fn route(
     })
 }
 
-/// A mixed scope, until mixed builds exist.
+/// A mixed scope where only one kind can go (the commands plan and build mixed scopes in
+/// two phases; this is for a step that cannot).
 #[must_use]
 pub fn mixed_refusal(direct: &[String], virtual_pipelines: &[String]) -> EngineError {
     EngineError::new(
         VIRTUAL_CODE,
         format!(
-            "The scope holds direct pipelines ({}) and virtual ones ({}); mixed builds are not built by this edition yet",
+            "The scope holds direct pipelines ({}) and virtual ones ({}), which this step cannot take together",
             direct.join(", "),
             virtual_pipelines.join(", ")
         ),
-        "`stb plan` shows both phases; build each kind on its own (--select pipeline:<name>)",
+        "select one kind (--select pipeline:<name>)",
     )
 }
 

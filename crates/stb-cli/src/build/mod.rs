@@ -4,6 +4,7 @@
 //! beside production and replay into them.
 
 mod confirm;
+mod mixed;
 mod report;
 
 use std::io::Write;
@@ -116,6 +117,34 @@ pub(crate) fn run(args: &BuildArgs) -> ExitCode {
         }
     };
     let planning_started = Instant::now();
+    // Direct and virtual pipelines together: two phases under one lock.
+    if let Ok(stb_engine::staged::Route::Mixed {
+        direct_models,
+        virtual_models,
+        ..
+    }) = stb_engine::staged::route(&project, &compiled, &args.scope.select)
+    {
+        if args.scope.changed {
+            let failure = Failure {
+                code: stb_plan::options::FLAG_CODE,
+                message: "--changed applies to direct pipelines; this scope holds virtual ones too"
+                    .into(),
+                hint: "select the direct pipelines (--select pipeline:<name>) with --changed"
+                    .into(),
+            };
+            finish(&Ending::early("failed", Some(&failure.message), 0));
+            return fail(&failure, args.json);
+        }
+        timings.planning_ms = planning_started.elapsed().as_millis();
+        let scope = mixed::Scope {
+            direct_models: &direct_models,
+            virtual_models: &virtual_models,
+            observation: Arc::clone(&observation),
+            database: database.clone(),
+            timings,
+        };
+        return mixed::run_mixed(args, &project, &compiled, &scope, run);
+    }
     let prepared = match prepare(&project, &compiled, &args.connection, &args.scope) {
         Ok(prepared) => prepared,
         Err(failure) => {

@@ -168,9 +168,67 @@ pub fn execute_locked(
     run: &RunIdentity,
     interrupt: &AtomicBool,
 ) -> Result<Ran, EngineError> {
-    let database = &planned.workflow.database;
-    let lock = TargetLock::acquire(client, database, &run.invocation_id, true)
+    let mut phases = execute_phases_locked(client, &[(planned, observer, run)], interrupt)?;
+    phases.pop().flatten().unwrap_or_else(|| {
+        Err(EngineError::new(
+            FAILED_CODE,
+            "the workflow did not run",
+            "run the build again",
+        ))
+    })
+}
+
+/// One phase of a locked run: its plan, who observes it, and its invocation.
+pub type Phase<'a> = (&'a Planned, &'a dyn Observer, &'a RunIdentity);
+
+/// Runs `phases` in order under one target lock (a mixed build: the virtual phase, then
+/// the direct one), owned by the first phase's invocation. A phase that does not succeed
+/// stops the ones after it (`None`).
+///
+/// # Errors
+/// The lock is held by another run; nothing ran.
+pub fn execute_phases_locked(
+    client: &Arc<Client>,
+    phases: &[Phase<'_>],
+    interrupt: &AtomicBool,
+) -> Result<Vec<Option<Result<Ran, EngineError>>>, EngineError> {
+    let Some((first, _, owner)) = phases.first() else {
+        return Ok(Vec::new());
+    };
+    let database = &first.workflow.database;
+    let lock = TargetLock::acquire(client, database, &owner.invocation_id, true)
         .map_err(|e| EngineError::from(&e))?;
+    let mut results = Vec::with_capacity(phases.len());
+    let mut go_on = true;
+    for (planned, observer, run) in phases {
+        if !go_on {
+            results.push(None);
+            continue;
+        }
+        let result = execute_held(client, planned, *observer, run, interrupt);
+        go_on = matches!(&result, Ok(ran) if ran.execution.status == Status::Succeeded);
+        results.push(Some(result));
+    }
+    if let Err(error) = lock.release() {
+        let warning = format!(
+            "the target lock was not released ({error}); run `stb unlock` once this run has stopped"
+        );
+        for ran in results.iter_mut().flatten().flatten() {
+            ran.warnings.push(warning.clone());
+        }
+    }
+    Ok(results)
+}
+
+/// Records and runs one workflow while the caller holds the target lock.
+fn execute_held(
+    client: &Arc<Client>,
+    planned: &Planned,
+    observer: &dyn Observer,
+    run: &RunIdentity,
+    interrupt: &AtomicBool,
+) -> Result<Ran, EngineError> {
+    let database = &planned.workflow.database;
     let statements = planned_statements(&planned.workflow);
     let workflow_id = workflow_sha256(&statements);
     let started = persist_statements(client, database, &run.invocation_id, &statements, 1)
@@ -179,10 +237,7 @@ pub fn execute_locked(
             Some(deployment) => open_deployment(client, database, deployment),
             None => Ok(()),
         });
-    if let Err(error) = started {
-        let _ = lock.release();
-        return Err(error);
-    }
+    started?;
     let execution = execute(client, &planned.workflow, observer, interrupt);
     let mut warnings = Vec::new();
     if let (Some(deployment), Status::Succeeded) = (&planned.deployment, execution.status)
@@ -191,11 +246,6 @@ pub fn execute_locked(
         warnings.push(format!(
             "deployment {} was built but its header was not written ({error}); it stays incomplete: run the build again with --deployment-id {}",
             deployment.id, deployment.id
-        ));
-    }
-    if let Err(error) = lock.release() {
-        warnings.push(format!(
-            "the target lock was not released ({error}); run `stb unlock` once this run has stopped"
         ));
     }
     Ok(Ran {

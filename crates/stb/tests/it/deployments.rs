@@ -672,3 +672,82 @@ fn timestamp_and_cursor_sources_stage_promote_and_list_deployments() {
         assert_eq!(clean["to_rows"], 50, "{mode}: {diff}");
     }
 }
+
+/// The deployments project plus a direct pipeline over the same events; `clean` fails its
+/// replay on any amount above `limit` when one is given.
+fn mixed_project(database: &str, limit: Option<u64>) -> tempfile::TempDir {
+    let dir = project(database);
+    let plain = "MODEL (order_by [\"p\", \"o\"]);\nSELECT _replay_partition::UInt32 AS p, _replay_offset::UInt64 AS o, amount::UInt64 AS amount\nFROM __source(\"events\")\n";
+    std::fs::create_dir_all(dir.path().join("pipelines/pl__d")).expect("dir");
+    std::fs::write(dir.path().join("pipelines/pl__d/plain.sql"), plain).expect("write");
+    if let Some(limit) = limit {
+        std::fs::write(
+            dir.path().join("pipelines/pl__v/clean.sql"),
+            CLEAN.replace(
+                " AS amount\n",
+                &format!(" AS amount, throwIf(amount > {limit}, 'amount over the limit')::UInt8 AS checked\n"),
+            ),
+        )
+        .expect("write");
+    }
+    dir
+}
+
+#[test]
+fn a_mixed_build_stages_the_virtual_phase_then_applies_the_direct_one_under_one_lock() {
+    let db = TestDatabase::create("deploy_mixed");
+    events_table(&db.name);
+    insert(&db.name, 0, 20);
+    let dir = mixed_project(&db.name, None);
+    let result = ok_json(dir.path(), &["build", "--auto-approve", "--json"]);
+    assert_eq!(result["mode"], "mixed", "{result}");
+    assert_eq!(
+        result["execution_order"],
+        serde_json::json!(["virtual", "direct"])
+    );
+    assert_eq!(result["virtual"]["status"], "succeeded", "{result}");
+    assert_eq!(result["direct"]["status"], "succeeded", "{result}");
+    let id = result["virtual"]["deployment_id"]
+        .as_str()
+        .expect("id")
+        .to_owned();
+    assert_eq!(states(dir.path()), [(id.clone(), "staged".to_owned())]);
+    assert_eq!(
+        rows(&format!("SELECT * FROM {}.tbl__plain", db.name)),
+        rows(&format!("SELECT p, o, amount FROM {}.events", db.name)),
+        "the direct phase applied"
+    );
+    let invocations = execute(&format!(
+        "SELECT count(), countIf(outcome = 'succeeded') FROM {}._streambuild_invocations FORMAT TSV",
+        db.name
+    ));
+    assert_eq!(invocations.trim(), "2\t2", "one invocation per phase");
+    let lock = execute(&format!(
+        "SELECT count() FROM system.tables WHERE database = '{}' AND name = '_streambuild_target_mutation_lock' FORMAT TSV",
+        db.name
+    ));
+    assert_eq!(lock.trim(), "0", "the lock is released");
+}
+
+#[test]
+fn a_mixed_build_whose_virtual_phase_fails_skips_the_direct_one() {
+    let db = TestDatabase::create("deploy_mixed_fail");
+    events_table(&db.name);
+    insert(&db.name, 0, 20);
+    let dir = mixed_project(&db.name, Some(20));
+    let output = stb(dir.path(), &["build", "--auto-approve", "--json"]);
+    assert_eq!(output.status.code(), Some(1));
+    let result: Value = serde_json::from_slice(&output.stdout).expect("JSON");
+    assert_eq!(result["virtual"]["status"], "failed", "{result}");
+    assert_eq!(result["direct"]["status"], "skipped", "{result}");
+    let plain = execute(&format!(
+        "SELECT count() FROM system.tables WHERE database = '{}' AND name = 'tbl__plain' FORMAT TSV",
+        db.name
+    ));
+    assert_eq!(plain.trim(), "0", "nothing of the direct phase ran");
+    let outcomes = execute(&format!(
+        "SELECT outcome FROM {}._streambuild_invocations ORDER BY outcome FORMAT TSV",
+        db.name
+    ));
+    assert_eq!(outcomes.trim(), "cancelled\nfailed");
+}

@@ -1,0 +1,354 @@
+//! A build whose scope holds direct and virtual pipelines: both parts planned, one combined
+//! plan and one confirmation, then one target lock held around the virtual phase (a new
+//! deployment, staged) and the direct phase (applied in place). A virtual phase that does
+//! not succeed skips the direct one; a direct phase that fails leaves the deployment staged.
+//! Each phase is its own invocation, with its own events and records.
+
+use std::collections::BTreeSet;
+use std::io::Write;
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
+
+use stb_build::execute::Status;
+use stb_engine::build::records::{BuildObserver, Ending, Recorder};
+use stb_engine::build::{Finished, RunIdentity, Timings};
+use stb_warehouse::events::{HEARTBEAT_INTERVAL, RunEventSink};
+
+use super::confirm::{accept_shrink, confirm};
+use super::report::{print_result, summary};
+use super::{BuildArgs, warn};
+use crate::direct::{Prepared, prepare};
+use crate::output::{Failure, fail, print_json};
+
+/// What the direct phase records when the virtual phase did not succeed.
+const SKIPPED: &str = "Direct phase skipped because virtual staging failed.";
+
+/// One phase's plan and its invocation's observation.
+struct Phase<'p> {
+    prepared: Prepared,
+    run: &'p RunIdentity,
+    sink: Arc<RunEventSink>,
+    observer: BuildObserver,
+    recorder: Recorder<'p>,
+}
+
+/// The parts of the scope and what the caller already did for the first invocation.
+pub(super) struct Scope<'a> {
+    pub(super) direct_models: &'a BTreeSet<String>,
+    pub(super) virtual_models: &'a BTreeSet<String>,
+    pub(super) observation: Arc<stb_warehouse::Client>,
+    pub(super) database: String,
+    pub(super) timings: Timings,
+}
+
+fn observer(
+    args: &BuildArgs,
+    scope: &Scope<'_>,
+    sink: &Arc<RunEventSink>,
+    run: &RunIdentity,
+) -> BuildObserver {
+    BuildObserver {
+        sink: Arc::clone(sink),
+        client: Arc::clone(&scope.observation),
+        database: scope.database.clone(),
+        invocation_id: run.invocation_id.clone(),
+        on_event: args.events.then(|| {
+            Box::new(|line: &serde_json::Value| {
+                let _ = writeln!(std::io::stdout().lock(), "{line}");
+            }) as stb_engine::build::records::EventHook
+        }),
+        on_warning: Box::new(warn),
+        warned: AtomicBool::new(false),
+    }
+}
+
+/// Runs a mixed build; `run` is the invocation the caller opened (the virtual phase's).
+pub(super) fn run_mixed(
+    args: &BuildArgs,
+    project: &stb_project::Project,
+    compiled: &stb_compile::Compiled,
+    scope: &Scope<'_>,
+    run: RunIdentity,
+) -> ExitCode {
+    let first_recorder = Recorder {
+        client: Arc::clone(&scope.observation),
+        database: scope.database.clone(),
+        project,
+        run: &run,
+    };
+    let early = |outcome: &'static str, failure: &Failure, recorder: &Recorder<'_>| {
+        if let Err(note) = recorder.finish(&Ending::early(outcome, Some(&failure.message), 0)) {
+            warn(&note);
+        }
+    };
+    let part = |models, virtual_part| {
+        prepare(
+            project,
+            compiled,
+            &args.connection,
+            &args.scope.part(models, virtual_part),
+        )
+    };
+    let (staged, direct) = match (
+        part(scope.virtual_models, true),
+        part(scope.direct_models, false),
+    ) {
+        (Ok(staged), Ok(direct)) => (staged, direct),
+        (Err(failure), _) | (_, Err(failure)) => {
+            early("failed", &failure, &first_recorder);
+            return fail(&failure, args.json);
+        }
+    };
+    let direct_run = RunIdentity::new(None, run.display_command.clone());
+    if let Err(error) = stb_engine::build::open(
+        &scope.observation,
+        &scope.database,
+        project,
+        compiled,
+        &direct_run,
+    ) {
+        return fail(&Failure::from(error), args.json);
+    }
+    let machine = args.json || args.events;
+    if !machine {
+        let mut out = std::io::stdout().lock();
+        let _ = writeln!(out, "Mixed Build Plan");
+        let _ = writeln!(
+            out,
+            "Execution order: virtual (staged) -> direct (applied immediately)"
+        );
+        let _ = writeln!(out, "\nPhase 1/2 VIRTUAL");
+        if let Some(deployment) = &staged.staged {
+            let _ = write!(
+                out,
+                "{}",
+                crate::staged_render::text(deployment, args.verbose)
+            );
+        }
+        let _ = writeln!(out, "\nPhase 2/2 DIRECT");
+        drop(out);
+        crate::plan_render::print(&direct.planned, false, args.verbose);
+    }
+    let direct_recorder = Recorder {
+        client: Arc::clone(&scope.observation),
+        database: scope.database.clone(),
+        project,
+        run: &direct_run,
+    };
+    // One confirmation: the direct phase's shrink guard and protected pipelines (virtual
+    // pipelines drop nothing readers see and cannot be protected).
+    let verdict = match accept_shrink(args, &direct) {
+        Ok(true) => confirm(args, project, &direct).map_err(|f| (f, "failed")),
+        Ok(false) => Ok(false),
+        Err(failure) => Err((failure, "refused")),
+    };
+    match verdict {
+        Ok(true) => {}
+        Ok(false) => {
+            let _ = writeln!(std::io::stdout().lock(), "Build cancelled.");
+            for recorder in [&first_recorder, &direct_recorder] {
+                if let Err(note) = recorder.finish(&Ending::early("cancelled", None, 0)) {
+                    warn(&note);
+                }
+            }
+            return ExitCode::from(1);
+        }
+        Err((failure, outcome)) => {
+            early(outcome, &failure, &first_recorder);
+            early(outcome, &failure, &direct_recorder);
+            return fail(&failure, args.json);
+        }
+    }
+    let phases: Vec<Phase<'_>> = [
+        (staged, &run, first_recorder),
+        (direct, &direct_run, direct_recorder),
+    ]
+    .into_iter()
+    .map(|(prepared, run, recorder)| {
+        let sink = Arc::new(RunEventSink::new(
+            Arc::clone(&scope.observation),
+            &scope.database,
+            &run.invocation_id,
+        ));
+        let observer = observer(args, scope, &sink, run);
+        Phase {
+            prepared,
+            run,
+            sink,
+            observer,
+            recorder,
+        }
+    })
+    .collect();
+    execute(args, project, compiled, scope, &phases)
+}
+
+fn execute(
+    args: &BuildArgs,
+    project: &stb_project::Project,
+    compiled: &stb_compile::Compiled,
+    scope: &Scope<'_>,
+    phases: &[Phase<'_>],
+) -> ExitCode {
+    use stb_build::execute::Observer as _;
+    for phase in phases {
+        phase.observer.event(
+            "run_started",
+            None,
+            stb_engine::build::run_started(
+                &phase.prepared.planned,
+                project,
+                &args.scope.select,
+                scope.timings,
+                phase.run,
+            ),
+        );
+    }
+    let heartbeats: Vec<_> = phases
+        .iter()
+        .map(|p| p.sink.heartbeat(HEARTBEAT_INTERVAL))
+        .collect();
+    let interrupt = Arc::new(AtomicBool::new(false));
+    for signal in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+        let _ = signal_hook::flag::register(signal, Arc::clone(&interrupt));
+    }
+    let order: Vec<stb_engine::build::Phase<'_>> = phases
+        .iter()
+        .map(|p| {
+            (
+                &p.prepared.planned,
+                &p.observer as &dyn stb_build::execute::Observer,
+                p.run,
+            )
+        })
+        .collect();
+    let client = Arc::clone(&phases[0].prepared.client);
+    let results = stb_engine::build::execute_phases_locked(&client, &order, &interrupt);
+    drop(heartbeats);
+    let results = match results {
+        Ok(results) => results,
+        Err(error) => {
+            let failure = Failure::from(error);
+            for phase in phases {
+                phase
+                    .observer
+                    .completed("failed", 1, Some(&failure.message));
+                if let Err(note) =
+                    phase
+                        .recorder
+                        .finish(&Ending::early("failed", Some(&failure.message), 0))
+                {
+                    warn(&note);
+                }
+            }
+            return fail(&failure, args.json);
+        }
+    };
+    let mut summaries = Vec::new();
+    let mut exit_code = 0;
+    for (index, (phase, result)) in phases.iter().zip(results).enumerate() {
+        let planned = &phase.prepared.planned;
+        let ran = match result {
+            Some(Ok(ran)) => ran,
+            Some(Err(error)) => {
+                let failure = Failure::from(error);
+                phase
+                    .observer
+                    .completed("failed", 1, Some(&failure.message));
+                if let Err(note) = phase.recorder.finish(&Ending::early(
+                    "failed",
+                    Some(&failure.message),
+                    planned.plan.entries.len(),
+                )) {
+                    warn(&note);
+                }
+                exit_code = exit_code.max(1);
+                summaries.push(serde_json::json!({"status": "failed", "error": {"code": failure.code, "message": failure.message}}));
+                continue;
+            }
+            None => {
+                phase.observer.completed("cancelled", 1, Some(SKIPPED));
+                if let Err(note) = phase.recorder.finish(&Ending::early(
+                    "cancelled",
+                    Some(SKIPPED),
+                    planned.plan.entries.len(),
+                )) {
+                    warn(&note);
+                }
+                if !args.json && !args.events {
+                    let _ = writeln!(std::io::stdout().lock(), "\n{SKIPPED}");
+                }
+                summaries.push(serde_json::json!({"status": "skipped", "message": SKIPPED}));
+                continue;
+            }
+        };
+        let audits = if ran.execution.status == Status::Succeeded && planned.deployment.is_none() {
+            stb_engine::audits::after_build(
+                &phase.prepared.client,
+                &planned.workflow.database,
+                compiled,
+                &planned.executed_models(),
+            )
+        } else {
+            Vec::new()
+        };
+        let mut notes = Vec::new();
+        if let Err(failure) = crate::run_artifacts::write_build(
+            &project.root,
+            &planned.workflow,
+            &ran.workflow_id,
+            &ran.execution,
+        ) {
+            notes.push(failure.message);
+        }
+        let phase_summary = summary(&phase.prepared, &ran.execution, &audits);
+        let ended = stb_engine::build::record(
+            &phase.prepared.client,
+            planned,
+            &phase.recorder,
+            &phase.observer,
+            &Finished {
+                ran: &ran,
+                audits: &audits,
+                summary: &phase_summary,
+            },
+        );
+        notes.extend(ended.notes.iter().cloned());
+        if !args.json && !args.events {
+            let _ = writeln!(
+                std::io::stdout().lock(),
+                "\nPhase {}/2 {}",
+                index + 1,
+                if index == 0 { "VIRTUAL" } else { "DIRECT" }
+            );
+            print_result(&phase.prepared, &ran.execution, &audits, &notes);
+        } else {
+            for note in &notes {
+                warn(note);
+            }
+        }
+        if index == 1
+            && ran.execution.status != Status::Succeeded
+            && let Some(deployment) = phases[0].prepared.planned.deployment.as_ref()
+        {
+            warn(&format!(
+                "the direct phase did not succeed; deployment {} remains staged",
+                deployment.id
+            ));
+        }
+        exit_code = exit_code.max(ended.exit_code);
+        summaries.push(phase_summary);
+    }
+    if args.json {
+        let direct = summaries.pop().unwrap_or_default();
+        let staged = summaries.pop().unwrap_or_default();
+        print_json(&serde_json::json!({
+            "mode": "mixed",
+            "execution_order": ["virtual", "direct"],
+            "virtual": staged,
+            "direct": direct,
+        }));
+    }
+    u8::try_from(exit_code).map_or(ExitCode::from(1), ExitCode::from)
+}
