@@ -12,11 +12,11 @@ use std::sync::atomic::AtomicBool;
 
 use stb_build::execute::Status;
 use stb_engine::build::records::{BuildObserver, Ending, Recorder};
-use stb_engine::build::{Finished, RunIdentity, Timings};
+use stb_engine::build::{RunIdentity, Timings};
 use stb_warehouse::events::{HEARTBEAT_INTERVAL, RunEventSink};
 
 use super::confirm::{accept_shrink, confirm};
-use super::report::{print_result, summary};
+use super::report::print_result;
 use super::{BuildArgs, warn};
 use crate::direct::{Prepared, prepare};
 use crate::output::{Failure, fail, print_json};
@@ -283,38 +283,19 @@ fn execute(
                 continue;
             }
         };
-        let audits = if ran.execution.status == Status::Succeeded && planned.deployment.is_none() {
-            stb_engine::audits::after_build(
-                &phase.prepared.client,
-                &planned.workflow.database,
-                compiled,
-                &planned.executed_models(),
-            )
-        } else {
-            Vec::new()
-        };
-        let mut notes = Vec::new();
-        if let Err(failure) = crate::run_artifacts::write_build(
-            &project.root,
-            &planned.workflow,
-            &ran.workflow_id,
-            &ran.execution,
-        ) {
-            notes.push(failure.message);
-        }
-        let phase_summary = summary(&phase.prepared, &ran.execution, &audits);
-        let ended = stb_engine::build::record(
-            &phase.prepared.client,
-            planned,
+        let super::Recorded {
+            audits,
+            summary: phase_summary,
+            ended,
+            notes,
+        } = super::record_ran(
+            project,
+            compiled,
+            &phase.prepared,
+            &ran,
             &phase.recorder,
             &phase.observer,
-            &Finished {
-                ran: &ran,
-                audits: &audits,
-                summary: &phase_summary,
-            },
         );
-        notes.extend(ended.notes.iter().cloned());
         if !args.json && !args.events {
             let _ = writeln!(
                 std::io::stdout().lock(),

@@ -265,40 +265,12 @@ pub(crate) fn run(args: &BuildArgs) -> ExitCode {
             return fail(&failure, args.json);
         }
     };
-    // A deployment's copies are audited by `stb deployment audit` before promotion; the
-    // build audits would read the stable views, that is, production.
-    let audits = if ran.execution.status == Status::Succeeded && planned.deployment.is_none() {
-        stb_engine::audits::after_build(
-            &prepared.client,
-            &planned.workflow.database,
-            &compiled,
-            &planned.executed_models(),
-        )
-    } else {
-        Vec::new()
-    };
-    let mut notes = Vec::new();
-    if let Err(failure) = crate::run_artifacts::write_build(
-        &project.root,
-        &planned.workflow,
-        &ran.workflow_id,
-        &ran.execution,
-    ) {
-        notes.push(failure.message);
-    }
-    let summary = summary(&prepared, &ran.execution, &audits);
-    let ended = stb_engine::build::record(
-        &prepared.client,
-        planned,
-        &recorder,
-        &observer,
-        &Finished {
-            ran: &ran,
-            audits: &audits,
-            summary: &summary,
-        },
-    );
-    notes.extend(ended.notes.iter().cloned());
+    let Recorded {
+        audits,
+        summary,
+        ended,
+        notes,
+    } = record_ran(&project, &compiled, &prepared, &ran, &recorder, &observer);
     if args.json {
         print_json(&summary);
     } else if !args.events {
@@ -329,5 +301,65 @@ pub(crate) fn run(args: &BuildArgs) -> ExitCode {
         Ok(0) => ExitCode::SUCCESS,
         Ok(code) => ExitCode::from(code),
         Err(_) => ExitCode::from(1),
+    }
+}
+
+/// What a build that ran left: its audits, its summary, how it was recorded, and notes.
+struct Recorded {
+    audits: Vec<stb_engine::audits::AuditResult>,
+    summary: serde_json::Value,
+    ended: stb_engine::build::Ended,
+    notes: Vec<String>,
+}
+
+/// After a workflow ran: the build audits (not for a deployment: they would read the
+/// stable views, that is, production; `stb deployment audit` checks copies), the run
+/// artifacts, the summary and the records.
+fn record_ran(
+    project: &stb_project::Project,
+    compiled: &stb_compile::Compiled,
+    prepared: &crate::direct::Prepared,
+    ran: &stb_engine::build::Ran,
+    recorder: &Recorder<'_>,
+    observer: &BuildObserver,
+) -> Recorded {
+    let planned = &prepared.planned;
+    let audits = if ran.execution.status == Status::Succeeded && planned.deployment.is_none() {
+        stb_engine::audits::after_build(
+            &prepared.client,
+            &planned.workflow.database,
+            compiled,
+            &planned.executed_models(),
+        )
+    } else {
+        Vec::new()
+    };
+    let mut notes = Vec::new();
+    if let Err(failure) = crate::run_artifacts::write_build(
+        &project.root,
+        &planned.workflow,
+        &ran.workflow_id,
+        &ran.execution,
+    ) {
+        notes.push(failure.message);
+    }
+    let summary = summary(prepared, &ran.execution, &audits);
+    let ended = stb_engine::build::record(
+        &prepared.client,
+        planned,
+        recorder,
+        observer,
+        &Finished {
+            ran,
+            audits: &audits,
+            summary: &summary,
+        },
+    );
+    notes.extend(ended.notes.iter().cloned());
+    Recorded {
+        audits,
+        summary,
+        ended,
+        notes,
     }
 }
