@@ -26,6 +26,8 @@ const SKIPPED: &str = "Direct phase skipped because virtual staging failed.";
 
 /// One phase's plan and its invocation's observation.
 struct Phase<'p> {
+    /// `virtual` or `direct`.
+    kind: &'static str,
     prepared: Prepared,
     run: &'p RunIdentity,
     sink: Arc<RunEventSink>,
@@ -160,27 +162,38 @@ pub(super) fn run_mixed(
             return fail(&failure, args.json);
         }
     }
-    let phases: Vec<Phase<'_>> = [
-        (staged, &run, first_recorder),
-        (direct, &direct_run, direct_recorder),
-    ]
-    .into_iter()
-    .map(|(prepared, run, recorder)| {
-        let sink = Arc::new(RunEventSink::new(
-            Arc::clone(&scope.observation),
-            &scope.database,
-            &run.invocation_id,
-        ));
-        let observer = observer(args, scope, &sink, run);
-        Phase {
-            prepared,
-            run,
-            sink,
-            observer,
-            recorder,
+    // Nothing differs from the active deployment: the virtual phase builds no deployment.
+    let mut parts = Vec::new();
+    if staged.planned.nothing_changed {
+        if let Err(note) = first_recorder.finish(&Ending {
+            exit_code: 0,
+            ..Ending::early("succeeded", None, 0)
+        }) {
+            warn(&note);
         }
-    })
-    .collect();
+    } else {
+        parts.push(("virtual", staged, &run, first_recorder));
+    }
+    parts.push(("direct", direct, &direct_run, direct_recorder));
+    let phases: Vec<Phase<'_>> = parts
+        .into_iter()
+        .map(|(kind, prepared, run, recorder)| {
+            let sink = Arc::new(RunEventSink::new(
+                Arc::clone(&scope.observation),
+                &scope.database,
+                &run.invocation_id,
+            ));
+            let observer = observer(args, scope, &sink, run);
+            Phase {
+                kind,
+                prepared,
+                run,
+                sink,
+                observer,
+                recorder,
+            }
+        })
+        .collect();
     execute(args, project, compiled, scope, &phases)
 }
 
@@ -245,9 +258,13 @@ fn execute(
             return fail(&failure, args.json);
         }
     };
-    let mut summaries = Vec::new();
+    let mut summaries = serde_json::Map::new();
+    summaries.insert(
+        "virtual".into(),
+        serde_json::json!({"status": "nothing_changed", "message": "No changes: the active deployment matches the project; no deployment was built."}),
+    );
     let mut exit_code = 0;
-    for (index, (phase, result)) in phases.iter().zip(results).enumerate() {
+    for (phase, result) in phases.iter().zip(results) {
         let planned = &phase.prepared.planned;
         let ran = match result {
             Some(Ok(ran)) => ran,
@@ -264,7 +281,10 @@ fn execute(
                     warn(&note);
                 }
                 exit_code = exit_code.max(1);
-                summaries.push(serde_json::json!({"status": "failed", "error": {"code": failure.code, "message": failure.message}}));
+                summaries.insert(
+                    phase.kind.into(),
+                    serde_json::json!({"status": "failed", "error": {"code": failure.code, "message": failure.message}}),
+                );
                 continue;
             }
             None => {
@@ -279,7 +299,10 @@ fn execute(
                 if !args.json && !args.events {
                     let _ = writeln!(std::io::stdout().lock(), "\n{SKIPPED}");
                 }
-                summaries.push(serde_json::json!({"status": "skipped", "message": SKIPPED}));
+                summaries.insert(
+                    phase.kind.into(),
+                    serde_json::json!({"status": "skipped", "message": SKIPPED}),
+                );
                 continue;
             }
         };
@@ -299,9 +322,13 @@ fn execute(
         if !args.json && !args.events {
             let _ = writeln!(
                 std::io::stdout().lock(),
-                "\nPhase {}/2 {}",
-                index + 1,
-                if index == 0 { "VIRTUAL" } else { "DIRECT" }
+                "\nPhase {} {}",
+                if phase.kind == "virtual" {
+                    "1/2"
+                } else {
+                    "2/2"
+                },
+                phase.kind.to_uppercase()
             );
             print_result(&phase.prepared, &ran.execution, &audits, &notes);
         } else {
@@ -309,9 +336,12 @@ fn execute(
                 warn(note);
             }
         }
-        if index == 1
+        if phase.kind == "direct"
             && ran.execution.status != Status::Succeeded
-            && let Some(deployment) = phases[0].prepared.planned.deployment.as_ref()
+            && let Some(deployment) = phases
+                .iter()
+                .find(|p| p.kind == "virtual")
+                .and_then(|p| p.prepared.planned.deployment.as_ref())
         {
             warn(&format!(
                 "the direct phase did not succeed; deployment {} remains staged",
@@ -319,17 +349,20 @@ fn execute(
             ));
         }
         exit_code = exit_code.max(ended.exit_code);
-        summaries.push(phase_summary);
+        summaries.insert(phase.kind.into(), phase_summary);
     }
     if args.json {
-        let direct = summaries.pop().unwrap_or_default();
-        let staged = summaries.pop().unwrap_or_default();
         print_json(&serde_json::json!({
             "mode": "mixed",
             "execution_order": ["virtual", "direct"],
-            "virtual": staged,
-            "direct": direct,
+            "virtual": summaries.remove("virtual"),
+            "direct": summaries.remove("direct"),
         }));
+    } else if !phases.iter().any(|p| p.kind == "virtual") {
+        let _ = writeln!(
+            std::io::stdout().lock(),
+            "\nPhase 1/2 VIRTUAL: no changes, the active deployment matches the project; no deployment was built."
+        );
     }
     u8::try_from(exit_code).map_or(ExitCode::from(1), ExitCode::from)
 }
