@@ -31,7 +31,7 @@ pub struct Request {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Route {
     Direct,
-    /// Every model in scope is in a virtual pipeline: these, upstream first.
+    /// Every model in scope is in a virtual pipeline: the models in scope.
     Virtual(BTreeSet<String>),
     /// Both kinds: the pipelines of each, and the models in scope of each.
     Mixed {
@@ -175,8 +175,8 @@ pub struct Planned {
 /// `suffix` make the id when the request names none (the caller's clock and randomness).
 ///
 /// # Errors
-/// Flags that cannot mean anything, an invalid `--deployment-id`, or a `--start-time` for
-/// a model with no active deployment.
+/// Flags that cannot mean anything, an invalid `--deployment-id`, or a `--start-time`
+/// (seeded deployments are not built yet).
 pub fn prepare(
     compiled: &Compiled,
     database: &str,
