@@ -47,7 +47,10 @@ impl DeploymentId {
             |range: std::ops::Range<usize>| -> u32 { text[range].parse().unwrap_or(u32::MAX) };
         let (year, month, day) = (number(0..4), number(4..6), number(6..8));
         let (hour, minute, second) = (number(9..11), number(11..13), number(13..15));
-        if !(1..=12).contains(&month) || day == 0 || day > days_in_month(year, month) {
+        if !(1..=12).contains(&month)
+            || day == 0
+            || day > crate::options::days_in_month(year, month)
+        {
             return Err(invalid("its date does not exist"));
         }
         if hour > 23 || minute > 59 || second > 59 {
@@ -168,19 +171,6 @@ fn matches_shape(text: &str) -> bool {
         && bytes[15] == b'Z'
         && bytes[16] == b'_'
         && bytes[17..].iter().all(u8::is_ascii_alphanumeric)
-}
-
-fn is_leap(year: u32) -> bool {
-    year.is_multiple_of(4) && (!year.is_multiple_of(100) || year.is_multiple_of(400))
-}
-
-fn days_in_month(year: u32, month: u32) -> u32 {
-    match month {
-        2 if is_leap(year) => 29,
-        2 => 28,
-        4 | 6 | 9 | 11 => 30,
-        _ => 31,
-    }
 }
 
 /// (year, month, day) of the proleptic Gregorian calendar for days since 1970-01-01.

@@ -63,7 +63,8 @@ fn digits(text: &str, range: std::ops::RangeInclusive<u32>) -> Option<u32> {
     text.parse().ok().filter(|n| range.contains(n))
 }
 
-fn days_in_month(year: u32, month: u32) -> u32 {
+/// Days in `month` of `year` (proleptic Gregorian).
+pub(crate) fn days_in_month(year: u32, month: u32) -> u32 {
     match month {
         2 if (year.is_multiple_of(4) && !year.is_multiple_of(100)) || year.is_multiple_of(400) => {
             29
