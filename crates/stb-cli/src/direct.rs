@@ -44,7 +44,7 @@ pub(crate) fn prepare(
     let (mut planned, staged) = match &scope_kind {
         ScopeKind::Direct(resolved) => (plan(project, compiled, resolved, &reads, settings)?, None),
         ScopeKind::Virtual(models) => {
-            let staged = plan_deployment(compiled, &client, &database, scope, models)?;
+            let staged = plan_deployment(compiled, &client, &reads, scope, models)?;
             let mut planned = stb_engine::staged::prepare_build(
                 project,
                 compiled,
@@ -98,16 +98,17 @@ pub(crate) fn fresh_id_inputs() -> (i64, String) {
 pub(crate) fn plan_deployment(
     compiled: &stb_compile::Compiled,
     client: &stb_warehouse::Client,
-    database: &str,
+    reads: &stb_engine::direct::Reads,
     scope: &ScopeArgs,
     models: &std::collections::BTreeSet<String>,
 ) -> Result<stb_engine::staged::Planned, Failure> {
+    let database = reads.database.as_str();
     let in_scope: Vec<&stb_plan::direct::PlanModel> = compiled
         .plan_models
         .iter()
         .filter(|m| models.contains(&m.name))
         .collect();
-    let deployed = stb_engine::staged::read(client, database, &in_scope)?;
+    let deployed = stb_engine::staged::read(client, database, &reads.catalog, &in_scope)?;
     let (now_ms, suffix) = fresh_id_inputs();
     let planned = stb_engine::staged::prepare(
         compiled,

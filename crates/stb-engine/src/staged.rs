@@ -107,20 +107,19 @@ pub fn mixed_refusal(direct: &[String], virtual_pipelines: &[String]) -> EngineE
     )
 }
 
-/// The deployed state of `database` for `models`: the catalog's stable bindings and the
-/// specs their active deployments recorded. Five queries, whatever the number of models.
+/// The deployed state of `database` for `models`: the stable bindings of `catalog` (read
+/// once by the caller for the whole plan) and the specs their active deployments recorded,
+/// in two queries whatever the number of models.
 ///
 /// # Errors
 /// The warehouse could not be read.
 pub fn read(
     client: &Client,
     database: &str,
+    catalog: &stb_warehouse::Catalog,
     models: &[&PlanModel],
 ) -> Result<Deployed, EngineError> {
-    let catalog = client
-        .load_catalog(database)
-        .map_err(|e| EngineError::from(&e))?;
-    let bindings = bindings(&catalog, database);
+    let bindings = bindings(catalog, database);
     let relations: BTreeSet<String> = catalog.relations.iter().map(|r| r.name.clone()).collect();
     let mut deployed = Deployed {
         bindings,
