@@ -211,3 +211,54 @@ pub fn stb_on_project(dir: &std::path::Path, args: &[&str], input: &str) -> std:
         .output()
         .expect("stb runs")
 }
+
+/// Starts this workspace's `stb` with `args` on the project in `dir` in the background, as
+/// run `invocation`, with a one-second timed stabilisation (a statement a test can stop
+/// a build in).
+#[must_use]
+pub fn spawn_on_project(
+    dir: &std::path::Path,
+    args: &[&str],
+    invocation: &str,
+) -> std::process::Child {
+    std::process::Command::new(assert_cmd::cargo::cargo_bin("stb"))
+        .args(args)
+        .arg("--project-dir")
+        .arg(dir)
+        .envs(warehouse_env())
+        .env("STREAMBUILD_LIVE_STABILIZATION_SECONDS", "1")
+        .env("STREAMBUILD_RUN_INVOCATION_ID", invocation)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("spawns")
+}
+
+/// Waits until run `invocation` in `database` has completed `k` statements, by its own
+/// events (at most 60 s).
+pub fn wait_for_statements(database: &str, invocation: &str, k: u64) {
+    let started = std::time::Instant::now();
+    loop {
+        let exists = execute(&format!(
+            "SELECT count() FROM system.tables WHERE database = '{database}' AND name = '_streambuild_run_events' FORMAT TSV"
+        ));
+        let done = if exists.trim() == "0" {
+            0
+        } else {
+            execute(&format!(
+                "SELECT countIf(event_kind = 'statement_completed') FROM {database}._streambuild_run_events WHERE invocation_id = '{invocation}' FORMAT TSV"
+            ))
+            .trim()
+            .parse::<u64>()
+            .unwrap_or(0)
+        };
+        if done >= k {
+            return;
+        }
+        assert!(
+            started.elapsed().as_secs() < 60,
+            "statement {k} never completed"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(2));
+    }
+}

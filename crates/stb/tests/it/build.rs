@@ -9,7 +9,7 @@ use std::path::Path;
 use std::process::Output;
 
 use serde_json::Value;
-use stb_test_support::{TestDatabase, execute};
+use stb_test_support::{TestDatabase, execute, wait_for_statements};
 
 const EVENTS: &str = "CREATE TABLE {db}.events_existing (p UInt32, o UInt64, ts DateTime64(3, 'UTC'), seq UInt64, kind String, amount UInt64) ENGINE = MergeTree ORDER BY (p, o)";
 
@@ -732,41 +732,7 @@ fn rebuilds_under_a_buffer_table_keep_the_timed_wait_and_lose_no_row_and_double_
 }
 
 fn spawn_build(dir: &Path, invocation: &str) -> std::process::Child {
-    std::process::Command::new(assert_cmd::cargo::cargo_bin("stb"))
-        .args(["build", "--auto-approve", "--json", "--project-dir"])
-        .arg(dir)
-        .envs(stb_test_support::warehouse_env())
-        .env("STREAMBUILD_LIVE_STABILIZATION_SECONDS", "1")
-        .env("STREAMBUILD_RUN_INVOCATION_ID", invocation)
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .expect("spawns")
-}
-
-/// Waits until the run has completed `k` statements (by its own events).
-fn wait_for_statements(database: &str, invocation: &str, k: u64) {
-    let started = std::time::Instant::now();
-    loop {
-        let exists = execute(&format!(
-            "SELECT count() FROM system.tables WHERE database = '{database}' AND name = '_streambuild_run_events' FORMAT TSV"
-        ));
-        if exists.trim() == "0" {
-            std::thread::sleep(std::time::Duration::from_millis(5));
-            continue;
-        }
-        let done = execute(&format!(
-            "SELECT countIf(event_kind = 'statement_completed') FROM {database}._streambuild_run_events WHERE invocation_id = '{invocation}' FORMAT TSV"
-        ));
-        if done.trim().parse::<u64>().unwrap_or(0) >= k {
-            return;
-        }
-        assert!(
-            started.elapsed().as_secs() < 60,
-            "statement {k} never completed"
-        );
-        std::thread::sleep(std::time::Duration::from_millis(2));
-    }
+    stb_test_support::spawn_on_project(dir, &["build", "--auto-approve", "--json"], invocation)
 }
 
 fn lock_owner(database: &str) -> String {

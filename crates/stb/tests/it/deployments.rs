@@ -342,39 +342,11 @@ fn virtual_builds_under_a_running_writer_lose_no_row_and_double_none() {
 
 /// Starts `stb build` for deployment `id` in the background, as run `invocation`.
 fn spawn_build(dir: &Path, id: &str, invocation: &str) -> std::process::Child {
-    std::process::Command::new(assert_cmd::cargo::cargo_bin("stb"))
-        .args([
-            "build",
-            "--auto-approve",
-            "--json",
-            "--deployment-id",
-            id,
-            "--project-dir",
-        ])
-        .arg(dir)
-        .envs(stb_test_support::warehouse_env())
-        .env("STREAMBUILD_LIVE_STABILIZATION_SECONDS", "1")
-        .env("STREAMBUILD_RUN_INVOCATION_ID", invocation)
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .expect("spawns")
-}
-
-/// Statements `invocation` completed, by its own events.
-fn completed(database: &str, invocation: &str) -> u64 {
-    let exists = execute(&format!(
-        "SELECT count() FROM system.tables WHERE database = '{database}' AND name = '_streambuild_run_events' FORMAT TSV"
-    ));
-    if exists.trim() == "0" {
-        return 0;
-    }
-    execute(&format!(
-        "SELECT countIf(event_kind = 'statement_completed') FROM {database}._streambuild_run_events WHERE invocation_id = '{invocation}' FORMAT TSV"
-    ))
-    .trim()
-    .parse()
-    .unwrap_or(0)
+    stb_test_support::spawn_on_project(
+        dir,
+        &["build", "--auto-approve", "--json", "--deployment-id", id],
+        invocation,
+    )
 }
 
 /// A project with the first deployment promoted and big changed: the next build is a
@@ -412,52 +384,44 @@ fn a_virtual_build_killed_after_any_statement_is_rerun_with_its_id_to_the_right_
         let id = format!("20261130T000000Z_kill{k}");
         let invocation = format!("kill-{k}-{}", db.name);
         let mut child = spawn_build(dir.path(), &id, &invocation);
-        let started = std::time::Instant::now();
-        while completed(&db.name, &invocation) < k {
-            assert!(
-                started.elapsed().as_secs() < 60,
-                "statement {k} never completed"
-            );
-            std::thread::sleep(std::time::Duration::from_millis(2));
-        }
+        stb_test_support::wait_for_statements(&db.name, &invocation, k);
         child.kill().expect("SIGKILL");
         let _ = child.wait();
         // Readers still see the first deployment.
         assert_stable_views_match(&db.name, 10);
         let listed = states(dir.path());
-        if listed.contains(&(id.clone(), "incomplete".to_owned())) {
-            // Killed before its header: rerun below, once the run counts as stopped.
-            killed.push((db, dir, id));
-            last_kill = std::time::Instant::now();
-            continue;
-        }
-        // After the last statements the build may finish before the kill lands: then it is
-        // complete, a rerun with its id is refused, and it promotes to the right rows.
+        // After the last statements the build may write its header before the kill lands
+        // (it may still hold the lock): it is complete.
+        let complete = listed.contains(&(id.clone(), "staged".to_owned()));
         assert!(
-            listed.contains(&(id.clone(), "staged".to_owned())),
+            complete || listed.contains(&(id.clone(), "incomplete".to_owned())),
             "{listed:?}"
         );
-        assert_eq!(
-            error_code(
-                dir.path(),
-                &["build", "--auto-approve", "--json", "--deployment-id", &id]
-            ),
-            "STB-BUILD-006"
-        );
-        promote(dir.path(), &id);
-        assert_stable_views_match(&db.name, 20);
+        killed.push((db, dir, id, complete));
+        last_kill = std::time::Instant::now();
     }
     assert!(
-        !killed.is_empty(),
+        killed.iter().any(|(_, _, _, complete)| !complete),
         "some builds were killed before they completed"
     );
     // 45 s of silence by the warehouse clock mark a killed run as stopped.
     let silence = std::time::Duration::from_secs(46);
     std::thread::sleep(silence.saturating_sub(last_kill.elapsed()));
-    for (db, dir, id) in &killed {
+    for (db, dir, id, complete) in &killed {
         ok_json(dir.path(), &["unlock", "--json"]);
-        // The same id: its unfinished copies are rebuilt from retained history.
-        assert_eq!(build(dir.path(), &["--deployment-id", id]), *id);
+        if *complete {
+            // A complete deployment is never built again: its id is refused.
+            assert_eq!(
+                error_code(
+                    dir.path(),
+                    &["build", "--auto-approve", "--json", "--deployment-id", id]
+                ),
+                "STB-BUILD-006"
+            );
+        } else {
+            // The same id: its unfinished copies are rebuilt from retained history.
+            assert_eq!(build(dir.path(), &["--deployment-id", id]), *id);
+        }
         promote(dir.path(), id);
         assert_stable_views_match(&db.name, 20);
         insert(&db.name, 20, 5);
