@@ -91,6 +91,9 @@ say "raising the bar to 40.00 and staging a second deployment (only large_events
 sed -i 's/amount_cents >= 2000/amount_cents >= 4000/' "$staged_project/pipelines/pl__staged/large_events.sql"
 stb_staged plan
 second="$(stb_staged build --auto-approve --json | deployment_of)"
+say "stb deployment audit: the staged copies against the active ones, before promoting"
+stb_staged deployment audit "$second"
+audit_verdict="$(stb_staged deployment audit "$second" --json | python3 -c 'import json,sys; v=json.load(sys.stdin)["assessment"]; print("promotable" if v != "not_ready" else v)')"
 before_promote="$(query "SELECT large_events FROM $staged.view__large_event_count")"
 stb_staged deployment promote "$second"
 raised="$(query "SELECT large_events FROM $staged.view__large_event_count")"
@@ -119,6 +122,7 @@ check "paid orders, each exactly once" "$(echo "$paid" | tr '\t' ' ')" "$((expec
 check "customers whose revenue differs from payments" "$revenue_gaps" "0"
 check "virtual: events in the promoted deployment" "$staged_events" "$expected"
 check "virtual: large events follow their rule" "$large" "$large_rule"
+check "virtual: staged deployment audited" "$audit_verdict" "promotable"
 check "virtual: readers untouched until promotion" "$before_promote" "$large_rule"
 check "virtual: promoted rule applies" "$raised" "$raised_rule"
 check "virtual: rollback restores the first" "$rolled_back" "$large_rule"

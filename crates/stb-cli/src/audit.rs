@@ -51,7 +51,11 @@ fn run_audits(
         &client,
         &database,
         project,
-        "audit",
+        &crate::quality::RecordedRun {
+            command: "audit",
+            trigger: "manual",
+            deployment_id: None,
+        },
         errors == 0,
         &results
             .iter()

@@ -72,6 +72,14 @@ pub(crate) fn write_run(
     crate::run_artifacts::publish(root, what, &files)
 }
 
+/// What a recorded run was: its command (`test`, `audit`, `deployment audit`), what
+/// triggered its results (`manual`, `deployment`) and the deployment it audited.
+pub(crate) struct RecordedRun<'a> {
+    pub(crate) command: &'a str,
+    pub(crate) trigger: &'a str,
+    pub(crate) deployment_id: Option<&'a str>,
+}
+
 /// Records a `stb test` / `stb audit` run: the lifecycle tables, an invocation row and one
 /// node result per test or audit. Best effort: a run whose records cannot be written still
 /// reports its results, with a warning.
@@ -79,7 +87,7 @@ pub(crate) fn record_run(
     client: &stb_warehouse::Client,
     database: &str,
     project: &stb_project::Project,
-    command: &str,
+    run: &RecordedRun<'_>,
     passed: bool,
     results: &[stb_warehouse::records::NodeResult<'_>],
     started: std::time::SystemTime,
@@ -96,7 +104,7 @@ pub(crate) fn record_run(
                 database,
                 &invocation_id,
                 &project.target,
-                "manual",
+                run.trigger,
                 results,
             )
         })
@@ -108,11 +116,12 @@ pub(crate) fn record_run(
                     invocation_id: &invocation_id,
                     project_identity: &project.name,
                     target_identity: &project.target,
-                    command,
+                    command: run.command,
                     mode: None,
                     outcome: if passed { "succeeded" } else { "failed" },
                     exit_code: i32::from(!passed),
                     materialized_outcome: None,
+                    deployment_id: run.deployment_id,
                     workflow_id: None,
                     selected_node_count: results.len(),
                     started_at_ms,
@@ -126,7 +135,8 @@ pub(crate) fn record_run(
         use std::io::Write;
         let _ = writeln!(
             std::io::stderr().lock(),
-            "warning: the {command} results were not recorded: {error}"
+            "warning: the {} results were not recorded: {error}",
+            run.command
         );
     }
 }

@@ -140,7 +140,11 @@ fn run_tests(
         &client,
         &database,
         project,
-        "test",
+        &crate::quality::RecordedRun {
+            command: "test",
+            trigger: "manual",
+            deployment_id: None,
+        },
         results.iter().all(|r| r.status == "passed"),
         &results
             .iter()

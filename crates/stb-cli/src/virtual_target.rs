@@ -32,6 +32,30 @@ pub(crate) fn connect_virtual(
         Ok((_, project)) => project,
         Err(code) => return Err(code),
     };
+    connect_project(common, &project)
+}
+
+/// Compiles the project (it must have virtual pipelines) and connects.
+pub(crate) fn connect_compiled(
+    common: &Common,
+) -> Result<
+    (
+        stb_project::Project,
+        stb_compile::Compiled,
+        stb_warehouse::Client,
+        String,
+    ),
+    ExitCode,
+> {
+    let (project, compiled) = common.project.compile(common.json)?;
+    let (client, database) = connect_project(common, &project)?;
+    Ok((project, compiled, client, database))
+}
+
+fn connect_project(
+    common: &Common,
+    project: &stb_project::Project,
+) -> Result<(stb_warehouse::Client, String), ExitCode> {
     if !project.pipelines.iter().any(|p| p.mode == Mode::Virtual) {
         return Err(fail(
             &Failure {
@@ -45,7 +69,7 @@ pub(crate) fn connect_virtual(
     }
     common
         .connection
-        .connect(&project)
+        .connect(project)
         .map_err(|failure| fail(&failure, common.json))
 }
 

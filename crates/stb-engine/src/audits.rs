@@ -3,6 +3,7 @@
 //! run the same function.
 
 use stb_compile::{Audit, Compiled};
+use stb_plan::direct::{PlanModel, RelationKind};
 
 use crate::EngineError;
 
@@ -108,8 +109,38 @@ const SAMPLE_ROWS: usize = 5;
 /// An audit that fails the run, or that cannot be run.
 pub const AUDIT_CODE: &str = "STB-AUDIT-001";
 
-/// The audit query with each `__ref("model")` replaced by the model's relation.
-fn resolve(query: &str, compiled: &Compiled) -> Result<String, String> {
+/// Where an audit finds a model: the text its `__ref("model")` becomes and the relations
+/// that must exist for the audit to run. Live audits read the stable relations; a
+/// deployment's audit reads the deployment's copies.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Placement {
+    pub reference: String,
+    pub relations: Vec<String>,
+}
+
+impl Placement {
+    /// The model where readers find it: its table or view. (Its materialized view is
+    /// not read, and a virtual pipeline's stable relation is a view with none beside it.)
+    #[must_use]
+    pub fn live(model: &PlanModel) -> Self {
+        Self {
+            reference: model.reference.clone(),
+            relations: model
+                .relations
+                .iter()
+                .filter(|(kind, _)| *kind != RelationKind::MaterializedView)
+                .map(|(_, r)| r.clone())
+                .collect(),
+        }
+    }
+}
+
+/// The audit query with each `__ref("model")` replaced by the model's placed relation.
+fn resolve(
+    query: &str,
+    compiled: &Compiled,
+    place: &dyn Fn(&PlanModel) -> Placement,
+) -> Result<String, String> {
     let refs = stb_project::refs::extract(query).map_err(|e| e.message)?;
     let mut text = String::with_capacity(query.len());
     let mut last = 0;
@@ -120,7 +151,7 @@ fn resolve(query: &str, compiled: &Compiled) -> Result<String, String> {
             .find(|m| m.name == reference.name)
             .ok_or_else(|| format!("unknown model '{}'", reference.name))?;
         text.push_str(&query[last..reference.span.0]);
-        text.push_str(&model.reference);
+        text.push_str(&place(model).reference);
         last = reference.span.1;
     }
     text.push_str(&query[last..]);
@@ -130,17 +161,35 @@ fn resolve(query: &str, compiled: &Compiled) -> Result<String, String> {
 /// Statements that ran: file name and SQL, for `target/run/`.
 pub type Executed = Vec<(String, String)>;
 
-/// Runs `audits` against `database`; their results and the counting statements.
+/// Runs `audits` against the live relations of `database`; their results and the
+/// counting statements.
+///
+/// # Errors
+/// The catalog could not be read, or an audit's query no longer resolves.
 pub fn run_set(
     client: &stb_warehouse::Client,
     database: &str,
     compiled: &Compiled,
     audits: &[&Audit],
 ) -> Result<(Vec<AuditResult>, Executed), EngineError> {
+    run_placed(client, database, compiled, audits, &Placement::live)
+}
+
+/// Runs `audits` with each model read where `place` puts it.
+///
+/// # Errors
+/// The catalog could not be read, or an audit's query no longer resolves.
+pub fn run_placed(
+    client: &stb_warehouse::Client,
+    database: &str,
+    compiled: &Compiled,
+    audits: &[&Audit],
+    place: &dyn Fn(&PlanModel) -> Placement,
+) -> Result<(Vec<AuditResult>, Executed), EngineError> {
     let catalog = client
         .load_catalog(database)
         .map_err(|e| EngineError::from(&e))?;
-    let counts = relation_counts(client, compiled, &catalog, audits);
+    let counts = relation_counts(client, compiled, &catalog, audits, place);
     let mut results = Vec::new();
     let mut executed = Vec::new();
     for audit in audits {
@@ -165,9 +214,10 @@ pub fn run_set(
                     .iter()
                     .find(|m| &m.name == *name)
                     .is_none_or(|m| {
-                        m.relations
+                        place(m)
+                            .relations
                             .iter()
-                            .any(|(_, r)| catalog.relation(r).is_none())
+                            .any(|r| catalog.relation(r).is_none())
                     })
             })
             .map(String::as_str)
@@ -188,7 +238,7 @@ pub fn run_set(
                 })
             })
             .collect();
-        let query = resolve(&audit.query, compiled).map_err(|message| {
+        let query = resolve(&audit.query, compiled, place).map_err(|message| {
             EngineError::new(
                 AUDIT_CODE,
                 format!("audit '{}': {message}", audit.name),
@@ -250,6 +300,7 @@ fn relation_counts(
     compiled: &Compiled,
     catalog: &stb_warehouse::Catalog,
     audits: &[&Audit],
+    place: &dyn Fn(&PlanModel) -> Placement,
 ) -> std::collections::BTreeMap<String, u64> {
     let models: std::collections::BTreeSet<&str> = audits
         .iter()
@@ -258,18 +309,20 @@ fn relation_counts(
     let counted: Vec<(&str, String)> = models
         .into_iter()
         .filter_map(|name| compiled.plan_models.iter().find(|m| m.name == name))
-        .filter(|m| {
-            m.relations
+        .map(|m| (m, place(m)))
+        .filter(|(_, placed)| {
+            placed
+                .relations
                 .iter()
-                .all(|(_, r)| catalog.relation(r).is_some())
+                .all(|r| catalog.relation(r).is_some())
         })
-        .map(|m| {
+        .map(|(m, placed)| {
             (
                 m.name.as_str(),
                 format!(
                     "SELECT {} AS model, count() AS rows FROM {}",
                     stb_ddl::string_literal(&m.name),
-                    m.reference
+                    placed.reference
                 ),
             )
         })

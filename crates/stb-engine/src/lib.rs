@@ -11,6 +11,7 @@ pub mod build;
 pub mod deployments;
 pub mod direct;
 pub mod error;
+pub mod readiness;
 pub mod staged;
 pub mod unlock;
 

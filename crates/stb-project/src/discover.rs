@@ -79,6 +79,8 @@ pub struct ProjectDefaults {
     pub model_ttl: Option<String>,
     /// `[defaults.audits]`
     pub audit_defaults: crate::policies::AuditDefaults,
+    /// `[defaults.deployment_readiness]`
+    pub deployment_readiness: project_config::DeploymentReadiness,
     pub table_prefix: String,
     pub view_prefix: String,
     pub pipeline_reference_scope: bool,
@@ -251,6 +253,17 @@ pub fn discover(options: &DiscoverOptions) -> Result<Project, Diagnostics> {
                     &mut Reader::new(project_config::FILE_NAME, &mut scratch),
                     node,
                     "defaults.audits",
+                )
+            })
+            .unwrap_or_default(),
+        deployment_readiness: config
+            .deployment_readiness
+            .as_ref()
+            .map(|node| {
+                let mut scratch = Diagnostics::new();
+                project_config::deployment_readiness(
+                    &mut Reader::new(project_config::FILE_NAME, &mut scratch),
+                    node,
                 )
             })
             .unwrap_or_default(),

@@ -137,6 +137,8 @@ pub struct ProjectConfig {
     pub model_ttl: Option<Node>,
     /// `[defaults.audits]`
     pub audit_defaults: Option<Node>,
+    /// `[defaults.deployment_readiness]`
+    pub deployment_readiness: Option<Node>,
     pub connection: Option<Node>,
 }
 
@@ -244,6 +246,9 @@ pub(crate) fn read(reader: &mut Reader<'_>, root: &Node) -> Option<ProjectConfig
             .cloned(),
         model_ttl: defaults.and_then(|d| d.get("model_ttl")).cloned(),
         audit_defaults: defaults.and_then(|d| d.get("audits")).cloned(),
+        deployment_readiness: defaults
+            .and_then(|d| d.get("deployment_readiness"))
+            .cloned(),
         connection,
     })
 }
@@ -541,7 +546,7 @@ fn read_defaults(reader: &mut Reader<'_>, node: &Node) -> DefaultsRead {
         let _ = policies::audit_defaults(reader, audits, "defaults.audits");
     }
     if let Some(readiness) = node.get("deployment_readiness") {
-        deployment_readiness(reader, readiness);
+        let _ = deployment_readiness(reader, readiness);
     }
     if let Some(sources) = node.get("sources") {
         result.3 = source_defaults(reader, sources, node.get("managed_source_ttl"));
@@ -595,14 +600,36 @@ fn source_defaults(
     Some(macro_name.clone())
 }
 
-fn deployment_readiness(reader: &mut Reader<'_>, node: &Node) {
+/// `[defaults.deployment_readiness]`: the thresholds `stb deployment audit` judges a
+/// staged deployment by.
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize)]
+pub struct DeploymentReadiness {
+    /// A staged root further behind its source than this is `not_ready`.
+    pub maximum_lag_seconds: u64,
+    /// A staged root with fewer rows than this share of the active one's is `caution`.
+    pub minimum_staged_row_ratio: f64,
+}
+
+impl Default for DeploymentReadiness {
+    fn default() -> Self {
+        Self {
+            maximum_lag_seconds: 30,
+            minimum_staged_row_ratio: 0.5,
+        }
+    }
+}
+
+pub(crate) fn deployment_readiness(reader: &mut Reader<'_>, node: &Node) -> DeploymentReadiness {
     let what = "defaults.deployment_readiness";
+    let mut readiness = DeploymentReadiness::default();
     if reader.table(node, what).is_none() {
-        return;
+        return readiness;
     }
     reader.allowed_keys(node, what, &["maximum_lag", "minimum_staged_row_ratio"]);
-    if let Some(lag) = node.get("maximum_lag") {
-        reader.duration(lag, &format!("{what}.maximum_lag"));
+    if let Some(lag) = node.get("maximum_lag")
+        && let Some(seconds) = reader.duration(lag, &format!("{what}.maximum_lag"))
+    {
+        readiness.maximum_lag_seconds = seconds;
     }
     if let Some(ratio) = node.get("minimum_staged_row_ratio") {
         let value = match ratio.value {
@@ -610,15 +637,17 @@ fn deployment_readiness(reader: &mut Reader<'_>, node: &Node) {
             Value::Float(f) => Some(f),
             _ => None,
         };
-        if !value.is_some_and(|v| (0.0..=1.0).contains(&v)) {
-            reader.report(
+        match value.filter(|v| (0.0..=1.0).contains(v)) {
+            Some(value) => readiness.minimum_staged_row_ratio = value,
+            None => reader.report(
                 codes::CONFIG_VALUE,
                 ratio.position,
                 format!("{what}.minimum_staged_row_ratio must be a number from 0 to 1"),
                 "for example 0.5",
-            );
+            ),
         }
     }
+    readiness
 }
 
 fn naming(reader: &mut Reader<'_>, node: &Node) -> RawNaming {

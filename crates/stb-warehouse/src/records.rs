@@ -78,6 +78,8 @@ pub struct Invocation<'a> {
     pub exit_code: i32,
     /// `applied` or `failed` once the warehouse was touched.
     pub materialized_outcome: Option<&'a str>,
+    /// The virtual deployment the invocation built or audited.
+    pub deployment_id: Option<&'a str>,
     pub workflow_id: Option<&'a str>,
     pub selected_node_count: usize,
     /// Milliseconds since the Unix epoch, UTC.
@@ -121,7 +123,7 @@ pub fn write_invocation(
     let started = invocation.started_at_ms;
     client.execute(
         &format!(
-            "INSERT INTO {} (invocation_id, project_identity, target_identity, command, mode, outcome, exit_code, materialized_outcome, deployment_id, workflow_id, selected_node_count, started_at, completed_at, duration_ms, error_message, summary_json, tool_version) VALUES ({}, {}, {}, {}, {}, {}, {}, {}, NULL, {}, {}, fromUnixTimestamp64Milli({started}, 'UTC'), now64(3, 'UTC'), {}, {}, {}, {})",
+            "INSERT INTO {} (invocation_id, project_identity, target_identity, command, mode, outcome, exit_code, materialized_outcome, deployment_id, workflow_id, selected_node_count, started_at, completed_at, duration_ms, error_message, summary_json, tool_version) VALUES ({}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, fromUnixTimestamp64Milli({started}, 'UTC'), now64(3, 'UTC'), {}, {}, {}, {})",
             table(database, "_streambuild_invocations"),
             literal(invocation.invocation_id),
             literal(invocation.project_identity),
@@ -131,6 +133,7 @@ pub fn write_invocation(
             literal(invocation.outcome),
             invocation.exit_code,
             optional(invocation.materialized_outcome),
+            optional(invocation.deployment_id),
             optional(invocation.workflow_id),
             invocation.selected_node_count,
             invocation.duration_ms,

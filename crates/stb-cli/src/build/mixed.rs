@@ -78,6 +78,7 @@ pub(super) fn run_mixed(
         database: scope.database.clone(),
         project,
         run: &run,
+        deployment: std::sync::OnceLock::new(),
     };
     let early = |outcome: &'static str, failure: &Failure, recorder: &Recorder<'_>| {
         if let Err(note) = recorder.finish(&Ending::early(outcome, Some(&failure.message), 0)) {
@@ -96,7 +97,14 @@ pub(super) fn run_mixed(
         part(scope.virtual_models, true),
         part(scope.direct_models, false),
     ) {
-        (Ok(staged), Ok(direct)) => (staged, direct),
+        (Ok(staged), Ok(direct)) => {
+            if let Some(deployment) = &staged.staged {
+                let _ = first_recorder
+                    .deployment
+                    .set(deployment.deployment.to_string());
+            }
+            (staged, direct)
+        }
         (Err(failure), _) | (_, Err(failure)) => {
             early("failed", &failure, &first_recorder);
             return fail(&failure, args.json);
@@ -137,6 +145,7 @@ pub(super) fn run_mixed(
         database: scope.database.clone(),
         project,
         run: &direct_run,
+        deployment: std::sync::OnceLock::new(),
     };
     // One confirmation: the direct phase's shrink guard and protected pipelines (virtual
     // pipelines drop nothing readers see and cannot be protected).

@@ -110,6 +110,7 @@ pub(crate) fn run(args: &BuildArgs) -> ExitCode {
         database: database.clone(),
         project: &project,
         run: &run,
+        deployment: std::sync::OnceLock::new(),
     };
     let finish = |ending: &Ending<'_>| {
         if let Err(note) = recorder.finish(ending) {
@@ -153,6 +154,9 @@ pub(crate) fn run(args: &BuildArgs) -> ExitCode {
         }
     };
     timings.planning_ms = planning_started.elapsed().as_millis();
+    if let Some(staged) = &prepared.staged {
+        let _ = recorder.deployment.set(staged.deployment.to_string());
+    }
     let planned = &prepared.planned;
     if planned.nothing_changed {
         let (mode, message) = match prepared.staged {

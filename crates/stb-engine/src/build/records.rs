@@ -153,6 +153,9 @@ pub struct Recorder<'a> {
     pub database: String,
     pub project: &'a stb_project::Project,
     pub run: &'a RunIdentity,
+    /// Set once the run is known to stage a virtual deployment: the invocation is then
+    /// recorded with mode `virtual` and the deployment's id.
+    pub deployment: std::sync::OnceLock<String>,
 }
 
 /// How an invocation ended.
@@ -208,10 +211,15 @@ impl Recorder<'_> {
                 project_identity: &self.project.name,
                 target_identity: &self.project.target,
                 command: "build",
-                mode: Some("direct"),
+                mode: Some(if self.deployment.get().is_some() {
+                    "virtual"
+                } else {
+                    "direct"
+                }),
                 outcome,
                 exit_code,
                 materialized_outcome: materialized,
+                deployment_id: self.deployment.get().map(String::as_str),
                 workflow_id,
                 selected_node_count: selected,
                 started_at_ms: self.run.started_at_ms,

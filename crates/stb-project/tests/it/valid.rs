@@ -30,7 +30,7 @@ run_presumed_failed_after = "10m"
 kafka_broker_list = "kafka:9092"
 freshness = { warn_after = "1m", error_after = "5m" }
 audits = { severity = "warning", every = "10m", warmup = "0s" }
-deployment_readiness = { maximum_lag = "30s", minimum_staged_row_ratio = 0.5 }
+deployment_readiness = { maximum_lag = "2m", minimum_staged_row_ratio = 0.25 }
 
 [defaults.sources.kafka]
 retention = { duration = "7d", cap_at = "landed" }
@@ -243,6 +243,9 @@ fn the_full_project_discovers_cleanly() {
         ["pipeline_name", "region_name"],
         "private paths are not loaded"
     );
+    let readiness = project.defaults.deployment_readiness;
+    assert_eq!(readiness.maximum_lag_seconds, 120);
+    assert!((readiness.minimum_staged_row_ratio - 0.25).abs() < f64::EPSILON);
 }
 
 #[test]

@@ -64,7 +64,7 @@ fn build(dir: &Path) -> Value {
     serde_json::from_slice(&output.stdout).expect("JSON")
 }
 
-fn send(topic: &str, ids: std::ops::Range<u64>) {
+pub(crate) fn send(topic: &str, ids: std::ops::Range<u64>) {
     let records: Vec<Record> = ids
         .map(|id| Record {
             partition: i32::try_from(id % 3).expect("partition"),
@@ -77,25 +77,32 @@ fn send(topic: &str, ids: std::ops::Range<u64>) {
     produce(&stack().kafka_brokers, topic, &records);
 }
 
-fn ids(database: &str) -> Vec<u64> {
-    execute(&format!(
-        "SELECT id FROM {database}.tbl__order_lines ORDER BY id FORMAT TSV"
-    ))
-    .lines()
-    .map(|l| l.parse().expect("id"))
-    .collect()
+fn ids(relation: &str) -> Vec<u64> {
+    execute(&format!("SELECT id FROM {relation} ORDER BY id FORMAT TSV"))
+        .lines()
+        .map(|l| l.parse().expect("id"))
+        .collect()
 }
 
 /// Waits until the target holds exactly `0..n`, once each.
 fn assert_exactly(database: &str, n: u64) {
+    assert_exactly_in(&format!("{database}.tbl__order_lines"), n);
+}
+
+/// Waits until `relation` holds exactly the ids `0..n`, once each.
+pub(crate) fn assert_exactly_in(relation: &str, n: u64) {
     let expected: Vec<u64> = (0..n).collect();
     let reached = wait_for(Duration::from_secs(90), || {
-        ids(database).len() >= expected.len()
+        ids(relation).len() >= expected.len()
     });
-    assert!(reached, "only {} of {n} rows arrived", ids(database).len());
+    assert!(
+        reached,
+        "{relation}: only {} of {n} rows arrived",
+        ids(relation).len()
+    );
     // Give any duplicate a moment to show up before comparing.
     std::thread::sleep(Duration::from_millis(500));
-    assert_eq!(ids(database), expected);
+    assert_eq!(ids(relation), expected, "{relation}");
 }
 
 fn landing_view_exists(database: &str) -> bool {

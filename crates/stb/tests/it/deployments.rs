@@ -10,9 +10,9 @@ use serde_json::Value;
 use stb_test_support::{TestDatabase, execute};
 
 const CLEAN: &str = "MODEL (order_by [\"_replay_partition\", \"_replay_offset\"]);\nSELECT _replay_partition::UInt32 AS _replay_partition, _replay_offset::UInt64 AS _replay_offset, amount::UInt64 AS amount\nFROM __source(\"events\")\n";
-const BIG: &str = "MODEL (order_by [\"_replay_partition\", \"_replay_offset\"]);\nSELECT _replay_partition::UInt32 AS _replay_partition, _replay_offset::UInt64 AS _replay_offset, amount::UInt64 AS amount\nFROM __ref(\"clean\")\nWHERE amount > 10\n";
+pub(crate) const BIG: &str = "MODEL (order_by [\"_replay_partition\", \"_replay_offset\"]);\nSELECT _replay_partition::UInt32 AS _replay_partition, _replay_offset::UInt64 AS _replay_offset, amount::UInt64 AS amount\nFROM __ref(\"clean\")\nWHERE amount > 10\n";
 
-fn project(database: &str) -> tempfile::TempDir {
+pub(crate) fn project(database: &str) -> tempfile::TempDir {
     let files = [
         (
             "streambuild_project.toml".to_owned(),
@@ -33,14 +33,14 @@ fn project(database: &str) -> tempfile::TempDir {
     stb_test_support::project_dir(&files)
 }
 
-fn events_table(database: &str) {
+pub(crate) fn events_table(database: &str) {
     execute(&format!(
         "CREATE TABLE {database}.events (p UInt32, o UInt64, ts DateTime64(3, 'UTC'), amount UInt64) ENGINE = MergeTree ORDER BY (p, o)"
     ));
 }
 
 /// Three rows per step, offsets increasing per partition, event times relative to now.
-fn insert(database: &str, from: u64, count: u64) {
+pub(crate) fn insert(database: &str, from: u64, count: u64) {
     execute(&format!(
         "INSERT INTO {database}.events SELECT number % 3, intDiv(number, 3), now64(3, 'UTC'), number % 25 FROM numbers({}, {})",
         from * 3,
@@ -48,11 +48,11 @@ fn insert(database: &str, from: u64, count: u64) {
     ));
 }
 
-fn stb(dir: &Path, args: &[&str]) -> std::process::Output {
+pub(crate) fn stb(dir: &Path, args: &[&str]) -> std::process::Output {
     stb_test_support::stb_on_project(dir, args, "")
 }
 
-fn ok_json(dir: &Path, args: &[&str]) -> Value {
+pub(crate) fn ok_json(dir: &Path, args: &[&str]) -> Value {
     let output = stb(dir, args);
     assert!(
         output.status.success(),
@@ -63,7 +63,7 @@ fn ok_json(dir: &Path, args: &[&str]) -> Value {
     serde_json::from_slice(&output.stdout).expect("JSON")
 }
 
-fn error_code(dir: &Path, args: &[&str]) -> String {
+pub(crate) fn error_code(dir: &Path, args: &[&str]) -> String {
     let output = stb(dir, args);
     assert!(!output.status.success(), "{args:?} should fail");
     let json: Value = serde_json::from_slice(&output.stdout).expect("JSON");
@@ -73,7 +73,7 @@ fn error_code(dir: &Path, args: &[&str]) -> String {
         .to_owned()
 }
 
-fn build(dir: &Path, extra: &[&str]) -> String {
+pub(crate) fn build(dir: &Path, extra: &[&str]) -> String {
     let mut args = vec!["build", "--auto-approve", "--json"];
     args.extend_from_slice(extra);
     let result = ok_json(dir, &args);
@@ -82,12 +82,12 @@ fn build(dir: &Path, extra: &[&str]) -> String {
     result["deployment_id"].as_str().expect("id").to_owned()
 }
 
-fn promote(dir: &Path, id: &str) {
+pub(crate) fn promote(dir: &Path, id: &str) {
     let published = ok_json(dir, &["deployment", "promote", id, "--json"]);
     assert_eq!(published["publication"]["deployment_id"], id);
 }
 
-fn states(dir: &Path) -> Vec<(String, String)> {
+pub(crate) fn states(dir: &Path) -> Vec<(String, String)> {
     ok_json(dir, &["deployment", "list", "--json"])["deployments"]
         .as_array()
         .expect("deployments")
@@ -101,7 +101,7 @@ fn states(dir: &Path) -> Vec<(String, String)> {
         .collect()
 }
 
-fn rows(sql: &str) -> Vec<String> {
+pub(crate) fn rows(sql: &str) -> Vec<String> {
     execute(&format!("SELECT * FROM ({sql}) ORDER BY ALL FORMAT TSV"))
         .lines()
         .map(str::to_owned)
@@ -631,6 +631,14 @@ fn timestamp_and_cursor_sources_stage_promote_and_list_deployments() {
             db.name
         ));
         let second = build(dir.path(), &["--select", "clean", "--full-refresh"]);
+        // Both copies are fed live: the same rows, the same newest position.
+        let report = ok_json(dir.path(), &["deployment", "audit", &second, "--json"]);
+        let root = &report["roots"][0];
+        assert_eq!(root["boundary_mode"], mode, "{report}");
+        assert_eq!(root["staged_rows"], 50, "{report}");
+        assert_eq!(root["active_rows"], 50, "{report}");
+        assert_eq!(root["staged_max"], root["active_max"], "{report}");
+        assert_eq!(report["assessment"], "ready", "{report}");
         promote(dir.path(), &second);
         assert_eq!(
             rows(&format!("SELECT p, o, amount FROM {}.tbl__clean", db.name)),

@@ -4,7 +4,9 @@
 
 mod build;
 mod build_kafka;
+mod deployment_audit;
 mod deployments;
+mod deployments_kafka;
 mod discover;
 mod fan_in;
 mod local_stack;

@@ -1,5 +1,7 @@
-//! `stb deployment list | show | promote | rollback`: virtual deployments after their
-//! build (see `stb_engine::deployments`).
+//! `stb deployment list | show | diff | audit | promote | rollback`: virtual deployments
+//! after their build (see `stb_engine::deployments` and `stb_engine::readiness`).
+
+mod audit;
 
 use std::io::Write;
 use std::process::ExitCode;
@@ -24,6 +26,10 @@ pub(crate) enum DeploymentCommand {
     /// Compare two deployments, or what promoting one would change (`ID` is
     /// `active:ID`): each relation's columns and rows.
     Diff(DiffArgs),
+    /// Judge whether a staged deployment is ready to promote: its copies against the
+    /// active ones and their sources, and the project's audits run on its copies. With no
+    /// id, the only staged deployment. Exits 0 whatever the verdict.
+    Audit(audit::AuditArgs),
     /// Switch the stable views to a deployment's copies (tables, then views; one at a
     /// time) and record the publication.
     Promote(WithId),
@@ -67,6 +73,7 @@ pub(crate) fn run(command: &DeploymentCommand) -> ExitCode {
         DeploymentCommand::List(args) => list(args, None),
         DeploymentCommand::Show(args) => list(&args.common, Some(&args.deployment_id)),
         DeploymentCommand::Diff(args) => diff(args),
+        DeploymentCommand::Audit(args) => audit::run(args),
         DeploymentCommand::Promote(args) => promote(args),
         DeploymentCommand::Rollback(args) => rollback(args),
     }
