@@ -8,6 +8,7 @@ mod deployment_audit;
 mod deployments;
 mod deployments_kafka;
 mod discover;
+mod dst;
 mod fan_in;
 mod local_stack;
 mod plan;
