@@ -61,16 +61,9 @@ pub(crate) fn prepare(
     measure(&client, &mut planned)?;
     let mut staged = staged;
     if let Some(staged) = &mut staged {
-        // A copy that restores less than its active copy holds loses nothing yet: readers
-        // would see fewer rows once it is promoted (and see them again on rollback).
         staged
             .warnings
-            .extend(planned.shrinking().iter().map(|window| {
-            format!(
-                "promoting this deployment would show fewer rows than the active copy holds: {}",
-                window.describe()
-            )
-        }));
+            .extend(stb_engine::staged::measured_warnings(&planned));
     }
     Ok(Prepared {
         planned,

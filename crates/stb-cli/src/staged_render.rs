@@ -93,6 +93,12 @@ pub(crate) fn json(planned: &Planned) -> serde_json::Value {
         "rebuild_subtrees": subtrees,
         "prepared_shadow_objects": planned.shadow_objects,
         "warnings": planned.warnings,
+        "sql_diffs": plan.sql_diffs.iter().map(|d| serde_json::json!({
+            "key": {"database": database, "object_type": d.object_type, "name": d.key},
+            "object_type": d.object_type,
+            "name": d.name,
+            "diff_lines": d.diff_lines,
+        })).collect::<Vec<_>>(),
     })
 }
 
@@ -158,6 +164,15 @@ pub(crate) fn text(planned: &Planned, verbose: bool) -> String {
         let _ = writeln!(out, "\nChanges detected: {}", rebuilt.join(", "));
     }
     if verbose {
+        if !plan.sql_diffs.is_empty() {
+            let _ = writeln!(out, "\nDiffs against the active deployment:");
+            for diff in &plan.sql_diffs {
+                let _ = writeln!(out, "  {} ({})", diff.name, diff.object_type);
+                for line in &diff.diff_lines {
+                    let _ = writeln!(out, "    {line}");
+                }
+            }
+        }
         let _ = writeln!(out, "\nStaged rollout objects:");
         for object in &planned.shadow_objects {
             let _ = writeln!(out, "  {} -> {}", object.logical_key, object.physical_name);
@@ -171,7 +186,7 @@ pub(crate) fn text(planned: &Planned, verbose: bool) -> String {
     } else {
         let _ = writeln!(
             out,
-            "\nRun `stb plan --verbose` to show the staged objects and the workflow."
+            "\nRun `stb plan --verbose` to show the diffs, the staged objects and the workflow."
         );
     }
     if !planned.warnings.is_empty() {

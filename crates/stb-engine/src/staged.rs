@@ -170,6 +170,36 @@ pub struct Planned {
     pub deployed: Deployed,
 }
 
+/// What measuring a deployment's replays found for its reader, worded for the plan: a
+/// root whose replay source holds no rows (`empty_replay_source`), and a copy that would
+/// restore fewer rows than its active copy holds. Neither refuses the build: nothing
+/// readers see is dropped, and a rollback shows the active copy's rows again.
+#[must_use]
+pub fn measured_warnings(planned: &crate::direct::Planned) -> Vec<String> {
+    let mut warnings = Vec::new();
+    for window in &planned.replay_windows {
+        if window.input_rows == 0 && !window.replays_rebuilt_input {
+            let mut text = format!(
+                "empty_replay_source: {} replays from {}, which holds no rows",
+                window.model, window.driving_input
+            );
+            if window.live_table_exists && window.live_rows > 0 {
+                text.push_str(&format!(
+                    "; its active copy holds {} {}",
+                    window.live_rows, window.basis
+                ));
+            }
+            warnings.push(text);
+        } else if window.needs_consent() {
+            warnings.push(format!(
+                "promoting this deployment would show fewer rows than the active copy holds: {}",
+                window.describe()
+            ));
+        }
+    }
+    warnings
+}
+
 /// Plans a deployment of the virtual models in `scope` against `deployed`. `now_ms` and
 /// `suffix` make the id when the request names none (the caller's clock and randomness).
 ///

@@ -8,6 +8,8 @@
 //! its active deployment recorded, so a planned change means "differs from what was
 //! deployed", whatever ClickHouse later did to the DDL's text.
 
+pub mod diffs;
+
 use std::collections::{BTreeMap, BTreeSet};
 
 use serde::Serialize;
@@ -170,6 +172,8 @@ pub struct Options {
 pub struct VirtualPlan {
     pub deployment_id: String,
     pub object_changes: Vec<ObjectChange>,
+    /// The recorded spec against the desired one, per object whose spec changed.
+    pub sql_diffs: Vec<diffs::SqlDiff>,
     pub rebuild_subtrees: Vec<Subtree>,
     /// Every model the deployment creates a copy of, upstream first.
     pub deployed_models: Vec<String>,
@@ -204,6 +208,7 @@ pub fn plan_virtual(
             && options.selected.as_ref().is_none_or(|s| s.contains(name))
     };
     let mut object_changes = Vec::new();
+    let mut sql_diffs = Vec::new();
     let mut changed: BTreeMap<&str, Found> = BTreeMap::new();
     for model in models {
         let (root_state, active) = model
@@ -225,18 +230,23 @@ pub fn plan_virtual(
         let (schema, seeding) = schema_change(model, deployed);
         let mut model_changed = false;
         for (relation_kind, relation) in &model.relations {
+            let desired = object_fingerprint(model, *relation_kind);
+            let recorded = deployed.recorded.get(relation);
             let change_type = if active.is_none() {
                 ChangeType::Create
-            } else if forced_here
-                || deployed
-                    .recorded
-                    .get(relation)
-                    .is_none_or(|spec| *spec != object_fingerprint(model, *relation_kind))
-            {
+            } else if forced_here || recorded.is_none_or(|spec| *spec != desired) {
                 ChangeType::Rebuild
             } else {
                 ChangeType::NoOp
             };
+            if let (Some(_), Some(spec)) = (&active, recorded) {
+                sql_diffs.extend(diffs::diff(
+                    relation,
+                    relation_kind.as_str(),
+                    spec,
+                    &desired,
+                ));
+            }
             model_changed |= change_type != ChangeType::NoOp;
             let rebuilt_table =
                 *relation_kind == RelationKind::Table && change_type == ChangeType::Rebuild;
@@ -296,6 +306,7 @@ pub fn plan_virtual(
     Ok(VirtualPlan {
         deployment_id: deployment_id.to_string(),
         object_changes,
+        sql_diffs,
         rebuild_subtrees,
         deployed_models: deployed_models.into_iter().map(str::to_owned).collect(),
     })

@@ -163,6 +163,16 @@ fn a_deployment_is_staged_promoted_superseded_and_rolled_back() {
         BIG.replace("amount > 10", "amount > 20"),
     )
     .expect("write");
+    // The plan shows what changed against what the active deployment recorded.
+    let plan = ok_json(dir.path(), &["plan", "--json"]);
+    let diffs = plan["sql_diffs"].as_array().expect("sql_diffs");
+    assert_eq!(diffs.len(), 1, "{plan}");
+    assert_eq!(diffs[0]["name"], "mv__big", "{plan}");
+    let lines = diffs[0]["diff_lines"].to_string();
+    assert!(
+        lines.contains("\"-WHERE amount > 10\"") && lines.contains("\"+WHERE amount > 20\""),
+        "{plan}"
+    );
     let second = build(dir.path(), &[]);
     let mv = execute(&format!(
         "SELECT create_table_query FROM system.tables WHERE database = '{}' AND name = 'mv__big__{second}' FORMAT TSVRaw",
@@ -569,6 +579,24 @@ fn a_deployment_restoring_less_than_the_active_copy_holds_is_built_with_a_warnin
     ));
     assert_eq!(copy.trim(), "30");
     assert_eq!(active.trim(), "60", "readers still see the active copy");
+    // Nothing left to replay: said as such, with what the active copy holds.
+    execute(&format!("TRUNCATE TABLE {}.events", db.name));
+    let plan = ok_json(
+        dir.path(),
+        &["plan", "--json", "--select", "clean", "--full-refresh"],
+    );
+    let warnings: Vec<&str> = plan["warnings"]
+        .as_array()
+        .expect("warnings")
+        .iter()
+        .filter_map(Value::as_str)
+        .collect();
+    assert!(
+        warnings.contains(
+            &"empty_replay_source: clean replays from events, which holds no rows; its active copy holds 60 rows"
+        ),
+        "{plan}"
+    );
 }
 
 /// A one-model virtual project over `events` in `mode` (`timestamp` or `cursor`).
