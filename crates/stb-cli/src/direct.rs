@@ -27,17 +27,18 @@ pub(crate) fn prepare(
     scope: &ScopeArgs,
 ) -> Result<Prepared, Failure> {
     // Flags and selectors are checked before anything connects.
-    let scope_kind = match stb_engine::staged::route(project, compiled, &scope.select)? {
-        Route::Direct => ScopeKind::Direct(scope.request().resolve(compiled)?),
-        Route::Virtual(models) => ScopeKind::Virtual(models),
-        Route::Mixed {
-            direct,
-            virtual_pipelines,
-            ..
-        } => {
-            return Err(stb_engine::staged::mixed_refusal(&direct, &virtual_pipelines).into());
-        }
-    };
+    let scope_kind =
+        match stb_engine::staged::route(project, compiled, &scope.select, scope.changed)? {
+            Route::Direct => ScopeKind::Direct(scope.request().resolve(compiled)?),
+            Route::Virtual(models) => ScopeKind::Virtual(models),
+            Route::Mixed {
+                direct,
+                virtual_pipelines,
+                ..
+            } => {
+                return Err(stb_engine::staged::mixed_refusal(&direct, &virtual_pipelines).into());
+            }
+        };
     let (client, database) = connection.connect(project)?;
     let reads = read(&client, &database, compiled)?;
     let settings = Settings::from_env(&|name| std::env::var(name).ok())?;

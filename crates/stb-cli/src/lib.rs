@@ -13,6 +13,7 @@ mod output;
 mod plan;
 mod plan_render;
 mod quality;
+mod reconcile;
 mod run_artifacts;
 mod staged_render;
 mod test;
@@ -49,7 +50,7 @@ enum Command {
     /// virtual ones get a new deployment beside production (asks first; docs/build.md,
     /// docs/deployments.md).
     Build(build::BuildArgs),
-    /// Virtual deployments: list, show, promote, roll back.
+    /// Virtual deployments: list, show, diff, audit, promote, roll back.
     #[command(subcommand)]
     Deployment(deployment::DeploymentCommand),
     /// Drop the relations of deployments that are no longer needed (dry run unless
@@ -60,6 +61,9 @@ enum Command {
     /// Repair what `stb doctor` reports.
     #[command(subcommand)]
     Repair(maintenance::RepairCommand),
+    /// Adopt the live tables and views as built from the project, without rebuilding
+    /// (after a change applied by hand); a dry run unless --apply.
+    Reconcile(reconcile::ReconcileArgs),
     /// Run the SQL tests under tests/: each rebuilds its model chain from mocks and compares
     /// rows as a multiset (nothing is created in the warehouse).
     Test(test::TestArgs),
@@ -84,6 +88,7 @@ pub fn run() -> ExitCode {
         Command::Janitor(args) => maintenance::janitor(&args),
         Command::Doctor(args) => maintenance::doctor(&args),
         Command::Repair(command) => maintenance::repair(&command),
+        Command::Reconcile(args) => reconcile::run(&args),
         Command::Test(args) => test::run(&args),
         Command::Audit(args) => audit::run(&args),
         Command::Unlock(args) => unlock::run(&args),

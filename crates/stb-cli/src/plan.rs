@@ -32,7 +32,7 @@ pub(crate) fn run(args: &PlanArgs) -> ExitCode {
         Ok(compiled) => compiled,
         Err(code) => return code,
     };
-    match stb_engine::staged::route(&project, &compiled, &args.scope.select) {
+    match stb_engine::staged::route(&project, &compiled, &args.scope.select, args.scope.changed) {
         Ok(Route::Direct) => {}
         Ok(Route::Virtual(_)) => return plan_virtual(args, &project, &compiled),
         Ok(Route::Mixed {
@@ -85,15 +85,6 @@ fn plan_mixed(
     direct_models: &std::collections::BTreeSet<String>,
     virtual_models: &std::collections::BTreeSet<String>,
 ) -> ExitCode {
-    if args.scope.changed {
-        let failure = Failure {
-            code: stb_plan::options::FLAG_CODE,
-            message: "--changed applies to direct pipelines; this scope holds virtual ones too"
-                .into(),
-            hint: "select the direct pipelines (--select pipeline:<name>) with --changed".into(),
-        };
-        return fail(&failure, args.json);
-    }
     let prepare = |models, virtual_part| {
         crate::direct::prepare(
             project,

@@ -542,10 +542,10 @@ fn refuse_virtual(project: &Project, scope: &BTreeSet<String>) -> Result<(), Eng
     Err(EngineError::new(
         VIRTUAL_CODE,
         format!(
-            "Virtual pipelines are not built by this edition yet: {}",
+            "a direct build cannot rebuild virtual pipelines in place: {}",
             virtual_pipelines.join(", ")
         ),
-        "`stb plan` shows what a deployment would stage; build direct pipelines only until virtual builds land",
+        "plan and build them with `stb plan` / `stb build`, which stage virtual pipelines as deployments",
     ))
 }
 

@@ -12,6 +12,7 @@ pub mod deployments;
 pub mod direct;
 pub mod error;
 pub mod readiness;
+pub mod reconcile;
 pub mod staged;
 pub mod unlock;
 

@@ -42,7 +42,9 @@ pub enum Route {
     },
 }
 
-/// The scope `select` names (every model when empty) and the planner it needs.
+/// The scope `select` names (every model when empty) and the planner it needs. `--changed`
+/// always routes to the direct planner: it picks changed models of direct pipelines only
+/// (a virtual pipeline's baseline is its active deployment, which `stb plan` compares).
 ///
 /// # Errors
 /// An unknown selector.
@@ -50,7 +52,11 @@ pub fn route(
     project: &Project,
     compiled: &Compiled,
     select: &[String],
+    changed: bool,
 ) -> Result<Route, EngineError> {
+    if changed {
+        return Ok(Route::Direct);
+    }
     let scope: BTreeSet<String> = if select.is_empty() {
         compiled
             .plan_models

@@ -62,6 +62,38 @@ impl Client {
         Ok(!rows.data.is_empty())
     }
 
+    /// What each of `views` (materialized views of `database`) reads: view -> (database,
+    /// relation), from the catalog's view dependencies rather than the views' SQL. One
+    /// query.
+    ///
+    /// # Errors
+    /// The catalog could not be read.
+    pub fn view_sources(
+        &self,
+        database: &str,
+        views: &[&str],
+    ) -> Result<BTreeMap<String, (String, String)>, WarehouseError> {
+        if views.is_empty() {
+            return Ok(BTreeMap::new());
+        }
+        let names: Vec<String> = views.iter().map(|v| stb_ddl::string_literal(v)).collect();
+        let rows = self.query(&format!(
+            "SELECT database, name, view FROM system.tables \
+             ARRAY JOIN dependencies_database AS view_database, dependencies_table AS view \
+             WHERE view_database = {} AND view IN ({}) ORDER BY database, name",
+            stb_ddl::string_literal(database),
+            names.join(", ")
+        ))?;
+        Ok((0..rows.data.len())
+            .filter_map(|r| {
+                Some((
+                    rows.text(r, "view")?,
+                    (rows.text(r, "database")?, rows.text(r, "name")?),
+                ))
+            })
+            .collect())
+    }
+
     /// Reads `database`'s relations and columns. A relation whose DDL reads empty (created
     /// while the catalog was being read) makes the whole read start again, up to 3 times.
     ///

@@ -78,6 +78,31 @@ pub fn record_objects(
     database: &str,
     objects: &[ObjectState<'_>],
 ) -> Result<(), WarehouseError> {
+    insert_objects(client, database, "deployment", None, objects)
+}
+
+/// Appends `objects` as state kind `reconcile`, observation `record_id`: the specs the
+/// live objects of their (active) deployment are adopted as. The next virtual plan prefers
+/// them to that deployment's own, being newer.
+///
+/// # Errors
+/// The insert failed.
+pub fn record_reconciled(
+    client: &Client,
+    database: &str,
+    record_id: &str,
+    objects: &[ObjectState<'_>],
+) -> Result<(), WarehouseError> {
+    insert_objects(client, database, "reconcile", Some(record_id), objects)
+}
+
+fn insert_objects(
+    client: &Client,
+    database: &str,
+    kind: &str,
+    observation: Option<&str>,
+    objects: &[ObjectState<'_>],
+) -> Result<(), WarehouseError> {
     if objects.is_empty() {
         return Ok(());
     }
@@ -85,12 +110,20 @@ pub fn record_objects(
     let rows: Vec<String> = objects
         .iter()
         .map(|o| {
-            let id = crate::statements::sha256_hex(&format!(
+            let mut content = format!(
                 "{}\u{0}{}\u{0}{}\u{0}{}",
                 o.deployment_id, o.object_type, o.logical_name, o.fingerprint
-            ));
+            );
+            if let Some(observation) = observation {
+                content.push('\u{0}');
+                content.push_str(observation);
+            }
+            let id = crate::statements::sha256_hex(&content);
             format!(
-                "({id}, {id}, 'deployment', {}, {db}, {}, {}, {db}, {}, {db}, {}, {}, {}, {}, now64(3, 'UTC'))",
+                "({}, {}, {}, {}, {db}, {}, {}, {db}, {}, {db}, {}, {}, {}, {}, now64(3, 'UTC'))",
+                literal(&id),
+                literal(observation.unwrap_or(&id)),
+                literal(kind),
                 literal(o.deployment_id),
                 literal(o.object_type),
                 literal(o.logical_name),
@@ -99,7 +132,6 @@ pub fn record_objects(
                 u8::from(o.is_selected_root),
                 literal(o.fingerprint),
                 o.canonical_query.map_or_else(|| "NULL".to_owned(), literal),
-                id = literal(&id),
             )
         })
         .collect();
@@ -115,7 +147,8 @@ pub fn record_objects(
 }
 
 /// The specs recorded for `wanted` (deployment id, logical relation) pairs, newest record
-/// first, in one query: logical relation -> fingerprint. Pairs with no record are absent;
+/// first (a `reconcile` record newer than the deployment's own wins), in one query:
+/// logical relation -> fingerprint. Pairs with no record are absent;
 /// so is everything when no deployment was ever recorded in `database`.
 ///
 /// # Errors
@@ -133,7 +166,7 @@ pub fn recorded_specs(
         .map(|(id, name)| format!("({}, {})", literal(id), literal(name)))
         .collect();
     let rows = client.query(&format!(
-        "SELECT logical_object_name AS name, argMax(object_fingerprint, observed_at) AS spec FROM {} WHERE state_kind = 'deployment' AND (deployment_id, logical_object_name) IN ({}) GROUP BY logical_object_name",
+        "SELECT logical_object_name AS name, argMax(object_fingerprint, observed_at) AS spec FROM {} WHERE state_kind IN ('deployment', 'reconcile') AND (deployment_id, logical_object_name) IN ({}) GROUP BY logical_object_name",
         stb_ddl::QualifiedName::new(database, OBJECT_STATE),
         pairs.join(", ")
     ))?;

@@ -123,19 +123,8 @@ pub(crate) fn run(args: &BuildArgs) -> ExitCode {
         direct_models,
         virtual_models,
         ..
-    }) = stb_engine::staged::route(&project, &compiled, &args.scope.select)
+    }) = stb_engine::staged::route(&project, &compiled, &args.scope.select, args.scope.changed)
     {
-        if args.scope.changed {
-            let failure = Failure {
-                code: stb_plan::options::FLAG_CODE,
-                message: "--changed applies to direct pipelines; this scope holds virtual ones too"
-                    .into(),
-                hint: "select the direct pipelines (--select pipeline:<name>) with --changed"
-                    .into(),
-            };
-            finish(&Ending::early("failed", Some(&failure.message), 0));
-            return fail(&failure, args.json);
-        }
         timings.planning_ms = planning_started.elapsed().as_millis();
         let scope = mixed::Scope {
             direct_models: &direct_models,

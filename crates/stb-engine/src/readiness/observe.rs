@@ -55,7 +55,9 @@ pub(super) fn roots(
         .filter(|o| o.object_type == "materialized_view")
         .map(|o| (o.model.as_str(), o.physical_name.as_str()))
         .collect();
-    let feeds = view_sources(client, database, views.values().copied())?;
+    let feeds = client
+        .view_sources(database, &views.values().copied().collect::<Vec<_>>())
+        .map_err(|e| EngineError::from(&e))?;
     let mut observed = Vec::new();
     for root in roots.values() {
         let source = views
@@ -65,35 +67,6 @@ pub(super) fn roots(
         observed.push(observe(client, database, compiled, state, root, source)?);
     }
     Ok(observed)
-}
-
-/// Materialized view -> the relation it reads (database, name), for `views` of `database`.
-fn view_sources<'a>(
-    client: &Client,
-    database: &str,
-    views: impl Iterator<Item = &'a str>,
-) -> Result<BTreeMap<String, (String, String)>, EngineError> {
-    let names: Vec<String> = views.map(string_literal).collect();
-    if names.is_empty() {
-        return Ok(BTreeMap::new());
-    }
-    let rows = client
-        .query(&format!(
-            "SELECT database, name, view FROM system.tables \
-             ARRAY JOIN dependencies_database AS view_database, dependencies_table AS view \
-             WHERE view_database = {} AND view IN ({}) ORDER BY database, name",
-            string_literal(database),
-            names.join(", ")
-        ))
-        .map_err(|e| EngineError::from(&e))?;
-    Ok((0..rows.data.len())
-        .filter_map(|r| {
-            Some((
-                rows.text(r, "view")?,
-                (rows.text(r, "database")?, rows.text(r, "name")?),
-            ))
-        })
-        .collect())
 }
 
 /// A declared source is read as its models read it (an adopted table through the

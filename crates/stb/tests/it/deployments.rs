@@ -695,7 +695,7 @@ fn timestamp_and_cursor_sources_stage_promote_and_list_deployments() {
 
 /// The deployments project plus a direct pipeline over the same events; `clean` fails its
 /// replay on any amount above `limit` when one is given.
-fn mixed_project(database: &str, limit: Option<u64>) -> tempfile::TempDir {
+pub(crate) fn mixed_project(database: &str, limit: Option<u64>) -> tempfile::TempDir {
     let dir = project(database);
     let plain = "MODEL (order_by [\"p\", \"o\"]);\nSELECT _replay_partition::UInt32 AS p, _replay_offset::UInt64 AS o, amount::UInt64 AS amount\nFROM __source(\"events\")\n";
     std::fs::create_dir_all(dir.path().join("pipelines/pl__d")).expect("dir");

@@ -13,6 +13,7 @@ mod fan_in;
 mod local_stack;
 mod plan;
 mod quality;
+mod reconcile;
 mod shrink;
 mod unlock;
 mod virtual_plan;
