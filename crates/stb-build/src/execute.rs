@@ -71,6 +71,8 @@ pub struct Execution {
     pub captured_roots: Vec<CapturedRoot>,
     /// Models whose replay finished, with the rows the warehouse says it wrote.
     pub replays: Vec<(String, Option<u64>)>,
+    /// Seeded copies whose seed finished, with the rows it copied from the active copy.
+    pub seeds: Vec<(String, Option<u64>)>,
     /// Things the operator should know about a run that otherwise went as planned.
     pub warnings: Vec<String>,
     /// The statements as recorded (secrets redacted), replays rendered once known.
@@ -108,6 +110,22 @@ pub fn planned_statements(workflow: &Workflow) -> Vec<PlannedStatement> {
         .collect()
 }
 
+/// Puts a statement rendered at runtime (a replay, a seed) in the statement list and
+/// records the list again, as the next revision.
+fn record_rendered(
+    observer: &dyn Observer,
+    execution: &mut Execution,
+    index: usize,
+    rendered: &str,
+    revision: &mut u64,
+) -> Result<(), String> {
+    execution.statements[index].sql = rendered.to_owned();
+    *revision += 1;
+    observer
+        .statements_changed(&execution.statements, *revision)
+        .map_err(|error| error.to_string())
+}
+
 enum Answer {
     Written(Option<u64>),
     Rows(stb_warehouse::Rows),
@@ -133,6 +151,7 @@ pub fn run(
         statement_outcomes: Vec::new(),
         captured_roots: Vec::new(),
         replays: Vec::new(),
+        seeds: Vec::new(),
         warnings: Vec::new(),
         statements: planned_statements(workflow),
     };
@@ -167,12 +186,32 @@ pub fn run(
                     "1".to_owned()
                 };
                 let rendered = template.render(&bound);
-                execution.statements[index].sql.clone_from(&rendered);
-                revision += 1;
-                if let Err(error) = observer.statements_changed(&execution.statements, revision) {
+                if let Err(error) =
+                    record_rendered(observer, &mut execution, index, &rendered, &mut revision)
+                {
                     execution.status = Status::Failed;
                     execution.failed_step = Some(step.id.clone());
-                    execution.error_message = Some(error.to_string());
+                    execution.error_message = Some(error);
+                    break;
+                }
+                rendered
+            }
+            Action::Seed(root) => {
+                let replay = &workflow.roots[*root];
+                let (Some(seed), Some(capture)) = (&replay.seed, &captures[*root]) else {
+                    execution.status = Status::Failed;
+                    execution.failed_step = Some(step.id.clone());
+                    execution.error_message =
+                        Some("the seed's replay boundary was not captured".into());
+                    break;
+                };
+                let rendered = seed.render(capture);
+                if let Err(error) =
+                    record_rendered(observer, &mut execution, index, &rendered, &mut revision)
+                {
+                    execution.status = Status::Failed;
+                    execution.failed_step = Some(step.id.clone());
+                    execution.error_message = Some(error);
                     break;
                 }
                 rendered
@@ -261,14 +300,18 @@ pub fn run(
         execution.statement_outcomes.push(outcome);
         match stop {
             None => {
-                if let Action::Replay(root) = step.action {
-                    let written = execution
-                        .statement_outcomes
-                        .last()
-                        .and_then(|o| o.written_rows);
-                    execution
+                let written = execution
+                    .statement_outcomes
+                    .last()
+                    .and_then(|o| o.written_rows);
+                match step.action {
+                    Action::Replay(root) => execution
                         .replays
-                        .push((workflow.roots[root].model.clone(), written));
+                        .push((workflow.roots[root].model.clone(), written)),
+                    Action::Seed(root) => execution
+                        .seeds
+                        .push((workflow.roots[root].model.clone(), written)),
+                    _ => {}
                 }
                 execution.completed_steps.push(step.id.clone());
             }

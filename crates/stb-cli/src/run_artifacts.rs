@@ -95,7 +95,7 @@ pub(crate) fn write_plan(root: &Path, planned: &Planned) -> Result<(), Failure> 
                 "step_id": step.id,
                 "phase": step.phase.as_str(),
                 "intent": step.intent(),
-                "template": matches!(step.action, Action::Replay(_)),
+                "template": matches!(step.action, Action::Replay(_) | Action::Seed(_)),
                 "sql": workflow.recorded_sql(step),
             })
         })

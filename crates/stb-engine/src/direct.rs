@@ -326,17 +326,27 @@ pub fn prepare(
         resolved.start_time.clone(),
         reads,
         settings,
-        &BTreeMap::new(),
+        &Copies::default(),
     )?;
     planned.nothing_changed = request.changed && selection.scope.is_empty();
     Ok(planned)
 }
 
+/// What a virtual deployment's build plans with besides its renamed models.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Copies {
+    /// The active copy of each copied model: what the shrink guard counts as live.
+    pub live_tables: BTreeMap<String, String>,
+    /// Seeded roots (`--start-time`): the active copy their history before the start
+    /// comes from.
+    pub seeds: BTreeMap<String, stb_plan::workflow::SeedSource>,
+}
+
 /// Plans the direct workflow of `selection` over `compiled`'s models: the checks that need
 /// the scope (`[build] max_pipelines`, adopted tables, drifted landings), the plan, each
 /// model's SQL change, landing repairs, the workflow and the shrink guard's probes. A
-/// virtual deployment's build comes here with the models renamed to its copies, and
-/// `live_tables` naming the active copy of each (what the shrink guard counts as live).
+/// virtual deployment's build comes here with the models renamed to its copies and its
+/// [`Copies`]; a direct build with none.
 ///
 /// # Errors
 /// The first check that stops the plan, with its code.
@@ -347,7 +357,7 @@ pub fn plan_selection(
     start_time: Option<StartTime>,
     reads: &Reads,
     settings: Settings,
-    live_tables: &BTreeMap<String, String>,
+    copies: &Copies,
 ) -> Result<Planned, EngineError> {
     let Reads {
         database,
@@ -387,11 +397,18 @@ pub fn plan_selection(
             stabilization: stabilization(settings, &plan, compiled, catalog),
             start_time: start_time.clone(),
             recreate_sources: recreations.iter().map(|(s, _)| s.clone()).collect(),
+            seeds: copies.seeds.clone(),
         },
         &present,
     )
     .map_err(|e| EngineError::new(BOUNDARY_CODE, e.message, e.hint))?;
-    let probes = shrink_probes(&workflow, compiled, reads, start_time.as_ref(), live_tables);
+    let probes = shrink_probes(
+        &workflow,
+        compiled,
+        reads,
+        start_time.as_ref(),
+        &copies.live_tables,
+    );
     Ok(Planned {
         database: database.clone(),
         plan,

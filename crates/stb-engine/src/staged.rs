@@ -9,7 +9,7 @@ use stb_compile::Compiled;
 use stb_plan::deployment::DeploymentId;
 use stb_plan::direct::{PlanModel, RelationKind, model_graph};
 use stb_plan::options::{FLAG_CODE, Mode as FlagMode, ScopeFlags, validate};
-use stb_plan::virtual_plan::{Deployed, Options, VirtualPlan, plan_virtual};
+use stb_plan::virtual_plan::{Deployed, ExecutionMode, Options, VirtualPlan, plan_virtual};
 use stb_project::Project;
 use stb_project::project_config::Mode;
 use stb_warehouse::Client;
@@ -174,16 +174,30 @@ pub struct Planned {
     pub warnings: Vec<String>,
     /// The deployed state it was planned against.
     pub deployed: Deployed,
+    /// `--start-time`: the subtrees it bounds are seeded from their active copies.
+    pub start_time: Option<stb_plan::options::StartTime>,
 }
 
 /// What measuring a deployment's replays found for its reader, worded for the plan: a
 /// root whose replay source holds no rows (`empty_replay_source`), and a copy that would
-/// restore fewer rows than its active copy holds. Neither refuses the build: nothing
+/// restore fewer rows than its active copy holds (never a seeded one: its history before
+/// the start comes from the active copy). Neither refuses the build: nothing
 /// readers see is dropped, and a rollback shows the active copy's rows again.
 #[must_use]
 pub fn measured_warnings(planned: &crate::direct::Planned) -> Vec<String> {
     let mut warnings = Vec::new();
+    let seeded = |model: &str| {
+        planned
+            .workflow
+            .roots
+            .iter()
+            .any(|r| r.model == model && r.seed.is_some())
+    };
     for window in &planned.replay_windows {
+        if seeded(&window.model) {
+            // History before the start comes from the active copy: nothing is lost.
+            continue;
+        }
         if window.input_rows == 0 && !window.replays_rebuilt_input {
             let mut text = format!(
                 "empty_replay_source: {} replays from {}, which holds no rows",
@@ -206,12 +220,47 @@ pub fn measured_warnings(planned: &crate::direct::Planned) -> Vec<String> {
     warnings
 }
 
+/// Whether `root`'s active copy can seed its new copy before `--start-time`: a
+/// non-aggregating model (an aggregate's rows cannot be split at a position) whose active
+/// table keeps the lineage columns of its mode and whose columns kept their types.
+fn seedable(
+    root: &PlanModel,
+    changes: &[stb_plan::virtual_plan::ObjectChange],
+    deployed: &Deployed,
+) -> Result<(), EngineError> {
+    let refuse = |why: String| {
+        Err(EngineError::new(
+            FLAG_CODE,
+            format!("--start-time cannot seed '{}': {why}", root.name),
+            "use --full-refresh to rebuild it from all retained history",
+        ))
+    };
+    if root.aggregate {
+        return refuse(
+            "it aggregates, and its active rows cannot be split at a position".to_owned(),
+        );
+    }
+    if changes.iter().any(|c| {
+        c.model == root.name
+            && c.seed_compatibility == Some(stb_plan::virtual_plan::Seeding::NonSeedable)
+    }) {
+        return refuse("a column changed type since the active deployment".to_owned());
+    }
+    if !stb_plan::virtual_plan::active_keeps_lineage(root, deployed) {
+        return refuse(format!(
+            "its active table lacks the {} lineage columns",
+            root.boundary_mode.as_deref().unwrap_or("replay")
+        ));
+    }
+    Ok(())
+}
+
 /// Plans a deployment of the virtual models in `scope` against `deployed`. `now_ms` and
 /// `suffix` make the id when the request names none (the caller's clock and randomness).
 ///
 /// # Errors
 /// Flags that cannot mean anything, an invalid `--deployment-id`, or a `--start-time`
-/// (seeded deployments are not built yet).
+/// for a root its active copy cannot seed.
 pub fn prepare(
     compiled: &Compiled,
     database: &str,
@@ -248,33 +297,44 @@ pub fn prepare(
         .filter(|m| scope.contains(&m.name))
         .collect();
     let selected = (!request.select.is_empty()).then(|| scope.clone());
-    if request.start_time.is_some() {
-        // A deployment bounded by a start time must copy the active table's rows before
-        // it (a seed); without one the copy would hold less than the active table and a
-        // promotion would lose the rest.
-        return Err(EngineError::new(
-            FLAG_CODE,
-            "--start-time is not supported for virtual pipelines by this edition yet (seeded deployments are not built)",
-            "leave --start-time out: the deployment replays all retained history",
-        ));
-    }
     let mut plan = plan_virtual(
         &models,
         &deployed,
         &Options {
             selected,
             full_refresh: request.full_refresh,
-            start_time: start_time.map(|s| s.to_string()),
+            start_time: start_time.as_ref().map(ToString::to_string),
         },
         &deployment,
     )
     .map_err(|e| EngineError::new(FLAG_CODE, e.message, e.hint))?;
     let mut warnings = Vec::new();
     for subtree in &mut plan.rebuild_subtrees {
-        if subtree.execution_mode == stb_plan::virtual_plan::ExecutionMode::SeededBoundedRebuild {
-            subtree.execution_mode = stb_plan::virtual_plan::ExecutionMode::FullRebuild;
+        if subtree.execution_mode != ExecutionMode::SeededBoundedRebuild {
+            continue;
+        }
+        if subtree.forced_start_time.is_none() {
+            subtree.execution_mode = ExecutionMode::FullRebuild;
             warnings.push(format!(
-                "'{}' could be seeded from its active table (columns were only added); this edition rebuilds it in full from retained history",
+                "'{}' could be seeded from its active table (columns were only added); this edition seeds only with --start-time and rebuilds it in full from retained history",
+                subtree.root
+            ));
+            continue;
+        }
+        let root = models
+            .iter()
+            .find(|m| m.name == subtree.root)
+            .ok_or_else(|| {
+                EngineError::new(
+                    FLAG_CODE,
+                    "a subtree root is not in scope",
+                    "recompile the project",
+                )
+            })?;
+        seedable(root, &plan.object_changes, &deployed)?;
+        if root.boundary_mode.as_deref() == Some("timestamp") {
+            warnings.push(format!(
+                "'{}' is seeded by event time: an event older than the start time that lands while the build runs can reach the copy twice (live, and from the active copy)",
                 subtree.root
             ));
         }
@@ -305,6 +365,7 @@ pub fn prepare(
         shadow_objects,
         warnings,
         deployed,
+        start_time,
     })
 }
 
@@ -476,14 +537,7 @@ pub fn prepare_build(
     };
     let graph = model_graph(&deployment_compiled.plan_models);
     let selection = stb_plan::direct::Selection::new(&graph, Some(copied.clone()));
-    let start_time = staged
-        .plan
-        .rebuild_subtrees
-        .iter()
-        .find_map(|s| s.forced_start_time.clone())
-        .map(|text| stb_plan::options::parse_start_time(&text))
-        .transpose()
-        .map_err(|e| EngineError::new(FLAG_CODE, e.message, e.hint))?;
+    let start_time = staged.start_time.clone();
     // The shrink guard compares each copy's window with what its active copy holds now:
     // what readers would lose by promoting it.
     let live_tables: BTreeMap<String, String> = compiled
@@ -496,6 +550,31 @@ pub fn prepare_build(
             Some((m.name.clone(), id.physical(table)))
         })
         .collect();
+    let seeds = staged
+        .plan
+        .rebuild_subtrees
+        .iter()
+        .filter(|s| s.execution_mode == ExecutionMode::SeededBoundedRebuild)
+        .filter_map(|s| {
+            let model = compiled.plan_models.iter().find(|m| m.name == s.root)?;
+            let table = live_tables.get(&s.root)?;
+            let active = reads.catalog.relation(table)?;
+            let columns = model
+                .output_columns
+                .iter()
+                .map(|(name, _)| name)
+                .filter(|name| active.columns.iter().any(|c| &c.name == *name))
+                .cloned()
+                .collect();
+            Some((
+                s.root.clone(),
+                stb_plan::workflow::SeedSource {
+                    table: table.clone(),
+                    columns,
+                },
+            ))
+        })
+        .collect();
     let mut planned = crate::direct::plan_selection(
         project,
         &deployment_compiled,
@@ -503,7 +582,7 @@ pub fn prepare_build(
         start_time,
         reads,
         settings,
-        &live_tables,
+        &crate::direct::Copies { live_tables, seeds },
     )?;
     planned.deployment = Some(Deployment {
         id: staged.deployment.clone(),

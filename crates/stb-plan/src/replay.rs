@@ -53,7 +53,7 @@ impl BoundaryMode {
     }
 
     /// The column whose value bounds a scalar replay.
-    fn scalar_column(self) -> &'static str {
+    pub fn scalar_column(self) -> &'static str {
         match self {
             Self::Timestamp => TIMESTAMP,
             Self::LandedAt => LANDED_AT,
@@ -110,7 +110,7 @@ pub struct Anchor {
     pub time_column: Option<&'static str>,
 }
 
-fn time_literal(value: &str) -> String {
+pub(crate) fn time_literal(value: &str) -> String {
     format!("toDateTime64({}, 3, 'UTC')", stb_ddl::string_literal(value))
 }
 
@@ -345,7 +345,7 @@ pub fn parse_capture(
 
 /// Per partition, in first-seen order: (partition, lowest offset, highest offset) of its
 /// runs.
-fn partition_bounds(runs: &[OffsetRun]) -> Vec<(i128, i128, i128)> {
+pub(crate) fn partition_bounds(runs: &[OffsetRun]) -> Vec<(i128, i128, i128)> {
     let mut partitions: Vec<(i128, i128, i128)> = Vec::new();
     for run in runs {
         match partitions.iter_mut().find(|p| p.0 == run.partition) {

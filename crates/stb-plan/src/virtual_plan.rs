@@ -413,7 +413,8 @@ fn recorded_columns(deployed: &Deployed, table: &str) -> Option<BTreeMap<String,
 
 /// The active table keeps the lineage columns of the model's replay mode, so a bounded
 /// replay can find where its rows end.
-fn active_keeps_lineage(model: &PlanModel, deployed: &Deployed) -> bool {
+#[must_use]
+pub fn active_keeps_lineage(model: &PlanModel, deployed: &Deployed) -> bool {
     let Some(columns) = model.table().and_then(|t| recorded_columns(deployed, t)) else {
         return false;
     };

@@ -14,6 +14,7 @@ use crate::options::StartTime;
 use crate::replay::{
     Anchor, BoundaryMode, ReplayTemplate, capture_sql, existing_keys, required_columns,
 };
+use crate::seed::Seed;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Phase {
@@ -56,6 +57,8 @@ pub enum Action {
     SettleInserts,
     /// Renders and runs root `n`'s replay from its capture.
     Replay(usize),
+    /// Renders and runs root `n`'s seed from its capture (see [`crate::seed`]).
+    Seed(usize),
 }
 
 /// The running inserts a settle step waits for.
@@ -99,7 +102,7 @@ impl Step {
             Action::Capture(_) | Action::SettleInserts => "query",
             Action::ResetConsumerGroup(_) => "kafka",
             Action::Statement(_) if self.phase == Phase::Stabilization => "query",
-            Action::Statement(_) | Action::Replay(_) => "mutation",
+            Action::Statement(_) | Action::Replay(_) | Action::Seed(_) => "mutation",
         }
     }
 }
@@ -125,6 +128,8 @@ pub struct RootReplay {
     pub start_time: Option<StartTime>,
     /// Its driving input is rebuilt by an earlier stage of the same build.
     pub rebuilt_input: bool,
+    /// A seeded deployment's copy: the active copy's rows before the start.
+    pub seed: Option<Seed>,
 }
 
 impl RootReplay {
@@ -226,6 +231,13 @@ impl Workflow {
                 )
             }
             Action::Replay(root) => self.roots[*root].placeholder(),
+            Action::Seed(root) => {
+                let root = &self.roots[*root];
+                root.seed
+                    .as_ref()
+                    .map(|seed| seed.placeholder(&root.model))
+                    .unwrap_or_default()
+            }
         }
     }
 }
@@ -253,6 +265,18 @@ pub struct WorkflowOptions {
     pub start_time: Option<StartTime>,
     /// Sources whose Kafka table is recreated because its settings drifted.
     pub recreate_sources: Vec<String>,
+    /// Seeded deployments: per root model, the active copy its rows before the start
+    /// come from (with `start_time` only).
+    pub seeds: BTreeMap<String, SeedSource>,
+}
+
+/// Where a seeded root's history comes from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SeedSource {
+    /// The active copy (unqualified).
+    pub table: String,
+    /// The columns the new copy shares with it, in the new copy's order.
+    pub columns: Vec<String>,
 }
 
 fn qualified(database: &str, relation: &str) -> String {
@@ -457,6 +481,13 @@ fn boundaries_and_replays(
         ));
     }
     for &index in in_stage {
+        if roots[index].seed.is_some() {
+            steps.push(Step::of(
+                format!("seed_{}", roots[index].model),
+                Phase::Replay,
+                Action::Seed(index),
+            ));
+        }
         steps.push(Step::of(
             format!("replay_{}", roots[index].model),
             Phase::Replay,
@@ -739,7 +770,19 @@ fn root_replay(
                 .collect::<Vec<_>>(),
         )
     };
+    let seed = match (options.seeds.get(&root.model), &start_time) {
+        (Some(source), Some(start)) if !frozen => Some(Seed {
+            source: qualified(&options.database, &source.table),
+            target: model.reference.clone(),
+            columns: source.columns.clone(),
+            mode,
+            start: start.clone(),
+            skip_existing: existing_keys(mode, model.aggregate, &source.columns),
+        }),
+        _ => None,
+    };
     Ok(RootReplay {
+        seed,
         model: root.model.clone(),
         driving_input: root.driving_input.clone(),
         propagated: root.propagated.clone(),

@@ -28,6 +28,9 @@ pub(super) fn summary(
         "replays": execution.replays.iter().map(|(model, rows)| serde_json::json!({
             "model": model, "written_rows": rows,
         })).collect::<Vec<_>>(),
+        "seeds": execution.seeds.iter().map(|(model, rows)| serde_json::json!({
+            "model": model, "written_rows": rows,
+        })).collect::<Vec<_>>(),
         "completed_steps": execution.completed_steps.len(),
         "failed_step": execution.failed_step,
         "error_message": execution.error_message,
@@ -125,6 +128,13 @@ pub(super) fn print_result(
     if !execution.replays.is_empty() {
         let _ = writeln!(out, "\nReplay execution");
         for (model, rows) in &execution.replays {
+            let rows = rows.map_or_else(|| "unavailable".to_owned(), |r| r.to_string());
+            let _ = writeln!(out, "  {model}  warehouse-written rows: {rows}");
+        }
+    }
+    if !execution.seeds.is_empty() {
+        let _ = writeln!(out, "\nSeeds (rows before the start, from the active copy)");
+        for (model, rows) in &execution.seeds {
             let rows = rows.map_or_else(|| "unavailable".to_owned(), |r| r.to_string());
             let _ = writeln!(out, "  {model}  warehouse-written rows: {rows}");
         }

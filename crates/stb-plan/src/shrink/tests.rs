@@ -48,6 +48,7 @@ fn root(name: &str, mode: BoundaryMode) -> RootReplay {
         bounded: true,
         start_time: None,
         rebuilt_input: false,
+        seed: None,
     }
 }
 

@@ -71,6 +71,7 @@ fn options(start: Option<&str>) -> WorkflowOptions {
         stabilization: Stabilization::Timed(2),
         start_time: start.map(|s| parse_start_time(s).expect("time")),
         recreate_sources: Vec::new(),
+        seeds: std::collections::BTreeMap::new(),
     }
 }
 

@@ -547,6 +547,63 @@ fn doctor_repairs_a_dropped_stable_view_and_the_janitor_drops_only_what_is_not_n
 }
 
 #[test]
+fn a_seeded_deployment_keeps_the_history_its_source_lost() {
+    let db = TestDatabase::create("deploy_seed");
+    events_table(&db.name);
+    // Twenty steps two hours old, ten from now: the start time falls between them.
+    execute(&format!(
+        "INSERT INTO {}.events SELECT number % 3, intDiv(number, 3), now64(3, 'UTC') - INTERVAL 2 HOUR, number % 25 FROM numbers(60)",
+        db.name
+    ));
+    insert(&db.name, 20, 10);
+    let dir = project(&db.name);
+    let first = build(dir.path(), &[]);
+    promote(dir.path(), &first);
+    // The source loses its oldest history; the active copies still hold it.
+    execute(&format!("DELETE FROM {}.events WHERE o < 10", db.name));
+    let start = execute(
+        "SELECT formatDateTime(now() - INTERVAL 1 HOUR, '%Y-%m-%dT%H:%i:%SZ', 'UTC') FORMAT TSVRaw",
+    );
+    let start = start.trim();
+    let scope = ["--select", "clean", "--start-time", start];
+    let mut args = vec!["plan", "--json"];
+    args.extend(scope);
+    let plan = ok_json(dir.path(), &args);
+    assert_eq!(
+        plan["rebuild_subtrees"][0]["execution_mode"], "seeded_bounded_rebuild",
+        "{plan}"
+    );
+    assert!(
+        !plan["warnings"].to_string().contains("fewer rows"),
+        "a seeded copy loses nothing: {plan}"
+    );
+    let mut args = vec!["build", "--auto-approve", "--json"];
+    args.extend(scope);
+    let built = ok_json(dir.path(), &args);
+    assert_eq!(built["seeds"][0]["model"], "clean", "{built}");
+    let second = built["deployment_id"].as_str().expect("id");
+    // Each copy of the subtree holds exactly what the active one does: the seed brought
+    // the offsets before the start (the purged ones among them), the replay the rest.
+    for table in ["tbl__clean", "tbl__big"] {
+        assert_eq!(
+            rows(&format!("SELECT * FROM {}.{table}__{second}", db.name)),
+            rows(&format!("SELECT * FROM {}.{table}__{first}", db.name)),
+            "{table}"
+        );
+    }
+    assert_eq!(
+        rows(&format!("SELECT * FROM {}.tbl__clean__{second}", db.name)).len(),
+        90
+    );
+    // Live rows keep arriving in the new copies once the build is done.
+    insert(&db.name, 30, 2);
+    assert_eq!(
+        rows(&format!("SELECT * FROM {}.tbl__clean__{second}", db.name)),
+        rows(&format!("SELECT * FROM {}.tbl__clean__{first}", db.name))
+    );
+}
+
+#[test]
 fn a_deployment_restoring_less_than_the_active_copy_holds_is_built_with_a_warning() {
     let db = TestDatabase::create("deploy_shrink");
     events_table(&db.name);

@@ -23,7 +23,7 @@ const INSTANTS: [&str; 6] = [
     "2026-11-01 07:00:00",
 ];
 
-fn project(database: &str, mode: &str) -> tempfile::TempDir {
+fn project(database: &str, mode: &str, pipeline_mode: &str) -> tempfile::TempDir {
     let (columns, lineage) = match mode {
         "offsets" => (
             "_replay_partition: p\n        _replay_offset: o\n        _replay_timestamp: ts",
@@ -35,7 +35,7 @@ fn project(database: &str, mode: &str) -> tempfile::TempDir {
         (
             "streambuild_project.toml".to_owned(),
             format!(
-                "name = \"ny\"\ndefault_target = \"dev\"\n[connection]\nsettings = {{ session_timezone = \"America/New_York\" }}\n[targets.dev]\ndatabase = \"{database}\"\n"
+                "name = \"ny\"\ndefault_target = \"dev\"\n[defaults]\npipeline_mode = \"{pipeline_mode}\"\n[connection]\nsettings = {{ session_timezone = \"America/New_York\" }}\n[targets.dev]\ndatabase = \"{database}\"\n"
             ),
         ),
         (
@@ -54,13 +54,11 @@ fn project(database: &str, mode: &str) -> tempfile::TempDir {
     stb_test_support::project_dir(&files)
 }
 
-fn offsets_in(database: &str) -> Vec<u64> {
-    execute(&format!(
-        "SELECT o FROM {database}.tbl__clean ORDER BY o FORMAT TSV"
-    ))
-    .lines()
-    .map(|l| l.parse().expect("offset"))
-    .collect()
+fn offsets(sql: &str) -> Vec<u64> {
+    execute(&format!("{sql} ORDER BY o FORMAT TSV"))
+        .lines()
+        .map(|l| l.parse().expect("offset"))
+        .collect()
 }
 
 fn build(dir: &std::path::Path, start: Option<&str>) -> Value {
@@ -78,46 +76,55 @@ fn build(dir: &std::path::Path, start: Option<&str>) -> Value {
     serde_json::from_slice(&output.stdout).expect("JSON")
 }
 
+/// (mode, start time, offsets replayed from the start on)
+const CASES: [(&str, &str, &[u64]); 4] = [
+    // 07:00Z is 03:00 EDT; read as New York time it would be 11:00Z.
+    ("timestamp", "2026-03-08T07:00:00Z", &[2, 3, 4, 5, 6]),
+    // 06:15Z is the second 01:15 (EST); the first (EDT) would keep offset 4 too.
+    ("timestamp", "2026-11-01T06:15:00Z", &[5, 6]),
+    // The last offset at or before T opens the window: offset 1 (06:30Z).
+    ("offsets", "2026-03-08T07:00:00Z", &[1, 2, 3, 4, 5, 6]),
+    // 06:00Z (offset 4) is the last at or before 06:15Z; 01:15 EDT would open at 2.
+    ("offsets", "2026-11-01T06:15:00Z", &[4, 5, 6]),
+];
+
+/// A database whose adopted `events` table holds [`INSTANTS`] in New York time, and a
+/// project over it that has been built once.
+fn built(mode: &str, pipeline_mode: &str) -> (TestDatabase, tempfile::TempDir, Value) {
+    let db = TestDatabase::create(&format!("dst_{mode}"));
+    // Created in New York time, as on a server whose zone it is: the zone a column
+    // without one reads in is fixed when its table is created.
+    execute_at(
+        &format!(
+            "{}?session_timezone=America/New_York",
+            stack().clickhouse_url
+        ),
+        &format!(
+            "CREATE TABLE {}.events (p UInt32, o UInt64, ts DateTime64(3)) ENGINE = MergeTree ORDER BY (p, o)",
+            db.name
+        ),
+    );
+    let values: Vec<String> = INSTANTS
+        .iter()
+        .zip(1..)
+        .map(|(instant, offset)| format!("(0, {offset}, toDateTime64('{instant}', 3, 'UTC'))"))
+        .collect();
+    execute(&format!(
+        "INSERT INTO {}.events VALUES {}",
+        db.name,
+        values.join(", ")
+    ));
+    let dir = project(&db.name, mode, pipeline_mode);
+    let result = build(dir.path(), None);
+    (db, dir, result)
+}
+
 #[test]
 fn start_times_keep_their_utc_instant_on_a_new_york_warehouse() {
-    // (mode, start time, offsets the rebuilt table holds)
-    let cases: [(&str, &str, &[u64]); 4] = [
-        // 07:00Z is 03:00 EDT; read as New York time it would be 11:00Z.
-        ("timestamp", "2026-03-08T07:00:00Z", &[2, 3, 4, 5, 6]),
-        // 06:15Z is the second 01:15 (EST); the first (EDT) would keep offset 4 too.
-        ("timestamp", "2026-11-01T06:15:00Z", &[5, 6]),
-        // The last offset at or before T opens the window: offset 1 (06:30Z).
-        ("offsets", "2026-03-08T07:00:00Z", &[1, 2, 3, 4, 5, 6]),
-        // 06:00Z (offset 4) is the last at or before 06:15Z; 01:15 EDT would open at 2.
-        ("offsets", "2026-11-01T06:15:00Z", &[4, 5, 6]),
-    ];
-    for (mode, start, expected) in cases {
-        let db = TestDatabase::create(&format!("dst_{mode}"));
-        // Created in New York time, as on a server whose zone it is: the zone a column
-        // without one reads in is fixed when its table is created.
-        execute_at(
-            &format!(
-                "{}?session_timezone=America/New_York",
-                stack().clickhouse_url
-            ),
-            &format!(
-                "CREATE TABLE {}.events (p UInt32, o UInt64, ts DateTime64(3)) ENGINE = MergeTree ORDER BY (p, o)",
-                db.name
-            ),
-        );
-        let values: Vec<String> = INSTANTS
-            .iter()
-            .zip(1..)
-            .map(|(instant, offset)| format!("(0, {offset}, toDateTime64('{instant}', 3, 'UTC'))"))
-            .collect();
-        execute(&format!(
-            "INSERT INTO {}.events VALUES {}",
-            db.name,
-            values.join(", ")
-        ));
-        let dir = project(&db.name, mode);
-        build(dir.path(), None);
-        assert_eq!(offsets_in(&db.name), [1, 2, 3, 4, 5, 6], "{mode}");
+    for (mode, start, expected) in CASES {
+        let (db, dir, _) = built(mode, "direct");
+        let table = format!("SELECT o FROM {}.tbl__clean", db.name);
+        assert_eq!(offsets(&table), [1, 2, 3, 4, 5, 6], "{mode}");
         // The build ran in New York time: 06:00Z is hour 1 there.
         let hour = execute(&format!(
             "SELECT local_hour FROM {}.tbl__clean WHERE o = 4 FORMAT TSV",
@@ -127,6 +134,44 @@ fn start_times_keep_their_utc_instant_on_a_new_york_warehouse() {
         let result = build(dir.path(), Some(start));
         let utc = start.replace('T', " ").replace('Z', ".000");
         assert_eq!(result["start_time"], utc.as_str(), "{mode} {start}");
-        assert_eq!(offsets_in(&db.name), expected, "{mode} {start}: {result}");
+        assert_eq!(offsets(&table), expected, "{mode} {start}: {result}");
+    }
+}
+
+/// A virtual deployment bounded by a start time replays from the same position and takes
+/// every row before it from the active copy: the new copy holds all six rows, and a column
+/// only the replay writes (the seed leaves its default) shows where the split fell.
+#[test]
+fn seeded_deployments_split_at_the_same_utc_instant_on_a_new_york_warehouse() {
+    for (mode, start, expected) in CASES {
+        let (db, dir, first) = built(mode, "virtual");
+        let first = first["deployment_id"].as_str().expect("id").to_owned();
+        let promoted = stb_test_support::stb_on_project(
+            dir.path(),
+            &["deployment", "promote", &first, "--json"],
+            "",
+        );
+        assert!(promoted.status.success(), "{mode}");
+        let model = dir.path().join("pipelines/pl__ny/clean.sql");
+        let text = std::fs::read_to_string(&model).expect("model");
+        std::fs::write(
+            &model,
+            text.replace(" AS local_hour, ", " AS local_hour, 1::UInt8 AS replayed, "),
+        )
+        .expect("write");
+        let result = build(dir.path(), Some(start));
+        let second = result["deployment_id"].as_str().expect("id");
+        assert_eq!(result["seeds"][0]["model"], "clean", "{result}");
+        let copy = format!("SELECT o FROM {}.tbl__clean__{second}", db.name);
+        assert_eq!(
+            offsets(&copy),
+            [1, 2, 3, 4, 5, 6],
+            "{mode} {start}: {result}"
+        );
+        assert_eq!(
+            offsets(&format!("{copy} WHERE replayed = 1")),
+            expected,
+            "{mode} {start}: {result}"
+        );
     }
 }

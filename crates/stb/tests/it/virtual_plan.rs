@@ -223,7 +223,8 @@ fn a_greenfield_virtual_plan_stages_every_object_and_touches_nothing() {
         db.name
     ));
     assert_eq!(before, after, "a plan creates nothing");
-    // A start time would need a seed from the active table: refused until seeds exist.
+    // A start time seeds from the active copy: with none deployed there is nothing to
+    // seed from.
     let refused = stb(
         dir.path(),
         &[
@@ -240,7 +241,7 @@ fn a_greenfield_virtual_plan_stages_every_object_and_touches_nothing() {
     assert!(
         error["error"]["message"]
             .as_str()
-            .is_some_and(|m| m.contains("--start-time is not supported for virtual pipelines")),
+            .is_some_and(|m| m.contains("--start-time needs an active deployment of 'clean'")),
         "{error}"
     );
     let bad = stb(
