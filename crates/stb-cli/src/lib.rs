@@ -5,6 +5,7 @@ mod audit;
 mod build;
 mod compile;
 mod deployment;
+mod destruction;
 mod direct;
 mod discover;
 mod local;
@@ -61,6 +62,11 @@ enum Command {
     /// Repair what `stb doctor` reports.
     #[command(subcommand)]
     Repair(maintenance::RepairCommand),
+    /// Drop the relations of whole pipelines (interactive: review, then type the
+    /// challenges; re-planned under the target lock).
+    Destroy(destruction::DestroyArgs),
+    /// Drop everything the project owns in the target, landings included (interactive).
+    ResetTarget(destruction::ResetArgs),
     /// Adopt the live tables and views as built from the project, without rebuilding
     /// (after a change applied by hand); a dry run unless --apply.
     Reconcile(reconcile::ReconcileArgs),
@@ -89,6 +95,8 @@ pub fn run() -> ExitCode {
         Command::Doctor(args) => maintenance::doctor(&args),
         Command::Repair(command) => maintenance::repair(&command),
         Command::Reconcile(args) => reconcile::run(&args),
+        Command::Destroy(args) => destruction::destroy(&args),
+        Command::ResetTarget(args) => destruction::reset(&args),
         Command::Test(args) => test::run(&args),
         Command::Audit(args) => audit::run(&args),
         Command::Unlock(args) => unlock::run(&args),
@@ -108,15 +116,17 @@ mod tests {
     /// module (`args`, `direct`, `plan_render`, `quality`, ...) or in a library crate.
     #[test]
     fn no_command_module_imports_another() {
-        const COMMANDS: [&str; 10] = [
+        const COMMANDS: [&str; 12] = [
             "audit",
             "build",
             "compile",
             "deployment",
+            "destruction",
             "discover",
             "local",
             "maintenance",
             "plan",
+            "reconcile",
             "test",
             "unlock",
         ];

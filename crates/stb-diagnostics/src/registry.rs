@@ -96,6 +96,14 @@ pub const CODES: &[(&str, &str)] = &[
         "a deployment command in a project without virtual pipelines",
     ),
     (
+        "STB-DESTROY-001",
+        "a destruction that cannot be planned or run: an unknown or non-pipeline selection, a pipeline left out that reads a selected one, a view elsewhere that reads what it would drop, a plan that drifted before the drops, or a drop that failed",
+    ),
+    (
+        "STB-DESTROY-002",
+        "stb destroy or stb reset-target without a terminal on standard input",
+    ),
+    (
         "STB-DISCOVER-001",
         "the project has no pipelines/ directory",
     ),

@@ -9,6 +9,7 @@
 pub mod audits;
 pub mod build;
 pub mod deployments;
+pub mod destruction;
 pub mod direct;
 pub mod error;
 pub mod readiness;
@@ -17,3 +18,23 @@ pub mod staged;
 pub mod unlock;
 
 pub use error::EngineError;
+
+/// Discovers and compiles a project written from `files` into a temporary directory.
+#[cfg(test)]
+pub(crate) fn compiled_project<P: AsRef<str>, T: AsRef<str>>(
+    files: &[(P, T)],
+) -> (
+    tempfile::TempDir,
+    stb_project::Project,
+    stb_compile::Compiled,
+) {
+    let dir = stb_test_support::project_dir(files);
+    let project = stb_project::discover(&stb_project::DiscoverOptions {
+        project_dir: Some(dir.path().to_path_buf()),
+        cwd: dir.path().to_path_buf(),
+        ..Default::default()
+    })
+    .unwrap_or_else(|d| panic!("{d:?}"));
+    let compiled = stb_compile::compile(&project).unwrap_or_else(|d| panic!("{d:?}"));
+    (dir, project, compiled)
+}

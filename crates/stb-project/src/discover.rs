@@ -44,6 +44,11 @@ pub struct Project {
     /// `[build] max_pipelines` for this target: the target's own limit, else the project
     /// default (local-only targets always inherit the project default).
     pub max_pipelines: Option<u32>,
+    /// `[targets.X] production = true`, or a target named `prod`/`production`: a reset of
+    /// it asks for `PRODUCTION` to be typed.
+    pub production: bool,
+    /// `[targets.X.destruction] max_table_size_to_drop`, in bytes.
+    pub max_table_size_to_drop: Option<u64>,
     pub pipelines: Vec<Pipeline>,
     pub sources: Vec<Source>,
     pub macros: Vec<MacroSummary>,
@@ -361,12 +366,17 @@ pub fn discover(options: &DiscoverOptions) -> Result<Project, Diagnostics> {
     if !diagnostics.is_empty() {
         return Err(diagnostics);
     }
-    let max_pipelines = config
-        .targets
-        .get(&target)
+    let target_config = config.targets.get(&target);
+    let max_pipelines = target_config
         .and_then(|t| t.max_pipelines)
         .or(config.max_pipelines);
+    // A target named prod or production is one whatever its flag says.
+    let production = target_config.is_some_and(|t| t.production)
+        || matches!(target.to_ascii_lowercase().as_str(), "prod" | "production");
+    let max_table_size_to_drop = target_config.and_then(|t| t.max_table_size_to_drop);
     Ok(Project {
+        production,
+        max_table_size_to_drop,
         name: config.name,
         root,
         target,

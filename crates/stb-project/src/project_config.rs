@@ -90,6 +90,8 @@ pub struct TargetConfig {
     pub vars: BTreeMap<String, Node>,
     pub max_pipelines: Option<u32>,
     pub production: bool,
+    /// `[targets.<name>.destruction] max_table_size_to_drop`, in bytes.
+    pub max_table_size_to_drop: Option<u64>,
     /// Unresolved `[targets.<name>.connection]`.
     pub connection: Option<Node>,
 }
@@ -369,13 +371,13 @@ fn targets(reader: &mut Reader<'_>, node: &Node) -> BTreeMap<String, TargetConfi
             .get("production")
             .and_then(|p| reader.bool(p, &format!("targets.{}.production", key.name)))
             .unwrap_or(false);
-        if let Some(destruction) = target.get("destruction") {
+        let max_table_size_to_drop = target.get("destruction").and_then(|destruction| {
             self::destruction(
                 reader,
                 destruction,
                 &format!("[targets.{}.destruction]", key.name),
-            );
-        }
+            )
+        });
         for sub in ["audit_scheduler", "sensors"] {
             if let Some(table) = target.get(sub) {
                 scheduler_table(reader, table, &format!("targets.{}.{sub}", key.name));
@@ -389,6 +391,7 @@ fn targets(reader: &mut Reader<'_>, node: &Node) -> BTreeMap<String, TargetConfi
                 vars,
                 max_pipelines,
                 production,
+                max_table_size_to_drop,
                 connection: target.get("connection").cloned(),
             },
         );
@@ -403,25 +406,23 @@ fn build(reader: &mut Reader<'_>, node: &Node, what: &str) -> Option<u32> {
     reader.positive_int(value, &format!("{what} max_pipelines"))
 }
 
-fn destruction(reader: &mut Reader<'_>, node: &Node, what: &str) {
-    if reader.table(node, what).is_none() {
-        return;
-    }
+fn destruction(reader: &mut Reader<'_>, node: &Node, what: &str) -> Option<u64> {
+    reader.table(node, what)?;
     reader.allowed_keys(node, what, &["max_table_size_to_drop"]);
-    if let Some(size) = node.get("max_table_size_to_drop") {
-        let valid = size
-            .as_str()
-            .and_then(parse_byte_size)
-            .is_some_and(|bytes| bytes > 0);
-        if !valid {
-            reader.report(
-                codes::CONFIG_VALUE,
-                size.position,
-                format!("{what} max_table_size_to_drop must be a finite positive byte-size string such as '100GiB'"),
-                "write a number and a unit: B, KB, MB, GB, TB, KiB, MiB, GiB, TiB",
-            );
-        }
+    let size = node.get("max_table_size_to_drop")?;
+    let bytes = size
+        .as_str()
+        .and_then(parse_byte_size)
+        .filter(|bytes| *bytes > 0);
+    if bytes.is_none() {
+        reader.report(
+            codes::CONFIG_VALUE,
+            size.position,
+            format!("{what} max_table_size_to_drop must be a finite positive byte-size string such as '100GiB'"),
+            "write a number and a unit: B, KB, MB, GB, TB, KiB, MiB, GiB, TiB",
+        );
     }
+    bytes
 }
 
 /// `100GiB`, `1.5 GB`, `512` (bytes). None when malformed or above 2^64-1.

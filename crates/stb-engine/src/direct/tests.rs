@@ -47,15 +47,7 @@ fn project(archive_mode: &str) -> (tempfile::TempDir, Project, Compiled) {
             "MODEL (order_by [\"_replay_partition\", \"_replay_offset\"]);\nSELECT _replay_partition::Int32 AS _replay_partition, _replay_offset::Int64 AS _replay_offset\nFROM __source(\"orders\")\n".to_owned(),
         ),
     ];
-    let dir = stb_test_support::project_dir(&files);
-    let project = stb_project::discover(&stb_project::DiscoverOptions {
-        project_dir: Some(dir.path().to_path_buf()),
-        cwd: dir.path().to_path_buf(),
-        ..Default::default()
-    })
-    .unwrap_or_else(|d| panic!("{d:?}"));
-    let compiled = stb_compile::compile(&project).unwrap_or_else(|d| panic!("{d:?}"));
-    (dir, project, compiled)
+    crate::compiled_project(&files)
 }
 
 fn relation(name: &str, columns: &[(&str, &str)], create: &str) -> CatalogRelation {

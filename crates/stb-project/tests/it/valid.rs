@@ -243,6 +243,11 @@ fn the_full_project_discovers_cleanly() {
         ["pipeline_name", "region_name"],
         "private paths are not loaded"
     );
+    assert!(!project.production, "dev is no production target");
+    assert_eq!(project.max_table_size_to_drop, None);
+    let prod = discover_in(dir.path(), Some("prod")).expect("prod");
+    assert!(prod.production);
+    assert_eq!(prod.max_table_size_to_drop, Some(100 * 1024 * 1024 * 1024));
     let readiness = project.defaults.deployment_readiness;
     assert_eq!(readiness.maximum_lag_seconds, 120);
     assert!((readiness.minimum_staged_row_ratio - 0.25).abs() < f64::EPSILON);
@@ -361,6 +366,10 @@ fn target_selection_order_is_flag_then_local_then_default() {
     );
     let flagged = discover_in(dir.path(), Some("prod")).expect("flag");
     assert_eq!(flagged.database.as_deref(), Some("d_prod"));
+    assert!(
+        flagged.production,
+        "a target named prod is a production target"
+    );
     assert_eq!(flagged.max_pipelines, Some(2), "a target's own limit wins");
     let unknown = discover_in(dir.path(), Some("qa")).expect_err("unknown target");
     assert_eq!(unknown[0].code, "STB-CONFIG-009");

@@ -7,6 +7,7 @@ mod build_kafka;
 mod deployment_audit;
 mod deployments;
 mod deployments_kafka;
+mod destruction;
 mod discover;
 mod dst;
 mod fan_in;
