@@ -206,21 +206,20 @@ fn a_fresh_landing_starts_from_the_earliest_message_despite_committed_offsets() 
     assert_exactly(&db.name, 18);
 }
 
-#[test]
-fn rebuilds_while_a_producer_sends_deliver_every_message_exactly_once() {
-    use rdkafka::producer::{BaseRecord, Producer};
-    let db = TestDatabase::create("build_kafka_live");
-    let topic = unique_name("orders");
-    create_topic(&stack().kafka_brokers, &topic, 3);
-    send(&topic, 0..30);
-    let dir = project(&db.name, &topic, "");
-    build(dir.path());
-    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-    let producer = {
-        let stop = std::sync::Arc::clone(&stop);
-        let topic = topic.clone();
-        std::thread::spawn(move || {
-            // Batches of up to 50 records: a few hundred messages per second.
+/// A producer sending `{"id": n}` for n = first, first + 1, ... to partitions n % 3, in
+/// batches of 50 (a few hundred messages per second), until stopped.
+pub(crate) struct Producing {
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    thread: std::thread::JoinHandle<(u64, Duration)>,
+}
+
+impl Producing {
+    pub(crate) fn start(topic: &str, first: u64) -> Self {
+        use rdkafka::producer::{BaseRecord, Producer};
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let running = std::sync::Arc::clone(&stop);
+        let topic = topic.to_owned();
+        let thread = std::thread::spawn(move || {
             let producer: rdkafka::producer::ThreadedProducer<_> = rdkafka::ClientConfig::new()
                 .set("bootstrap.servers", &stack().kafka_brokers)
                 .set("linger.ms", "5")
@@ -228,8 +227,8 @@ fn rebuilds_while_a_producer_sends_deliver_every_message_exactly_once() {
                 .create_with_context(stb_test_support::kafka::DeliveryLog::default())
                 .expect("a producer");
             let started = std::time::Instant::now();
-            let mut next = 30_u64;
-            while !stop.load(std::sync::atomic::Ordering::SeqCst) {
+            let mut next = first;
+            while !running.load(std::sync::atomic::Ordering::SeqCst) {
                 let key = next.to_string();
                 let value = format!("{{\"id\": {next}}}");
                 let partition = i32::try_from(next % 3).expect("partition");
@@ -256,13 +255,30 @@ fn rebuilds_while_a_producer_sends_deliver_every_message_exactly_once() {
                 .unwrap_or(1);
             assert_eq!(failures, 0, "every message is delivered");
             (next, started.elapsed())
-        })
-    };
+        });
+        Self { stop, thread }
+    }
+
+    /// Stops it: the id after the last one sent, and for how long it ran.
+    pub(crate) fn stop(self) -> (u64, Duration) {
+        self.stop.store(true, std::sync::atomic::Ordering::SeqCst);
+        self.thread.join().expect("producer")
+    }
+}
+
+#[test]
+fn rebuilds_while_a_producer_sends_deliver_every_message_exactly_once() {
+    let db = TestDatabase::create("build_kafka_live");
+    let topic = unique_name("orders");
+    create_topic(&stack().kafka_brokers, &topic, 3);
+    send(&topic, 0..30);
+    let dir = project(&db.name, &topic, "");
+    build(dir.path());
+    let producer = Producing::start(&topic, 30);
     for _ in 0..10 {
         build(dir.path());
     }
-    stop.store(true, std::sync::atomic::Ordering::SeqCst);
-    let (sent, elapsed) = producer.join().expect("producer");
+    let (sent, elapsed) = producer.stop();
     eprintln!(
         "10 rebuilds while producing: {sent} messages in {:.1} s ({:.0} per second)",
         elapsed.as_secs_f64(),

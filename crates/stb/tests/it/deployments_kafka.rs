@@ -101,3 +101,51 @@ fn a_managed_kafka_source_stages_audits_promotes_and_diffs_deployments() {
     let listed: Value = ok_json(dir.path(), &["deployment", "list", "--json"]);
     assert_eq!(listed["database"], db.name.as_str());
 }
+
+/// Ten virtual builds while a producer sends: greenfield, full refreshes and partial
+/// deployments (a view changed), each promoted. Once the producer stops, the stable view and every copy any
+/// deployment made hold each message exactly once (they all kept receiving live rows).
+#[test]
+fn virtual_builds_while_a_producer_sends_deliver_every_message_exactly_once() {
+    let db = TestDatabase::create("deploy_kafka_live");
+    let topic = unique_name("orders");
+    create_topic(&stack().kafka_brokers, &topic, 3);
+    send(&topic, 0..30);
+    let dir = project(&db.name, &topic);
+    let report = "MODEL (kind view);\nSELECT count()::UInt64 AS n FROM __ref(\"order_lines\")\n";
+    let report_path = dir.path().join("pipelines/pl__shop/report.sql");
+    std::fs::write(&report_path, report).expect("write");
+    let producer = crate::build_kafka::Producing::start(&topic, 30);
+    let mut copies = Vec::new();
+    for round in 0..10 {
+        let partial = round == 3 || round == 7;
+        let id = if round == 0 {
+            build(dir.path(), &[])
+        } else if partial {
+            // A view-only change: a partial deployment that copies no table.
+            let counted = if round == 3 { "uniqExact(id)" } else { "count()" };
+            std::fs::write(&report_path, report.replace("count()", counted)).expect("write");
+            build(dir.path(), &[])
+        } else {
+            build(dir.path(), &["--select", "order_lines", "--full-refresh"])
+        };
+        promote(dir.path(), &id);
+        if !partial {
+            copies.push(format!("{}.tbl__order_lines__{id}", db.name));
+        }
+    }
+    let (sent, elapsed) = producer.stop();
+    eprintln!(
+        "10 virtual builds while producing: {sent} messages in {:.1} s",
+        elapsed.as_secs_f64()
+    );
+    assert_exactly(&format!("{}.tbl__order_lines", db.name), sent);
+    for copy in &copies {
+        assert_exactly(copy, sent);
+    }
+    let counted = execute(&format!(
+        "SELECT n FROM {}.view__report FORMAT TSV",
+        db.name
+    ));
+    assert_eq!(counted.trim(), sent.to_string());
+}
