@@ -73,6 +73,15 @@ pub(crate) fn json(planned: &Planned) -> serde_json::Value {
                 "execution_mode": mode_label(s.execution_mode),
                 "forced_full_refresh": s.forced_full_refresh,
                 "forced_start_time": s.forced_start_time,
+                "configured_backfill_mode": s.configured_backfill_mode,
+                "execution_lookback_seconds": s.execution_lookback_seconds,
+                "history_preserving_bounded_supported": s.history_preserving_bounded_supported,
+                "resolved_bounded_replay_fallback": s.resolved_bounded_replay_fallback,
+                "execution_start_time": planned
+                    .root_starts
+                    .get(&s.root)
+                    .map(ToString::to_string)
+                    .or_else(|| s.forced_start_time.clone()),
             })
         })
         .collect();

@@ -87,6 +87,25 @@ pub(crate) fn models(
                     }),
                     query_parts: objects.query_parts.clone(),
                 },
+                replay_policy: stb_model::planning::ReplayPolicy {
+                    breaking: item
+                        .header
+                        .replay_on_change
+                        .as_ref()
+                        .and_then(|(breaking, _)| breaking.clone()),
+                    non_breaking: item
+                        .header
+                        .replay_on_change
+                        .as_ref()
+                        .and_then(|(_, non_breaking)| non_breaking.clone()),
+                    fallback: item.header.bounded_replay_fallback.clone(),
+                }
+                .within(
+                    &item
+                        .pipeline
+                        .replay_policy
+                        .within(&project.defaults.replay_policy),
+                ),
             }
         })
         .collect()

@@ -337,9 +337,11 @@ pub fn prepare(
 pub struct Copies {
     /// The active copy of each copied model: what the shrink guard counts as live.
     pub live_tables: BTreeMap<String, String>,
-    /// Seeded roots (`--start-time`): the active copy their history before the start
-    /// comes from.
+    /// Seeded roots: the active copy their history before the start comes from.
     pub seeds: BTreeMap<String, stb_plan::workflow::SeedSource>,
+    /// Roots bounded by their `replay_on_change` rather than `--start-time`: where each
+    /// replay starts.
+    pub starts: BTreeMap<String, StartTime>,
 }
 
 /// Plans the direct workflow of `selection` over `compiled`'s models: the checks that need
@@ -398,17 +400,12 @@ pub fn plan_selection(
             start_time: start_time.clone(),
             recreate_sources: recreations.iter().map(|(s, _)| s.clone()).collect(),
             seeds: copies.seeds.clone(),
+            root_start_times: copies.starts.clone(),
         },
         &present,
     )
     .map_err(|e| EngineError::new(BOUNDARY_CODE, e.message, e.hint))?;
-    let probes = shrink_probes(
-        &workflow,
-        compiled,
-        reads,
-        start_time.as_ref(),
-        &copies.live_tables,
-    );
+    let probes = shrink_probes(&workflow, compiled, reads, &copies.live_tables);
     Ok(Planned {
         database: database.clone(),
         plan,
@@ -643,7 +640,6 @@ fn shrink_probes(
     workflow: &Workflow,
     compiled: &Compiled,
     reads: &Reads,
-    start: Option<&StartTime>,
     live_tables: &BTreeMap<String, String>,
 ) -> Vec<Probe> {
     let facts = |name: &str| {
@@ -667,7 +663,6 @@ fn shrink_probes(
         &stb_plan::shrink::Context {
             models: &compiled.plan_models,
             sources: &compiled.plan_sources,
-            start,
             facts: &facts,
             baseline: &baseline,
             live_table: &|model| live_tables.get(model).cloned(),

@@ -55,6 +55,54 @@ pub struct PlanModel {
     pub replay_settings: Vec<(String, String)>,
     /// What a virtual deployment creates for the model, under its own names.
     pub deployable: Deployable,
+    /// How a virtual deployment rebuilds it when it changes (model, then pipeline, then
+    /// project settings).
+    pub replay_policy: ReplayPolicy,
+}
+
+/// `replay_on_change` and `bounded_replay_fallback` as they apply to one model.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ReplayPolicy {
+    /// `full` or `bounded-<duration>`, for a breaking change (a column removed or retyped,
+    /// or the query changed with the same columns).
+    pub breaking: Option<String>,
+    /// The same for a change that only adds columns.
+    pub non_breaking: Option<String>,
+    /// `full` or `bounded_without_history`: what a bounded rebuild does when its active
+    /// table cannot seed it.
+    pub fallback: Option<String>,
+}
+
+impl ReplayPolicy {
+    /// The lookback of a `bounded-<duration>` value in seconds (`30s`, `10m`, `2h`, `7d`);
+    /// `None` for `full` or anything else.
+    #[must_use]
+    pub fn lookback_seconds(value: &str) -> Option<u64> {
+        let text = value.strip_prefix("bounded-")?;
+        let unit = text.chars().last()?;
+        let number: u64 = text[..text.len() - unit.len_utf8()].parse().ok()?;
+        let scale = match unit {
+            's' => 1,
+            'm' => 60,
+            'h' => 3600,
+            'd' => 86_400,
+            _ => return None,
+        };
+        number.checked_mul(scale).filter(|s| *s > 0)
+    }
+
+    /// This policy, with what it leaves unset taken from `outer`.
+    #[must_use]
+    pub fn within(&self, outer: &Self) -> Self {
+        Self {
+            breaking: self.breaking.clone().or_else(|| outer.breaking.clone()),
+            non_breaking: self
+                .non_breaking
+                .clone()
+                .or_else(|| outer.non_breaking.clone()),
+            fallback: self.fallback.clone().or_else(|| outer.fallback.clone()),
+        }
+    }
 }
 
 /// A piece of a compiled query: the author's bytes (sources already spliced in), or a

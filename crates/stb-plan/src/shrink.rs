@@ -17,7 +17,6 @@
 //! the live table's sorting key.
 
 use crate::direct::{PlanModel, PlanSource};
-use crate::options::StartTime;
 use crate::workflow::RootReplay;
 
 /// What a root's numbers count.
@@ -98,7 +97,6 @@ pub struct WindowSql {
 pub struct Context<'a> {
     pub models: &'a [PlanModel],
     pub sources: &'a [PlanSource],
-    pub start: Option<&'a StartTime>,
     /// The catalog, by unqualified relation name.
     pub facts: &'a dyn Fn(&str) -> Option<RelationFacts>,
     /// A model's compiled query at its last successful build, when recorded.
@@ -115,7 +113,6 @@ pub fn probes(roots: &[RootReplay], context: &Context<'_>) -> Vec<Probe> {
     let Context {
         models,
         sources,
-        start,
         facts,
         baseline,
         live_table,
@@ -177,7 +174,8 @@ pub fn probes(roots: &[RootReplay], context: &Context<'_>) -> Vec<Probe> {
                 input_rows: format!("SELECT count() FROM {}", template.anchor.relation),
                 history: window_count(history, &everything),
                 retained: window_count(template, &everything),
-                bounded: start.filter(|_| root.start_time.is_some()).map(|s| {
+                // Each root's own start: a deployment bounds its roots one by one.
+                bounded: root.start_time.as_ref().map(|s| {
                     window_count(
                         template,
                         &crate::replay::window_now(&template.anchor, Some(s)),

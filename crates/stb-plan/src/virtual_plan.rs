@@ -155,6 +155,16 @@ pub struct Subtree {
     pub execution_mode: ExecutionMode,
     pub forced_full_refresh: bool,
     pub forced_start_time: Option<String>,
+    /// The root's `replay_on_change` for this change's kind (`full`, `bounded-30m`).
+    pub configured_backfill_mode: Option<String>,
+    /// A bounded rebuild's lookback; `None` with a bounded mode: from the active copy's
+    /// frontier (what it holds now).
+    pub execution_lookback_seconds: Option<u64>,
+    /// The active table keeps the lineage columns a seed needs.
+    pub history_preserving_bounded_supported: bool,
+    /// `bounded_replay_fallback`, when it decided the mode (a bounded rebuild whose active
+    /// table cannot seed it).
+    pub resolved_bounded_replay_fallback: Option<String>,
 }
 
 /// What the user asked for.
@@ -340,19 +350,56 @@ fn subtree(
         .relations
         .first()
         .and_then(|(_, r)| deployed.state(r).1);
+    let lineage = active.is_some() && active_keeps_lineage(root, deployed);
+    // A query change that keeps the columns is as breaking as a removed column: the rows
+    // the active copy holds were made by another query.
+    let configured = if found.schema == Some(SchemaChange::NonBreaking) {
+        root.replay_policy.non_breaking.clone()
+    } else {
+        root.replay_policy.breaking.clone()
+    };
+    let lookback = configured
+        .as_deref()
+        .and_then(stb_model::planning::ReplayPolicy::lookback_seconds);
+    let mut fallback = None;
     let execution_mode = if !replay_required {
         ExecutionMode::Deploy
     } else if forced && options.full_refresh {
         ExecutionMode::FullRebuild
-    } else if (forced && options.start_time.is_some())
-        || (active.is_some()
-            && found.schema == Some(SchemaChange::NonBreaking)
-            && found.seeding == Some(Seeding::Seedable)
-            && active_keeps_lineage(root, deployed))
-    {
+    } else if forced && options.start_time.is_some() {
         ExecutionMode::SeededBoundedRebuild
-    } else {
+    } else if active.is_none() {
         ExecutionMode::FullRebuild
+    } else {
+        let bounded = match configured.as_deref() {
+            Some("full") => false,
+            Some(_) => true,
+            // No policy: only a change that adds columns keeps the active rows.
+            None => found.schema == Some(SchemaChange::NonBreaking),
+        };
+        let seedable = found.seeding != Some(Seeding::NonSeedable);
+        if !bounded {
+            ExecutionMode::FullRebuild
+        } else if lineage && seedable {
+            ExecutionMode::SeededBoundedRebuild
+        } else if lineage && configured.is_some() {
+            ExecutionMode::UnseededBoundedRebuild
+        } else if configured.is_none() {
+            ExecutionMode::FullRebuild
+        } else {
+            let chosen = root
+                .replay_policy
+                .fallback
+                .clone()
+                .unwrap_or_else(|| "full".to_owned());
+            let mode = if chosen == "bounded_without_history" {
+                ExecutionMode::UnseededBoundedRebuild
+            } else {
+                ExecutionMode::FullRebuild
+            };
+            fallback = Some(chosen);
+            mode
+        }
     };
     Subtree {
         root: root.name.clone(),
@@ -365,6 +412,15 @@ fn subtree(
         execution_mode,
         forced_full_refresh: forced && options.full_refresh,
         forced_start_time: forced.then(|| options.start_time.clone()).flatten(),
+        configured_backfill_mode: configured,
+        execution_lookback_seconds: lookback.filter(|_| {
+            matches!(
+                execution_mode,
+                ExecutionMode::SeededBoundedRebuild | ExecutionMode::UnseededBoundedRebuild
+            )
+        }),
+        history_preserving_bounded_supported: lineage,
+        resolved_bounded_replay_fallback: fallback,
     }
 }
 

@@ -268,6 +268,9 @@ pub struct WorkflowOptions {
     /// Seeded deployments: per root model, the active copy its rows before the start
     /// come from (with `start_time` only).
     pub seeds: BTreeMap<String, SeedSource>,
+    /// Roots whose replay starts somewhere of their own (a virtual deployment's
+    /// `replay_on_change`), instead of at `start_time`.
+    pub root_start_times: BTreeMap<String, StartTime>,
 }
 
 /// Where a seeded root's history comes from.
@@ -668,7 +671,11 @@ fn root_replay(
     let start_time = if rebuilt_input {
         None
     } else {
-        options.start_time.clone()
+        options
+            .root_start_times
+            .get(&root.model)
+            .or(options.start_time.as_ref())
+            .cloned()
     };
     let model = by_name.get(root.model.as_str()).ok_or_else(|| PlanError {
         message: format!("replay root '{}' is not a compiled model", root.model),

@@ -86,6 +86,8 @@ pub struct ProjectDefaults {
     pub audit_defaults: crate::policies::AuditDefaults,
     /// `[defaults.deployment_readiness]`
     pub deployment_readiness: project_config::DeploymentReadiness,
+    /// `[defaults] replay_on_change` and `bounded_replay_fallback`.
+    pub replay_policy: stb_model::planning::ReplayPolicy,
     pub table_prefix: String,
     pub view_prefix: String,
     pub pipeline_reference_scope: bool,
@@ -261,6 +263,12 @@ pub fn discover(options: &DiscoverOptions) -> Result<Project, Diagnostics> {
                 )
             })
             .unwrap_or_default(),
+        replay_policy: crate::policies::replay_policy(
+            &mut Reader::new(project_config::FILE_NAME, &mut Diagnostics::new()),
+            config.replay_on_change.as_ref(),
+            config.bounded_replay_fallback.as_ref(),
+            "defaults.",
+        ),
         deployment_readiness: config
             .deployment_readiness
             .as_ref()

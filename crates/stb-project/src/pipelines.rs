@@ -77,6 +77,9 @@ pub struct Pipeline {
     /// `[audit_defaults]` of pipeline.toml.
     #[serde(skip)]
     pub audit_defaults: crate::policies::AuditDefaults,
+    /// `replay_on_change` and `bounded_replay_fallback` of pipeline.toml.
+    #[serde(skip)]
+    pub replay_policy: stb_model::planning::ReplayPolicy,
 }
 
 /// Settings that come from the project and apply to every pipeline.
@@ -176,6 +179,7 @@ fn pipeline(
         view_prefix: settings.view_prefix,
         model_retention: settings.model_retention,
         audit_defaults: settings.audit_defaults,
+        replay_policy: settings.replay_policy,
     })
 }
 
@@ -188,6 +192,7 @@ struct PipelineSettings {
     virtual_only: Vec<(String, Position)>,
     table_prefix: Option<String>,
     view_prefix: Option<String>,
+    replay_policy: stb_model::planning::ReplayPolicy,
 }
 
 fn read_config(
@@ -209,14 +214,17 @@ fn read_config(
         .and_then(|m| Mode::parse(&m))
         .unwrap_or(default_mode);
     let mut virtual_only = Vec::new();
-    if let Some(replay) = root.get("replay_on_change") {
-        policies::replay_on_change(&mut reader, replay, "replay_on_change");
-        virtual_only.push(("replay_on_change".to_owned(), replay.position));
+    for key in ["replay_on_change", "bounded_replay_fallback"] {
+        if let Some(node) = root.get(key) {
+            virtual_only.push((key.to_owned(), node.position));
+        }
     }
-    if let Some(fallback) = root.get("bounded_replay_fallback") {
-        policies::bounded_replay_fallback(&mut reader, fallback, "bounded_replay_fallback");
-        virtual_only.push(("bounded_replay_fallback".to_owned(), fallback.position));
-    }
+    let replay_policy = policies::replay_policy(
+        &mut reader,
+        root.get("replay_on_change"),
+        root.get("bounded_replay_fallback"),
+        "",
+    );
     if mode == Mode::Direct {
         for (key, position) in &virtual_only {
             reader.report(
@@ -290,6 +298,7 @@ fn read_config(
         view_prefix: prefix("view_prefix"),
         model_retention,
         audit_defaults,
+        replay_policy,
     })
 }
 

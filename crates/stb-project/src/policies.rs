@@ -230,16 +230,18 @@ pub(crate) fn audit_defaults(reader: &mut Reader<'_>, node: &Node, what: &str) -
 }
 
 /// `{breaking, non_breaking}`, each `"full"` or `"bounded-<duration>"`.
-pub(crate) fn replay_on_change(reader: &mut Reader<'_>, node: &Node, what: &str) {
+pub(crate) fn replay_on_change(
+    reader: &mut Reader<'_>,
+    node: &Node,
+    what: &str,
+) -> (Option<String>, Option<String>) {
     if reader.table(node, what).is_none() {
-        return;
+        return (None, None);
     }
     reader.allowed_keys(node, what, &["breaking", "non_breaking"]);
-    for key in ["breaking", "non_breaking"] {
-        let Some(value) = node.get(key) else { continue };
-        let Some(text) = reader.string(value, &format!("{what}.{key}")) else {
-            continue;
-        };
+    let mut read = |key: &str| {
+        let value = node.get(key)?;
+        let text = reader.string(value, &format!("{what}.{key}"))?;
         let valid = text == "full"
             || text
                 .strip_prefix("bounded-")
@@ -252,10 +254,37 @@ pub(crate) fn replay_on_change(reader: &mut Reader<'_>, node: &Node, what: &str)
                 format!("{what}.{key} must be 'full' or 'bounded-<duration>', not '{text}'"),
                 "write 'full' or, for example, 'bounded-30m'",
             );
+            return None;
         }
-    }
+        Some(text)
+    };
+    let breaking = read("breaking");
+    (breaking, read("non_breaking"))
 }
 
-pub(crate) fn bounded_replay_fallback(reader: &mut Reader<'_>, node: &Node, what: &str) {
-    reader.choice(node, what, &["full", "bounded_without_history"]);
+pub(crate) fn bounded_replay_fallback(
+    reader: &mut Reader<'_>,
+    node: &Node,
+    what: &str,
+) -> Option<String> {
+    reader.choice(node, what, &["full", "bounded_without_history"])
+}
+
+/// A `replay_on_change` table and a `bounded_replay_fallback` value, as one policy.
+pub(crate) fn replay_policy(
+    reader: &mut Reader<'_>,
+    replay: Option<&Node>,
+    fallback: Option<&Node>,
+    prefix: &str,
+) -> stb_model::planning::ReplayPolicy {
+    let (breaking, non_breaking) = replay.map_or((None, None), |node| {
+        replay_on_change(reader, node, &format!("{prefix}replay_on_change"))
+    });
+    stb_model::planning::ReplayPolicy {
+        breaking,
+        non_breaking,
+        fallback: fallback.and_then(|node| {
+            bounded_replay_fallback(reader, node, &format!("{prefix}bounded_replay_fallback"))
+        }),
+    }
 }

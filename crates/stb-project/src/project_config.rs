@@ -141,6 +141,9 @@ pub struct ProjectConfig {
     pub audit_defaults: Option<Node>,
     /// `[defaults.deployment_readiness]`
     pub deployment_readiness: Option<Node>,
+    /// `[defaults] replay_on_change` and `bounded_replay_fallback`.
+    pub replay_on_change: Option<Node>,
+    pub bounded_replay_fallback: Option<Node>,
     pub connection: Option<Node>,
 }
 
@@ -250,6 +253,10 @@ pub(crate) fn read(reader: &mut Reader<'_>, root: &Node) -> Option<ProjectConfig
         audit_defaults: defaults.and_then(|d| d.get("audits")).cloned(),
         deployment_readiness: defaults
             .and_then(|d| d.get("deployment_readiness"))
+            .cloned(),
+        replay_on_change: defaults.and_then(|d| d.get("replay_on_change")).cloned(),
+        bounded_replay_fallback: defaults
+            .and_then(|d| d.get("bounded_replay_fallback"))
             .cloned(),
         connection,
     })
@@ -529,13 +536,14 @@ fn read_defaults(reader: &mut Reader<'_>, node: &Node) -> DefaultsRead {
         }
     }
     if let Some(replay) = node.get("replay_on_change") {
-        policies::replay_on_change(reader, replay, "defaults.replay_on_change");
+        let _ = policies::replay_on_change(reader, replay, "defaults.replay_on_change");
         result
             .1
             .push(("replay_on_change".to_owned(), replay.position));
     }
     if let Some(fallback) = node.get("bounded_replay_fallback") {
-        policies::bounded_replay_fallback(reader, fallback, "defaults.bounded_replay_fallback");
+        let _ =
+            policies::bounded_replay_fallback(reader, fallback, "defaults.bounded_replay_fallback");
         result
             .1
             .push(("bounded_replay_fallback".to_owned(), fallback.position));

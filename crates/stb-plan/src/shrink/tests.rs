@@ -78,13 +78,11 @@ fn facts(name: &str) -> Option<RelationFacts> {
 fn context<'a>(
     models: &'a [PlanModel],
     sources: &'a [PlanSource],
-    start: Option<&'a StartTime>,
     baseline: &'a dyn Fn(&str) -> Option<String>,
 ) -> Context<'a> {
     Context {
         models,
         sources,
-        start,
         facts: &facts,
         baseline,
         live_table: &|_| None,
@@ -100,10 +98,7 @@ fn a_changed_query_measures_history_through_the_query_that_filled_the_table() {
     changed.template.query_parts = events.replay_query.clone();
     let (models, sources) = ([events], [source()]);
     let previous = |_: &str| Some("SELECT a FROM db.raw__orders WHERE a > 0".to_owned());
-    let measured = probes(
-        &[changed.clone()],
-        &context(&models, &sources, None, &previous),
-    );
+    let measured = probes(&[changed.clone()], &context(&models, &sources, &previous));
     let window = measured[0].window.as_ref().expect("window");
     assert!(measured[0].query_changed);
     assert!(
@@ -124,10 +119,7 @@ fn a_changed_query_measures_history_through_the_query_that_filled_the_table() {
         Some("SELECT 1".to_owned()),
     ] {
         let baseline = move |_: &str| recorded.clone();
-        let probes = probes(
-            &[changed.clone()],
-            &context(&models, &sources, None, &baseline),
-        );
+        let probes = probes(&[changed.clone()], &context(&models, &sources, &baseline));
         assert!(!probes[0].query_changed);
         let window = probes[0].window.as_ref().expect("window");
         assert_eq!(window.history, window.retained);
@@ -162,7 +154,7 @@ fn row_wise_roots_count_rows_of_the_query_over_the_window_and_merging_tables_cou
         root("fresh", BoundaryMode::Offsets),
     ];
     let sources = [source()];
-    let probes = probes(&roots, &context(&models, &sources, None, &|_| None));
+    let probes = probes(&roots, &context(&models, &sources, &|_| None));
     assert_eq!(probes[0].basis, Basis::Rows);
     assert_eq!(
         probes[0].live_sql.as_deref(),
@@ -219,10 +211,7 @@ fn a_start_time_adds_a_bounded_window_per_mode() {
     let (models, sources) = ([model("events", false)], [source()]);
     let mut bounded_root = root("events", BoundaryMode::Offsets);
     bounded_root.start_time = Some(start.clone());
-    let probes = probes(
-        &[bounded_root],
-        &context(&models, &sources, Some(&start), &|_| None),
-    );
+    let probes = probes(&[bounded_root], &context(&models, &sources, &|_| None));
     let bounded = probes[0].window.as_ref().and_then(|w| w.bounded.clone());
     let bounded = bounded.expect("bounded");
     assert!(
@@ -475,7 +464,7 @@ fn a_fan_in_replaying_a_rebuilt_input_is_left_to_that_input_s_root() {
     fan_in.driving_input = "alpha".into();
     fan_in.rebuilt_input = true;
     let (models, sources) = ([model("delta", false)], [source()]);
-    let measured = probes(&[fan_in], &context(&models, &sources, None, &|_| None));
+    let measured = probes(&[fan_in], &context(&models, &sources, &|_| None));
     assert!(measured[0].replays_rebuilt_input);
     assert_eq!(
         batches(&measured),
@@ -501,7 +490,7 @@ fn a_deployment_copy_is_measured_against_its_active_copy() {
         &[copy],
         &Context {
             live_table: &active,
-            ..context(&models, &sources, None, &|_| None)
+            ..context(&models, &sources, &|_| None)
         },
     );
     let live = measured[0].live_sql.as_deref().expect("counted");
@@ -514,7 +503,7 @@ fn a_deployment_copy_is_measured_against_its_active_copy() {
         &[fresh],
         &Context {
             live_table: &|_| Some("tbl__missing".to_owned()),
-            ..context(&models, &sources, None, &|_| None)
+            ..context(&models, &sources, &|_| None)
         },
     );
     assert!(unmeasured[0].live_sql.is_none());

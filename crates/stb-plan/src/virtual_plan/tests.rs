@@ -1,6 +1,6 @@
 use std::collections::{BTreeMap, BTreeSet};
 
-use stb_model::planning::{Deployable, PlanModel, QueryPart, RelationKind};
+use stb_model::planning::{Deployable, PlanModel, QueryPart, RelationKind, ReplayPolicy};
 
 use super::*;
 
@@ -403,4 +403,108 @@ fn a_partial_deployment_reads_unchanged_upstream_models_from_their_active_copies
     let direct = deployment_models(&models, "db", &id(), &missing, &|name| name != "a")
         .expect("a is direct");
     assert_eq!(direct[0].relations[0].1, "tbl__a");
+}
+
+fn policy(
+    breaking: Option<&str>,
+    non_breaking: Option<&str>,
+    fallback: Option<&str>,
+) -> ReplayPolicy {
+    ReplayPolicy {
+        breaking: breaking.map(str::to_owned),
+        non_breaking: non_breaking.map(str::to_owned),
+        fallback: fallback.map(str::to_owned),
+    }
+}
+
+/// The subtree rooted at `a` once `a` changes as `change` says under `replay_policy`.
+fn a_subtree(
+    change: &dyn Fn(&mut PlanModel),
+    replay_policy: ReplayPolicy,
+    deployed: &Deployed,
+) -> Subtree {
+    let mut changed = project();
+    change(&mut changed[0]);
+    changed[0].replay_policy = replay_policy;
+    let plan = plan(&changed, deployed, &Options::default());
+    plan.rebuild_subtrees
+        .into_iter()
+        .find(|s| s.root == "a")
+        .expect("a subtree rooted at a")
+}
+
+#[test]
+fn replay_on_change_picks_the_mode_for_the_change_kind() {
+    let deployed = deployed_as(&project());
+    let add = |m: &mut PlanModel| {
+        m.output_columns
+            .push(("note".to_owned(), "String".to_owned()));
+    };
+    let query = |m: &mut PlanModel| {
+        m.deployable.query_parts[0] = QueryPart::Text("SELECT DISTINCT * FROM ".to_owned());
+    };
+    let retype = |m: &mut PlanModel| m.output_columns[2].1 = "Int64".to_owned();
+    // No policy: added columns are seeded from the active copy's frontier, anything else
+    // is rebuilt in full.
+    let seeded = a_subtree(&add, ReplayPolicy::default(), &deployed);
+    assert_eq!(seeded.execution_mode, ExecutionMode::SeededBoundedRebuild);
+    assert_eq!(seeded.execution_lookback_seconds, None);
+    assert!(seeded.history_preserving_bounded_supported);
+    let full = a_subtree(&query, ReplayPolicy::default(), &deployed);
+    assert_eq!(full.execution_mode, ExecutionMode::FullRebuild);
+    // A policy per kind: a query change counts as breaking.
+    let full = a_subtree(&add, policy(None, Some("full"), None), &deployed);
+    assert_eq!(full.execution_mode, ExecutionMode::FullRebuild);
+    assert_eq!(full.configured_backfill_mode.as_deref(), Some("full"));
+    let bounded = a_subtree(&query, policy(Some("bounded-30m"), None, None), &deployed);
+    assert_eq!(bounded.execution_mode, ExecutionMode::SeededBoundedRebuild);
+    assert_eq!(bounded.execution_lookback_seconds, Some(1800));
+    // A retyped column cannot seed: bounded without the active rows.
+    let unseeded = a_subtree(&retype, policy(Some("bounded-2h"), None, None), &deployed);
+    assert_eq!(
+        unseeded.execution_mode,
+        ExecutionMode::UnseededBoundedRebuild
+    );
+    assert_eq!(unseeded.execution_lookback_seconds, Some(7200));
+}
+
+#[test]
+fn a_bounded_policy_without_lineage_in_the_active_table_falls_back() {
+    let mut without_lineage = project();
+    without_lineage[0].output_columns = vec![("amount".to_owned(), "UInt64".to_owned())];
+    let deployed = deployed_as(&without_lineage);
+    let change = |m: &mut PlanModel| {
+        m.output_columns = vec![("amount".to_owned(), "UInt64".to_owned())];
+        m.deployable.query_parts[0] = QueryPart::Text("SELECT DISTINCT * FROM ".to_owned());
+    };
+    let full = a_subtree(&change, policy(Some("bounded-1d"), None, None), &deployed);
+    assert_eq!(full.execution_mode, ExecutionMode::FullRebuild);
+    assert_eq!(
+        full.resolved_bounded_replay_fallback.as_deref(),
+        Some("full")
+    );
+    assert!(!full.history_preserving_bounded_supported);
+    let unseeded = a_subtree(
+        &change,
+        policy(Some("bounded-1d"), None, Some("bounded_without_history")),
+        &deployed,
+    );
+    assert_eq!(
+        unseeded.execution_mode,
+        ExecutionMode::UnseededBoundedRebuild
+    );
+    assert_eq!(
+        unseeded.resolved_bounded_replay_fallback.as_deref(),
+        Some("bounded_without_history")
+    );
+    assert_eq!(unseeded.execution_lookback_seconds, Some(86_400));
+}
+
+#[test]
+fn lookbacks_are_read_from_bounded_values() {
+    assert_eq!(ReplayPolicy::lookback_seconds("bounded-30s"), Some(30));
+    assert_eq!(ReplayPolicy::lookback_seconds("bounded-7d"), Some(604_800));
+    assert_eq!(ReplayPolicy::lookback_seconds("full"), None);
+    assert_eq!(ReplayPolicy::lookback_seconds("bounded-0m"), None);
+    assert_eq!(ReplayPolicy::lookback_seconds("bounded-x"), None);
 }

@@ -72,6 +72,7 @@ fn options(start: Option<&str>) -> WorkflowOptions {
         start_time: start.map(|s| parse_start_time(s).expect("time")),
         recreate_sources: Vec::new(),
         seeds: std::collections::BTreeMap::new(),
+        root_start_times: std::collections::BTreeMap::new(),
     }
 }
 

@@ -604,6 +604,75 @@ fn a_seeded_deployment_keeps_the_history_its_source_lost() {
 }
 
 #[test]
+fn a_column_added_to_a_virtual_model_is_seeded_unless_its_policy_says_full() {
+    let db = TestDatabase::create("deploy_policy");
+    events_table(&db.name);
+    execute(&format!(
+        "INSERT INTO {}.events SELECT number % 3, intDiv(number, 3), now64(3, 'UTC') - INTERVAL 2 HOUR, number % 25 FROM numbers(60)",
+        db.name
+    ));
+    let dir = project(&db.name);
+    let first = build(dir.path(), &[]);
+    promote(dir.path(), &first);
+    execute(&format!("DELETE FROM {}.events WHERE o < 10", db.name));
+    let clean = dir.path().join("pipelines/pl__v/clean.sql");
+    std::fs::write(
+        &clean,
+        CLEAN.replace(
+            " AS amount\n",
+            " AS amount, (amount * 2)::UInt64 AS doubled\n",
+        ),
+    )
+    .expect("write");
+    // No policy: the added column keeps the active rows, seeded up to the frontier.
+    let plan = ok_json(dir.path(), &["plan", "--json"]);
+    let subtree = &plan["rebuild_subtrees"][0];
+    assert_eq!(
+        subtree["execution_mode"], "seeded_bounded_rebuild",
+        "{plan}"
+    );
+    assert_eq!(subtree["configured_backfill_mode"], Value::Null);
+    assert!(subtree["execution_start_time"].is_string(), "{plan}");
+    let second = build(dir.path(), &[]);
+    assert_eq!(
+        rows(&format!(
+            "SELECT _replay_partition, _replay_offset, amount FROM {}.tbl__clean__{second}",
+            db.name
+        )),
+        rows(&format!("SELECT * FROM {}.tbl__clean__{first}", db.name)),
+        "every row the active copy held, the purged ones too"
+    );
+    promote(dir.path(), &second);
+    // A policy of full rebuilds for added columns: retained history only, and said so.
+    std::fs::write(
+        dir.path().join("pipelines/pl__v/pipeline.toml"),
+        "mode = \"virtual\"\nreplay_on_change = { non_breaking = \"full\" }\n",
+    )
+    .expect("write");
+    std::fs::write(
+        &clean,
+        CLEAN.replace(
+            " AS amount\n",
+            " AS amount, (amount * 2)::UInt64 AS doubled, 1::UInt8 AS flag\n",
+        ),
+    )
+    .expect("write");
+    let plan = ok_json(dir.path(), &["plan", "--json"]);
+    let subtree = &plan["rebuild_subtrees"][0];
+    assert_eq!(subtree["execution_mode"], "full_rebuild", "{plan}");
+    assert_eq!(subtree["configured_backfill_mode"], "full");
+    assert!(
+        plan["warnings"].to_string().contains("fewer rows"),
+        "{plan}"
+    );
+    let third = build(dir.path(), &[]);
+    assert_eq!(
+        rows(&format!("SELECT * FROM {}.tbl__clean__{third}", db.name)).len(),
+        30
+    );
+}
+
+#[test]
 fn a_deployment_restoring_less_than_the_active_copy_holds_is_built_with_a_warning() {
     let db = TestDatabase::create("deploy_shrink");
     events_table(&db.name);

@@ -123,7 +123,11 @@ fn virtual_builds_while_a_producer_sends_deliver_every_message_exactly_once() {
             build(dir.path(), &[])
         } else if partial {
             // A view-only change: a partial deployment that copies no table.
-            let counted = if round == 3 { "uniqExact(id)" } else { "count()" };
+            let counted = if round == 3 {
+                "uniqExact(id)"
+            } else {
+                "count()"
+            };
             std::fs::write(&report_path, report.replace("count()", counted)).expect("write");
             build(dir.path(), &[])
         } else {

@@ -303,17 +303,15 @@ fn a_published_deployment_plans_nothing_until_the_project_changes() {
     assert_eq!(table["change_type"], "rebuild");
     assert_eq!(table["schema_change_kind"], "non_breaking");
     assert_eq!(table["seed_compatibility"], "seedable");
-    // Seeding is not built yet: the plan says the build rebuilds in full, and why.
+    // No replay_on_change: seeded from the active copy's frontier, from the deployment's
+    // instant on.
+    let subtree = &plan["rebuild_subtrees"][0];
     assert_eq!(
-        plan["rebuild_subtrees"][0]["execution_mode"],
-        "full_rebuild"
-    );
-    assert!(
-        plan["warnings"][0]
-            .as_str()
-            .is_some_and(|w| w.contains("could be seeded")),
+        subtree["execution_mode"], "seeded_bounded_rebuild",
         "{plan}"
     );
+    assert_eq!(subtree["execution_lookback_seconds"], Value::Null);
+    assert!(subtree["execution_start_time"].is_string(), "{plan}");
 
     // A retyped column: breaking, and its rows cannot be copied.
     let retyped = CLEAN.replace("amount::UInt64", "amount::Int64");
