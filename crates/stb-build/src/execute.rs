@@ -110,6 +110,37 @@ pub fn planned_statements(workflow: &Workflow) -> Vec<PlannedStatement> {
         .collect()
 }
 
+/// A replay or seed statement, rendered from its root's capture.
+fn runtime_statement(
+    workflow: &Workflow,
+    action: &Action,
+    root: usize,
+    captures: &[Option<Capture>],
+) -> Result<String, String> {
+    let replay = &workflow.roots[root];
+    let capture = captures[root].as_ref();
+    match action {
+        Action::Seed(_) => match (&replay.seed, capture) {
+            (Some(seed), Some(capture)) => Ok(seed.render(capture)),
+            _ => Err("the seed's replay boundary was not captured".into()),
+        },
+        _ if !replay.bounded => {
+            // Its input was rebuilt from paused landings and nothing else feeds it.
+            Ok(replay.template.render("1"))
+        }
+        _ => capture
+            .map(|capture| {
+                let bound = predicate(
+                    replay.template.anchor.mode,
+                    capture,
+                    replay.start_time.as_ref(),
+                );
+                replay.template.render(&bound)
+            })
+            .ok_or_else(|| "the replay boundary was not captured".into()),
+    }
+}
+
 /// Puts a statement rendered at runtime (a replay, a seed) in the statement list and
 /// records the list again, as the next revision.
 fn record_rendered(
@@ -169,52 +200,21 @@ pub fn run(
             Action::Capture(root) => workflow.roots[*root].capture_sql.clone(),
             Action::SettleInserts => stb_plan::workflow::RUNNING_INSERTS_SQL.to_owned(),
             Action::ResetConsumerGroup(_) => workflow.recorded_sql(step),
-            Action::Replay(root) => {
-                let replay = &workflow.roots[*root];
-                let template = &replay.template;
-                let bound = if replay.bounded {
-                    let Some(capture) = &captures[*root] else {
+            Action::Replay(root) | Action::Seed(root) => {
+                let rendered = runtime_statement(workflow, &step.action, *root, &captures)
+                    .and_then(|sql| {
+                        record_rendered(observer, &mut execution, index, &sql, &mut revision)
+                            .map(|()| sql)
+                    });
+                match rendered {
+                    Ok(sql) => sql,
+                    Err(message) => {
                         execution.status = Status::Failed;
                         execution.failed_step = Some(step.id.clone());
-                        execution.error_message =
-                            Some("the replay boundary was not captured".into());
+                        execution.error_message = Some(message);
                         break;
-                    };
-                    predicate(template.anchor.mode, capture, replay.start_time.as_ref())
-                } else {
-                    // Its input was rebuilt from paused landings and nothing else feeds it.
-                    "1".to_owned()
-                };
-                let rendered = template.render(&bound);
-                if let Err(error) =
-                    record_rendered(observer, &mut execution, index, &rendered, &mut revision)
-                {
-                    execution.status = Status::Failed;
-                    execution.failed_step = Some(step.id.clone());
-                    execution.error_message = Some(error);
-                    break;
+                    }
                 }
-                rendered
-            }
-            Action::Seed(root) => {
-                let replay = &workflow.roots[*root];
-                let (Some(seed), Some(capture)) = (&replay.seed, &captures[*root]) else {
-                    execution.status = Status::Failed;
-                    execution.failed_step = Some(step.id.clone());
-                    execution.error_message =
-                        Some("the seed's replay boundary was not captured".into());
-                    break;
-                };
-                let rendered = seed.render(capture);
-                if let Err(error) =
-                    record_rendered(observer, &mut execution, index, &rendered, &mut revision)
-                {
-                    execution.status = Status::Failed;
-                    execution.failed_step = Some(step.id.clone());
-                    execution.error_message = Some(error);
-                    break;
-                }
-                rendered
             }
         };
         let query_id = uuid::Uuid::new_v4().to_string();

@@ -9,11 +9,13 @@ use stb_compile::Compiled;
 use stb_plan::deployment::DeploymentId;
 use stb_plan::direct::{PlanModel, RelationKind, model_graph};
 use stb_plan::options::{FLAG_CODE, Mode as FlagMode, ScopeFlags, StartTime, validate};
-use stb_plan::virtual_plan::{Deployed, ExecutionMode, Options, VirtualPlan, plan_virtual};
+use stb_plan::virtual_plan::{Deployed, Options, VirtualPlan, plan_virtual};
 use stb_project::Project;
 use stb_project::project_config::Mode;
 use stb_warehouse::Client;
 use stb_warehouse::deployments::{bindings, recorded_specs};
+
+mod seeding;
 
 use crate::EngineError;
 use crate::direct::VIRTUAL_CODE;
@@ -222,77 +224,6 @@ pub fn measured_warnings(planned: &crate::direct::Planned) -> Vec<String> {
     warnings
 }
 
-/// Why `root`'s active copy cannot seed its new copy, if it cannot: it aggregates (its
-/// rows cannot be split at a position), a column changed type, its active table lacks the
-/// lineage columns of its mode, or its driving input has no time to place a start in.
-fn unseedable(
-    root: &PlanModel,
-    compiled: &Compiled,
-    changes: &[stb_plan::virtual_plan::ObjectChange],
-    deployed: &Deployed,
-) -> Option<String> {
-    if root.aggregate {
-        return Some("it aggregates, and its active rows cannot be split at a position".into());
-    }
-    if changes.iter().any(|c| {
-        c.model == root.name
-            && c.seed_compatibility == Some(stb_plan::virtual_plan::Seeding::NonSeedable)
-    }) {
-        return Some("a column changed type since the active deployment".into());
-    }
-    if !stb_plan::virtual_plan::active_keeps_lineage(root, deployed) {
-        return Some(format!(
-            "its active table lacks the {} lineage columns",
-            root.boundary_mode.as_deref().unwrap_or("replay")
-        ));
-    }
-    let positional = matches!(root.boundary_mode.as_deref(), Some("offsets" | "cursor"));
-    if positional && !input_has_time(root, compiled) {
-        return Some(format!(
-            "its driving input {} has no _replay_timestamp or _replay_landed_at to place a start in",
-            root.driving_input.as_deref().unwrap_or("(none)")
-        ));
-    }
-    None
-}
-
-/// The root's driving input exposes a time column a start can be placed by.
-fn input_has_time(root: &PlanModel, compiled: &Compiled) -> bool {
-    let Some(input) = root.driving_input.as_deref() else {
-        return false;
-    };
-    let time = |column: &str| column == "_replay_timestamp" || column == "_replay_landed_at";
-    compiled
-        .plan_sources
-        .iter()
-        .find(|s| s.name == input)
-        .map(|s| s.replay_columns.iter().any(|c| time(c)))
-        .or_else(|| {
-            compiled
-                .plan_models
-                .iter()
-                .find(|m| m.name == input)
-                .map(|m| m.output_columns.iter().any(|(c, _)| time(c)))
-        })
-        .unwrap_or(false)
-}
-
-/// Where a bounded subtree's replay starts when no `--start-time` names it: its lookback
-/// before the deployment's instant, or (no lookback: from the active copy's frontier)
-/// the instant itself, so the seed brings everything the active copy holds.
-fn policy_start(
-    deployment: &DeploymentId,
-    lookback: Option<u64>,
-) -> Result<StartTime, EngineError> {
-    let instant = stb_plan::deployment::parse_utc_text(&deployment.created_at()).unwrap_or(0);
-    let back = i64::try_from(lookback.unwrap_or(0))
-        .unwrap_or(i64::MAX / 2_000)
-        .saturating_mul(1000);
-    let text = stb_plan::deployment::utc_text(instant.saturating_sub(back)).replacen(' ', "T", 1);
-    stb_plan::options::parse_start_time(&format!("{text}Z"))
-        .map_err(|e| EngineError::new(FLAG_CODE, e.message, e.hint))
-}
-
 /// Plans a deployment of the virtual models in `scope` against `deployed`. `now_ms` and
 /// `suffix` make the id when the request names none (the caller's clock and randomness).
 ///
@@ -346,74 +277,8 @@ pub fn prepare(
         &deployment,
     )
     .map_err(|e| EngineError::new(FLAG_CODE, e.message, e.hint))?;
-    let mut warnings = Vec::new();
-    let mut root_starts = BTreeMap::new();
-    for subtree in &mut plan.rebuild_subtrees {
-        let bounded = matches!(
-            subtree.execution_mode,
-            ExecutionMode::SeededBoundedRebuild | ExecutionMode::UnseededBoundedRebuild
-        );
-        if !bounded {
-            continue;
-        }
-        let root = models
-            .iter()
-            .find(|m| m.name == subtree.root)
-            .ok_or_else(|| {
-                EngineError::new(
-                    FLAG_CODE,
-                    "a subtree root is not in scope",
-                    "recompile the project",
-                )
-            })?;
-        let seeded = subtree.execution_mode == ExecutionMode::SeededBoundedRebuild;
-        let problem = if seeded {
-            unseedable(root, compiled, &plan.object_changes, &deployed)
-        } else {
-            let positional = matches!(root.boundary_mode.as_deref(), Some("offsets" | "cursor"));
-            (positional && !input_has_time(root, compiled))
-                .then(|| "its driving input has no time column to place a start in".to_owned())
-        };
-        if subtree.forced_start_time.is_some() {
-            if let Some(why) = problem {
-                return Err(EngineError::new(
-                    FLAG_CODE,
-                    format!("--start-time cannot seed '{}': {why}", root.name),
-                    "use --full-refresh to rebuild it from all retained history",
-                ));
-            }
-        } else {
-            if let Some(why) = problem {
-                // The policy asked for a bounded rebuild this root cannot have.
-                let fallback = root.replay_policy.fallback.as_deref().unwrap_or("full");
-                warnings.push(format!(
-                    "'{}' cannot be rebuilt bounded ({why}); bounded_replay_fallback {fallback}: rebuilt in full from retained history",
-                    subtree.root
-                ));
-                subtree.execution_mode = ExecutionMode::FullRebuild;
-                subtree.resolved_bounded_replay_fallback = Some(fallback.to_owned());
-                continue;
-            }
-            root_starts.insert(
-                subtree.root.clone(),
-                policy_start(&deployment, subtree.execution_lookback_seconds)?,
-            );
-            if !seeded {
-                warnings.push(format!(
-                    "'{}' is rebuilt from {} on only (replay_on_change {}): the rows before it are not copied, and promoting it shows fewer rows",
-                    subtree.root,
-                    root_starts[&subtree.root],
-                    subtree.configured_backfill_mode.as_deref().unwrap_or("bounded")
-                ));
-            }
-        }
-        if seeded && root.boundary_mode.as_deref() == Some("timestamp") {
-            warnings.push(format!(
-                "'{}' is seeded by event time: an event older than the start time that lands while the build runs can reach the copy twice (live, and from the active copy)",
-                subtree.root
-            ));
-        }
-    }
+    let (mut warnings, root_starts) =
+        seeding::resolve_bounds(&mut plan, &models, compiled, &deployed, &deployment)?;
     let deployed_models: BTreeSet<&str> = plan.deployed_models.iter().map(String::as_str).collect();
     let shadow_objects = models
         .iter()
@@ -626,31 +491,7 @@ pub fn prepare_build(
             Some((m.name.clone(), id.physical(table)))
         })
         .collect();
-    let seeds = staged
-        .plan
-        .rebuild_subtrees
-        .iter()
-        .filter(|s| s.execution_mode == ExecutionMode::SeededBoundedRebuild)
-        .filter_map(|s| {
-            let model = compiled.plan_models.iter().find(|m| m.name == s.root)?;
-            let table = live_tables.get(&s.root)?;
-            let active = reads.catalog.relation(table)?;
-            let columns = model
-                .output_columns
-                .iter()
-                .map(|(name, _)| name)
-                .filter(|name| active.columns.iter().any(|c| &c.name == *name))
-                .cloned()
-                .collect();
-            Some((
-                s.root.clone(),
-                stb_plan::workflow::SeedSource {
-                    table: table.clone(),
-                    columns,
-                },
-            ))
-        })
-        .collect();
+    let seeds = seeding::seed_sources(staged, compiled, reads, &live_tables);
     let mut planned = crate::direct::plan_selection(
         project,
         &deployment_compiled,
