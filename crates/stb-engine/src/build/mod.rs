@@ -125,7 +125,8 @@ pub fn run_started(
     serde_json::json!({
         "command": "build",
         "displayCommand": run.display_command,
-        "mode": if planned.deployment.is_some() { "virtual" } else { "direct" },
+        // The reference's values: dashboards over the events group runs by them.
+        "mode": if planned.deployment.is_some() { "virtual_environment" } else { "direct" },
         "deploymentId": planned.deployment.as_ref().map(|d| d.id.as_str()),
         "toolVersion": env!("CARGO_PKG_VERSION"),
         "totalStatements": planned.workflow.steps.len(),

@@ -154,7 +154,7 @@ pub struct Recorder<'a> {
     pub project: &'a stb_project::Project,
     pub run: &'a RunIdentity,
     /// Set once the run is known to stage a virtual deployment: the invocation is then
-    /// recorded with mode `virtual` and the deployment's id.
+    /// recorded with mode `virtual_environment` and the deployment's id.
     pub deployment: std::sync::OnceLock<String>,
 }
 
@@ -212,7 +212,7 @@ impl Recorder<'_> {
                 target_identity: &self.project.target,
                 command: "build",
                 mode: Some(if self.deployment.get().is_some() {
-                    "virtual"
+                    "virtual_environment"
                 } else {
                     "direct"
                 }),

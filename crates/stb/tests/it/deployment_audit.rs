@@ -45,7 +45,7 @@ fn a_staged_deployment_is_judged_on_its_own_copies() {
     ));
     assert_eq!(
         built.trim(),
-        "virtual\tsucceeded",
+        "virtual_environment\tsucceeded",
         "the build's record names its deployment"
     );
     let report = audit(dir.path(), None);
