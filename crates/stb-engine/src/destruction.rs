@@ -302,7 +302,7 @@ pub struct Invocation<'a> {
 
 /// Runs a reviewed destruction as a recorded run: the lifecycle tables, `run_started`
 /// (written before anything else happens: a run that cannot be recorded does not run), its
-/// statements, then [`execute`] with one event per drop, `run_completed` and the invocation
+/// statements, then [`execute`] with a `statement_completed` event per drop, `run_completed` and the invocation
 /// row (command `destroy` or `reset-target`, mode `destructive`).
 ///
 /// # Errors
@@ -353,15 +353,19 @@ pub fn run(
         1,
     )
     .map_err(strict)?;
+    let sequence = std::sync::atomic::AtomicUsize::new(0);
     let on_drop = |doomed: &Doomed, outcome: Result<(), &str>| {
+        let at = sequence.fetch_add(1, std::sync::atomic::Ordering::SeqCst) + 1;
         sink.emit(
-            "statement_finished",
+            "statement_completed",
             Some(&format!("drop_{}", doomed.name)),
             Some("teardown"),
             &serde_json::json!({
-                "relation": doomed.name,
-                "status": if outcome.is_ok() { "succeeded" } else { "failed" },
+                "statementSequence": at,
+                "intent": "mutation",
+                "displayName": format!("drop_{}", doomed.name),
                 "errorMessage": outcome.err(),
+                "relation": doomed.name,
                 "rows": doomed.rows,
             }),
         )
@@ -386,7 +390,11 @@ pub fn run(
         "run_completed",
         None,
         None,
-        &serde_json::json!({"status": outcome, "errorMessage": error}),
+        &serde_json::json!({
+            "outcome": outcome,
+            "exitCode": i32::from(outcome != "succeeded"),
+            "errorMessage": error,
+        }),
     );
     let recorded = stb_warehouse::records::write_invocation(
         client,
