@@ -16,6 +16,7 @@ mod plan_render;
 mod quality;
 mod reconcile;
 mod run_artifacts;
+mod runs;
 mod staged_render;
 mod test;
 mod unlock;
@@ -75,6 +76,10 @@ enum Command {
     Test(test::TestArgs),
     /// Run the SQL audits under audits/ against the live relations.
     Audit(audit::AuditArgs),
+    /// Recent runs with their status (running, unresponsive, presumed failed, ...), and one
+    /// run's timeline.
+    #[command(subcommand)]
+    Runs(runs::RunsCommand),
     /// Break the target's mutation lock left by a killed command (refused while its run
     /// still heartbeats).
     Unlock(unlock::UnlockArgs),
@@ -100,6 +105,7 @@ pub fn run() -> ExitCode {
         Command::Test(args) => test::run(&args),
         Command::Audit(args) => audit::run(&args),
         Command::Unlock(args) => unlock::run(&args),
+        Command::Runs(command) => runs::run(&command),
     }
 }
 
@@ -116,7 +122,7 @@ mod tests {
     /// module (`args`, `direct`, `plan_render`, `quality`, ...) or in a library crate.
     #[test]
     fn no_command_module_imports_another() {
-        const COMMANDS: [&str; 12] = [
+        const COMMANDS: [&str; 13] = [
             "audit",
             "build",
             "compile",
@@ -127,6 +133,7 @@ mod tests {
             "maintenance",
             "plan",
             "reconcile",
+            "runs",
             "test",
             "unlock",
         ];

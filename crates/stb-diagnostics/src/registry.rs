@@ -222,6 +222,10 @@ pub const CODES: &[(&str, &str)] = &[
     ),
     ("STB-PLAN-005", "--changed cannot read the build records"),
     ("STB-RUN-001", "target/run/ could not be written"),
+    (
+        "STB-RUNS-001",
+        "stb runs show names a run the target has no record of",
+    ),
     ("STB-SELECT-001", "a selector's syntax is invalid"),
     ("STB-SELECT-002", "a selector names nothing that exists"),
     ("STB-SELECT-003", "a selector's namespace is unknown"),

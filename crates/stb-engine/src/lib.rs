@@ -14,6 +14,7 @@ pub mod direct;
 pub mod error;
 pub mod readiness;
 pub mod reconcile;
+pub mod runs;
 pub mod staged;
 pub mod unlock;
 

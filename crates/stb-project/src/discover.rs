@@ -88,6 +88,9 @@ pub struct ProjectDefaults {
     pub deployment_readiness: project_config::DeploymentReadiness,
     /// `[defaults] replay_on_change` and `bounded_replay_fallback`.
     pub replay_policy: stb_model::planning::ReplayPolicy,
+    /// `[defaults] run_presumed_failed_after` in seconds (default 600): a silent run is
+    /// `unresponsive` until then, `presumed_failed` after.
+    pub run_presumed_failed_after_seconds: u64,
     pub table_prefix: String,
     pub view_prefix: String,
     pub pipeline_reference_scope: bool,
@@ -263,6 +266,7 @@ pub fn discover(options: &DiscoverOptions) -> Result<Project, Diagnostics> {
                 )
             })
             .unwrap_or_default(),
+        run_presumed_failed_after_seconds: config.run_presumed_failed_after.unwrap_or(600),
         replay_policy: crate::policies::replay_policy(
             &mut Reader::new(project_config::FILE_NAME, &mut Diagnostics::new()),
             config.replay_on_change.as_ref(),

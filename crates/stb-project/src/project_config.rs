@@ -141,6 +141,8 @@ pub struct ProjectConfig {
     pub audit_defaults: Option<Node>,
     /// `[defaults.deployment_readiness]`
     pub deployment_readiness: Option<Node>,
+    /// `[defaults] run_presumed_failed_after`, in seconds, when valid.
+    pub run_presumed_failed_after: Option<u64>,
     /// `[defaults] replay_on_change` and `bounded_replay_fallback`.
     pub replay_on_change: Option<Node>,
     pub bounded_replay_fallback: Option<Node>,
@@ -254,6 +256,11 @@ pub(crate) fn read(reader: &mut Reader<'_>, root: &Node) -> Option<ProjectConfig
         deployment_readiness: defaults
             .and_then(|d| d.get("deployment_readiness"))
             .cloned(),
+        run_presumed_failed_after: defaults
+            .and_then(|d| d.get("run_presumed_failed_after"))
+            .and_then(|node| node.as_str())
+            .and_then(crate::parse_duration)
+            .filter(|seconds| *seconds > 45),
         replay_on_change: defaults.and_then(|d| d.get("replay_on_change")).cloned(),
         bounded_replay_fallback: defaults
             .and_then(|d| d.get("bounded_replay_fallback"))

@@ -15,6 +15,7 @@ mod local_stack;
 mod plan;
 mod quality;
 mod reconcile;
+mod runs;
 mod shrink;
 mod unlock;
 mod virtual_plan;

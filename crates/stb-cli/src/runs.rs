@@ -1,0 +1,169 @@
+//! `stb runs list | show <run>`: recent runs with their derived status, and one run's
+//! timeline (see `stb_engine::runs`).
+
+use std::io::Write;
+use std::process::ExitCode;
+
+use clap::{Args, Subcommand};
+use stb_engine::runs::{RunSummary, Windows, list, show};
+
+use crate::args::{ConnectionArgs, ProjectArgs};
+use crate::output::{Failure, fail, print_json};
+
+#[derive(Debug, Subcommand)]
+pub(crate) enum RunsCommand {
+    /// Recent runs, newest first: status, command, duration, scope, rows written.
+    List(ListArgs),
+    /// One run: its status and the timeline of its statements.
+    Show(ShowArgs),
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct Common {
+    #[command(flatten)]
+    project: ProjectArgs,
+    #[command(flatten)]
+    connection: ConnectionArgs,
+    /// Print machine-readable JSON on stdout.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct ListArgs {
+    /// How many runs to show.
+    #[arg(long, default_value_t = 20)]
+    limit: usize,
+    #[command(flatten)]
+    common: Common,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct ShowArgs {
+    /// The run's invocation id (`stb runs list` shows them).
+    invocation_id: String,
+    #[command(flatten)]
+    common: Common,
+}
+
+pub(crate) fn run(command: &RunsCommand) -> ExitCode {
+    let common = match command {
+        RunsCommand::List(args) => &args.common,
+        RunsCommand::Show(args) => &args.common,
+    };
+    let project = match common.project.discover(common.json) {
+        Ok((_, project)) => project,
+        Err(code) => return code,
+    };
+    let (client, database) = match common.connection.connect(&project) {
+        Ok(connected) => connected,
+        Err(failure) => return fail(&failure, common.json),
+    };
+    let windows = Windows::of(
+        project.defaults.run_presumed_failed_after_seconds,
+        &|name| std::env::var(name).ok(),
+    );
+    match command {
+        RunsCommand::List(args) => match list(&client, &database, args.limit, windows) {
+            Ok(runs) if common.json => {
+                print_json(&serde_json::json!({"database": database, "runs": runs}));
+                ExitCode::SUCCESS
+            }
+            Ok(runs) => {
+                print_list(&database, &runs);
+                ExitCode::SUCCESS
+            }
+            Err(error) => fail(&Failure::from(error), common.json),
+        },
+        RunsCommand::Show(args) => match show(&client, &database, &args.invocation_id, windows) {
+            Ok(detail) if common.json => {
+                print_json(&serde_json::json!({
+                    "database": database,
+                    "run": detail.run,
+                    "statements": detail.statements,
+                    "events": detail.events,
+                }));
+                ExitCode::SUCCESS
+            }
+            Ok(detail) => {
+                let mut out = std::io::stdout().lock();
+                print_run(&mut out, &detail.run);
+                let _ = writeln!(out, "\nStatements");
+                for statement in &detail.statements {
+                    let elapsed = statement
+                        .elapsed_ms
+                        .map_or_else(|| "running".to_owned(), |ms| format!("{ms} ms"));
+                    let rows = statement
+                        .written_rows
+                        .map(|r| format!(", {r} rows written"))
+                        .unwrap_or_default();
+                    let _ = writeln!(
+                        out,
+                        "  {:>3}  {:<48} {elapsed}{rows}",
+                        statement.sequence, statement.display_name
+                    );
+                    if let Some(error) = &statement.error_message {
+                        let _ = writeln!(out, "       error: {error}");
+                    }
+                }
+                ExitCode::SUCCESS
+            }
+            Err(error) => fail(&Failure::from(error), common.json),
+        },
+    }
+}
+
+fn print_list(database: &str, runs: &[RunSummary]) {
+    let mut out = std::io::stdout().lock();
+    if runs.is_empty() {
+        let _ = writeln!(out, "No runs in '{database}'.");
+        return;
+    }
+    let _ = writeln!(out, "Runs in '{database}' (newest first)");
+    for run in runs {
+        print_run(&mut out, run);
+    }
+}
+
+fn print_run(out: &mut std::io::StdoutLock<'_>, run: &RunSummary) {
+    let duration = run
+        .duration_ms
+        .map(|ms| format!("{:.1} s", ms as f64 / 1000.0))
+        .unwrap_or_default();
+    let silence = run
+        .silent_seconds
+        .filter(|_| run.status != "running")
+        .map(|s| format!(" (no signal for {s} s)"))
+        .unwrap_or_default();
+    let _ = writeln!(
+        out,
+        "  {}  {:<16}{silence}  {}  started {}  {duration}",
+        run.invocation_id,
+        run.status,
+        run.command.as_deref().unwrap_or("?"),
+        run.started_at.as_deref().unwrap_or("?"),
+    );
+    let statements = run.total_statements.map_or_else(
+        || run.completed_statements.to_string(),
+        |total| format!("{}/{total}", run.completed_statements),
+    );
+    let scope = if run.scope.is_empty() {
+        String::new()
+    } else {
+        format!("  scope: {}", run.scope.join(", "))
+    };
+    let _ = writeln!(
+        out,
+        "      statements {statements}, {} rows written{scope}",
+        run.written_rows
+    );
+    if run.status == "presumed_failed" {
+        let _ = writeln!(
+            out,
+            "      the process may recover; rerunning the build is safe once it is presumed failed"
+        );
+    }
+    if let Some(error) = &run.error_message {
+        let _ = writeln!(out, "      error: {error}");
+    }
+}

@@ -1,0 +1,261 @@
+//! Runs you can watch: each run's status derived on read from its records, on the
+//! warehouse's clock (`stb runs list | show`; the dev server reads the same values).
+//!
+//! A run with a terminal invocation row has that row's outcome; else a `run_completed`
+//! event's; else it is `running` while its last event (heartbeats come every 10 s) is
+//! younger than 45 s, `unresponsive` until `run_presumed_failed_after`, then
+//! `presumed_failed`. A run that heartbeats again is running again. Cancellation events
+//! written by whoever cancelled it win over the rest.
+
+use serde::Serialize;
+use stb_warehouse::Client;
+use stb_warehouse::runs::{EventRow, RunRow, events_of, recent};
+
+use crate::EngineError;
+
+/// A run whose last event is younger than this is alive.
+pub const SIGNAL_WINDOW_MS: i64 = crate::unlock::ALIVE_WITHIN_MS;
+
+/// How long a silent run stays `running`, then `unresponsive`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct Windows {
+    pub signal_ms: i64,
+    pub presumed_failed_ms: i64,
+}
+
+impl Windows {
+    /// The spec's 45 s signal window and the project's `run_presumed_failed_after`.
+    /// `STREAMBUILD_RUN_SIGNAL_WINDOW_SECONDS` and
+    /// `STREAMBUILD_RUN_PRESUMED_FAILED_AFTER_SECONDS` override both (tests use seconds).
+    #[must_use]
+    pub fn of(presumed_failed_after_seconds: u64, env: &dyn Fn(&str) -> Option<String>) -> Self {
+        let seconds = |name: &str| env(name).and_then(|v| v.trim().parse::<i64>().ok());
+        let signal_ms =
+            seconds("STREAMBUILD_RUN_SIGNAL_WINDOW_SECONDS").map_or(SIGNAL_WINDOW_MS, |s| s * 1000);
+        let presumed_failed_ms = seconds("STREAMBUILD_RUN_PRESUMED_FAILED_AFTER_SECONDS")
+            .unwrap_or_else(|| i64::try_from(presumed_failed_after_seconds).unwrap_or(600))
+            * 1000;
+        Self {
+            signal_ms,
+            presumed_failed_ms: presumed_failed_ms.max(signal_ms),
+        }
+    }
+}
+
+/// A run's status, derived.
+#[must_use]
+pub fn status(run: &RunRow, windows: Windows) -> &'static str {
+    match run.cancellation.as_deref() {
+        Some("cancellation_failed") => return "cancellation_failed",
+        Some("cancellation_completed") => return "cancelled",
+        _ => {}
+    }
+    let outcome = run.outcome.clone().or_else(|| {
+        run.run_completed
+            .as_deref()
+            .and_then(|p| serde_json::from_str::<serde_json::Value>(p).ok())
+            .and_then(|p| p["outcome"].as_str().map(str::to_owned))
+    });
+    if let Some(outcome) = outcome {
+        return match outcome.as_str() {
+            "succeeded" => "succeeded",
+            "cancelled" => "cancelled",
+            _ => "failed",
+        };
+    }
+    match run.silent_ms {
+        Some(silent) if silent < windows.signal_ms => "running",
+        Some(silent) if silent < windows.presumed_failed_ms => "unresponsive",
+        _ => "presumed_failed",
+    }
+}
+
+/// One run as `stb runs list` shows it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct RunSummary {
+    pub invocation_id: String,
+    pub status: &'static str,
+    pub command: Option<String>,
+    pub mode: Option<String>,
+    pub display_command: Option<String>,
+    pub started_at: Option<String>,
+    pub last_event_at: Option<String>,
+    /// Seconds since its last event, while it has no outcome.
+    pub silent_seconds: Option<i64>,
+    pub duration_ms: Option<u64>,
+    /// What it was asked to build (`model:<name>`), and its selectors.
+    pub scope: Vec<String>,
+    pub selectors: Vec<String>,
+    pub total_statements: Option<u64>,
+    pub completed_statements: u64,
+    pub written_rows: u64,
+    pub deployment_id: Option<String>,
+    pub error_message: Option<String>,
+}
+
+fn strings(value: &serde_json::Value) -> Vec<String> {
+    value
+        .as_array()
+        .map(|items| {
+            items
+                .iter()
+                .filter_map(|i| i.as_str().map(str::to_owned))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// Summarises `run` with its derived status.
+#[must_use]
+pub fn summarise(run: &RunRow, windows: Windows) -> RunSummary {
+    let started: serde_json::Value = run
+        .run_started
+        .as_deref()
+        .and_then(|p| serde_json::from_str(p).ok())
+        .unwrap_or_default();
+    let status = status(run, windows);
+    let field = |name: &str| started[name].as_str().map(str::to_owned);
+    RunSummary {
+        invocation_id: run.invocation_id.clone(),
+        status,
+        command: run.command.clone().or_else(|| field("command")),
+        mode: run.mode.clone().or_else(|| field("mode")),
+        display_command: field("displayCommand"),
+        started_at: run.started_at.clone(),
+        last_event_at: run.last_event_at.clone(),
+        silent_seconds: matches!(status, "running" | "unresponsive" | "presumed_failed")
+            .then(|| run.silent_ms.map(|ms| ms / 1000))
+            .flatten(),
+        duration_ms: run.duration_ms,
+        scope: strings(&started["executedLogicalIds"]),
+        selectors: strings(&started["selectors"]),
+        total_statements: started["totalStatements"].as_u64(),
+        completed_statements: run.completed_statements,
+        written_rows: run.written_rows,
+        deployment_id: run.deployment_id.clone().or_else(|| field("deploymentId")),
+        error_message: run.error_message.clone(),
+    }
+}
+
+/// The `limit` most recent runs of `database`, newest first, with their status.
+///
+/// # Errors
+/// A read failed.
+pub fn list(
+    client: &Client,
+    database: &str,
+    limit: usize,
+    windows: Windows,
+) -> Result<Vec<RunSummary>, EngineError> {
+    let runs = recent(client, database, limit).map_err(|e| EngineError::from(&e))?;
+    Ok(runs.iter().map(|run| summarise(run, windows)).collect())
+}
+
+/// One statement of a run's timeline.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct StatementTiming {
+    pub sequence: u64,
+    pub display_name: String,
+    pub intent: Option<String>,
+    pub query_id: Option<String>,
+    pub started_at: Option<String>,
+    pub elapsed_ms: Option<u64>,
+    pub written_rows: Option<u64>,
+    pub error_message: Option<String>,
+}
+
+/// One run in detail: its summary, its statements in order, and every event.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct RunDetail {
+    pub run: RunSummary,
+    pub statements: Vec<StatementTiming>,
+    pub events: Vec<serde_json::Value>,
+}
+
+/// The statements of a run, from its `statement_started` / `statement_completed` pairs.
+#[must_use]
+pub fn timeline(events: &[EventRow]) -> Vec<StatementTiming> {
+    let mut statements: Vec<StatementTiming> = Vec::new();
+    for event in events {
+        let payload: serde_json::Value = serde_json::from_str(&event.payload).unwrap_or_default();
+        let Some(sequence) = payload["statementSequence"].as_u64() else {
+            continue;
+        };
+        let index = match statements.iter().position(|s| s.sequence == sequence) {
+            Some(index) => index,
+            None => {
+                statements.push(StatementTiming {
+                    sequence,
+                    ..StatementTiming::default()
+                });
+                statements.len() - 1
+            }
+        };
+        let statement = &mut statements[index];
+        if let Some(name) = payload["displayName"].as_str() {
+            statement.display_name = name.to_owned();
+        }
+        match event.kind.as_str() {
+            "statement_started" => {
+                statement.started_at = Some(event.emitted_at.clone());
+                statement.intent = payload["intent"].as_str().map(str::to_owned);
+                statement.query_id = payload["queryId"].as_str().map(str::to_owned);
+            }
+            "statement_completed" => {
+                statement.elapsed_ms = payload["elapsedMs"].as_u64();
+                statement.written_rows = payload["writtenRows"].as_u64();
+                statement.error_message = payload["errorMessage"].as_str().map(str::to_owned);
+            }
+            _ => {}
+        }
+    }
+    statements.sort_by_key(|s| s.sequence);
+    statements
+}
+
+/// Run `invocation` of `database` in detail.
+///
+/// # Errors
+/// The run is unknown (`STB-RUNS-001`), or a read failed.
+pub fn show(
+    client: &Client,
+    database: &str,
+    invocation: &str,
+    windows: Windows,
+) -> Result<RunDetail, EngineError> {
+    let runs = recent(client, database, 10_000).map_err(|e| EngineError::from(&e))?;
+    let run = runs
+        .iter()
+        .find(|r| r.invocation_id == invocation)
+        .ok_or_else(|| {
+            EngineError::new(
+                RUN_CODE,
+                format!("no run '{invocation}' in '{database}'"),
+                "`stb runs list` shows the recent runs and their ids",
+            )
+        })?;
+    let events = events_of(client, database, invocation).map_err(|e| EngineError::from(&e))?;
+    Ok(RunDetail {
+        run: summarise(run, windows),
+        statements: timeline(&events),
+        events: events
+            .iter()
+            .map(|e| {
+                serde_json::json!({
+                    "sequence": e.sequence,
+                    "emittedAt": e.emitted_at,
+                    "event": e.kind,
+                    "stepId": e.step_id,
+                    "phase": e.phase,
+                    "payload": serde_json::from_str::<serde_json::Value>(&e.payload).unwrap_or_default(),
+                })
+            })
+            .collect(),
+    })
+}
+
+/// An unknown run.
+pub const RUN_CODE: &str = "STB-RUNS-001";
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,167 @@
+//! Runs as the lifecycle tables hold them: each invocation's event stream (summarised on
+//! the warehouse's clock, so the reader's clock never matters) and its terminal row.
+
+use std::collections::BTreeMap;
+
+use crate::{Client, Rows, WarehouseError};
+
+const EVENTS: &str = "_streambuild_run_events";
+const INVOCATIONS: &str = "_streambuild_invocations";
+
+/// One run, as its events and its invocation row tell it.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RunRow {
+    pub invocation_id: String,
+    /// When its first event was written (UTC, `YYYY-MM-DD HH:MM:SS.fff`).
+    pub started_at: Option<String>,
+    pub last_event_at: Option<String>,
+    /// Milliseconds since its last event, by the warehouse's clock.
+    pub silent_ms: Option<i64>,
+    /// The `run_started` and `run_completed` payloads, as written.
+    pub run_started: Option<String>,
+    pub run_completed: Option<String>,
+    pub completed_statements: u64,
+    pub written_rows: u64,
+    /// The last `cancellation_*` event's kind, if any.
+    pub cancellation: Option<String>,
+    /// The invocation row, once written.
+    pub command: Option<String>,
+    pub mode: Option<String>,
+    pub outcome: Option<String>,
+    pub duration_ms: Option<u64>,
+    pub error_message: Option<String>,
+    pub deployment_id: Option<String>,
+    pub completed_at: Option<String>,
+}
+
+fn text(rows: &Rows, row: usize, column: &str) -> Option<String> {
+    rows.text(row, column).filter(|t| !t.is_empty())
+}
+
+/// The `limit` most recent runs of `database` (by their first event, or their invocation
+/// row for runs that wrote no events), newest first. Two queries.
+///
+/// # Errors
+/// A read failed.
+pub fn recent(
+    client: &Client,
+    database: &str,
+    limit: usize,
+) -> Result<Vec<RunRow>, WarehouseError> {
+    if !client.table_exists(database, EVENTS)? {
+        return Ok(Vec::new());
+    }
+    let events = client.query(&format!(
+        "SELECT invocation_id AS id, toString(min(emitted_at)) AS started_at, \
+         toString(max(emitted_at)) AS last_at, \
+         dateDiff('millisecond', max(emitted_at), now64(3, 'UTC')) AS silent_ms, \
+         anyIf(payload_json, event_kind = 'run_started') AS started, \
+         anyIf(payload_json, event_kind = 'run_completed') AS completed, \
+         countIf(event_kind = 'statement_completed') AS statements, \
+         sumIf(JSONExtractUInt(payload_json, 'writtenRows'), event_kind = 'statement_completed') AS written, \
+         argMaxIf(event_kind, sequence, startsWith(event_kind, 'cancellation_')) AS cancellation \
+         FROM {} GROUP BY invocation_id ORDER BY min(emitted_at) DESC LIMIT {limit}",
+        stb_ddl::QualifiedName::new(database, EVENTS)
+    ))?;
+    let mut runs: Vec<RunRow> = (0..events.data.len())
+        .map(|r| RunRow {
+            invocation_id: text(&events, r, "id").unwrap_or_default(),
+            started_at: text(&events, r, "started_at"),
+            last_event_at: text(&events, r, "last_at"),
+            silent_ms: text(&events, r, "silent_ms").and_then(|v| v.parse().ok()),
+            run_started: text(&events, r, "started"),
+            run_completed: text(&events, r, "completed"),
+            completed_statements: text(&events, r, "statements")
+                .and_then(|v| v.parse().ok())
+                .unwrap_or(0),
+            written_rows: text(&events, r, "written")
+                .and_then(|v| v.parse().ok())
+                .unwrap_or(0),
+            cancellation: text(&events, r, "cancellation"),
+            ..RunRow::default()
+        })
+        .collect();
+    let invocations = client.query(&format!(
+        "SELECT invocation_id AS id, command, ifNull(mode, '') AS mode, outcome, toString(duration_ms) AS duration_ms, \
+         ifNull(error_message, '') AS error, ifNull(deployment_id, '') AS deployment, \
+         toString(completed_at) AS completed_at, toString(started_at) AS started_at \
+         FROM {} ORDER BY completed_at DESC LIMIT {limit}",
+        stb_ddl::QualifiedName::new(database, INVOCATIONS)
+    ));
+    // A run whose invocation row was never written is still a run; an unreadable table
+    // (an old target) leaves the event streams to speak alone.
+    let Ok(invocations) = invocations else {
+        return Ok(runs);
+    };
+    let mut by_id: BTreeMap<String, usize> = runs
+        .iter()
+        .enumerate()
+        .map(|(i, run)| (run.invocation_id.clone(), i))
+        .collect();
+    for r in 0..invocations.data.len() {
+        let id = text(&invocations, r, "id").unwrap_or_default();
+        let index = *by_id.entry(id.clone()).or_insert_with(|| {
+            runs.push(RunRow {
+                invocation_id: id.clone(),
+                started_at: text(&invocations, r, "started_at"),
+                ..RunRow::default()
+            });
+            runs.len() - 1
+        });
+        let run = &mut runs[index];
+        run.command = text(&invocations, r, "command");
+        run.mode = text(&invocations, r, "mode");
+        run.outcome = text(&invocations, r, "outcome");
+        run.duration_ms = text(&invocations, r, "duration_ms").and_then(|v| v.parse().ok());
+        run.error_message = text(&invocations, r, "error");
+        run.deployment_id = text(&invocations, r, "deployment");
+        run.completed_at = text(&invocations, r, "completed_at");
+    }
+    runs.sort_by(|a, b| b.started_at.cmp(&a.started_at));
+    runs.truncate(limit);
+    Ok(runs)
+}
+
+/// One event of a run, in order.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EventRow {
+    pub sequence: u64,
+    pub emitted_at: String,
+    pub kind: String,
+    pub step_id: Option<String>,
+    pub phase: Option<String>,
+    pub payload: String,
+}
+
+/// Every event of `invocation`, in sequence order. One query.
+///
+/// # Errors
+/// A read failed.
+pub fn events_of(
+    client: &Client,
+    database: &str,
+    invocation: &str,
+) -> Result<Vec<EventRow>, WarehouseError> {
+    if !client.table_exists(database, EVENTS)? {
+        return Ok(Vec::new());
+    }
+    let rows = client.query(&format!(
+        "SELECT toString(sequence) AS sequence, toString(emitted_at) AS emitted_at, event_kind, \
+         ifNull(step_id, '') AS step_id, ifNull(phase, '') AS phase, payload_json \
+         FROM {} WHERE invocation_id = {} ORDER BY sequence",
+        stb_ddl::QualifiedName::new(database, EVENTS),
+        stb_ddl::string_literal(invocation)
+    ))?;
+    Ok((0..rows.data.len())
+        .map(|r| EventRow {
+            sequence: text(&rows, r, "sequence")
+                .and_then(|v| v.parse().ok())
+                .unwrap_or(0),
+            emitted_at: text(&rows, r, "emitted_at").unwrap_or_default(),
+            kind: text(&rows, r, "event_kind").unwrap_or_default(),
+            step_id: text(&rows, r, "step_id"),
+            phase: text(&rows, r, "phase"),
+            payload: text(&rows, r, "payload_json").unwrap_or_default(),
+        })
+        .collect())
+}
