@@ -66,6 +66,18 @@ impl ProjectArgs {
     }
 }
 
+/// The project, its connection and `--json`: what a command that reads one target takes.
+#[derive(Debug, Args)]
+pub(crate) struct TargetArgs {
+    #[command(flatten)]
+    pub(crate) project: ProjectArgs,
+    #[command(flatten)]
+    pub(crate) connection: ConnectionArgs,
+    /// Print machine-readable JSON on stdout.
+    #[arg(long)]
+    pub(crate) json: bool,
+}
+
 #[derive(Debug, Args)]
 pub(crate) struct ConnectionArgs {
     /// ClickHouse host (env STREAMBUILD_CLICKHOUSE_HOST).

@@ -7,7 +7,7 @@ use std::process::ExitCode;
 use clap::{Args, Subcommand};
 use stb_engine::runs::{RunSummary, Windows, list, show};
 
-use crate::args::{ConnectionArgs, ProjectArgs};
+use crate::args::TargetArgs as Common;
 use crate::output::{Failure, fail, print_json};
 
 #[derive(Debug, Subcommand)]
@@ -16,17 +16,6 @@ pub(crate) enum RunsCommand {
     List(ListArgs),
     /// One run: its status and the timeline of its statements.
     Show(ShowArgs),
-}
-
-#[derive(Debug, Args)]
-pub(crate) struct Common {
-    #[command(flatten)]
-    project: ProjectArgs,
-    #[command(flatten)]
-    connection: ConnectionArgs,
-    /// Print machine-readable JSON on stdout.
-    #[arg(long)]
-    json: bool,
 }
 
 #[derive(Debug, Args)]

@@ -4,22 +4,8 @@
 use std::io::Write;
 use std::process::ExitCode;
 
-use clap::Args;
-
-use crate::args::ConnectionArgs;
-use crate::args::ProjectArgs;
+pub(crate) use crate::args::TargetArgs as UnlockArgs;
 use crate::output::{Failure, fail, print_json};
-
-#[derive(Debug, Args)]
-pub(crate) struct UnlockArgs {
-    #[command(flatten)]
-    project: ProjectArgs,
-    #[command(flatten)]
-    connection: ConnectionArgs,
-    /// Print machine-readable JSON on stdout.
-    #[arg(long)]
-    json: bool,
-}
 
 pub(crate) fn run(args: &UnlockArgs) -> ExitCode {
     let project = match args.project.discover(args.json) {

@@ -4,25 +4,14 @@
 use std::io::{BufRead, Write};
 use std::process::ExitCode;
 
-use clap::Args;
 use stb_project::project_config::Mode;
 
-use crate::args::{ConnectionArgs, ProjectArgs};
 use crate::output::{Failure, fail};
 
 /// The project has no virtual pipelines.
 const NOT_VIRTUAL_CODE: &str = "STB-DEPLOY-004";
 
-#[derive(Debug, Args)]
-pub(crate) struct Common {
-    #[command(flatten)]
-    pub(crate) project: ProjectArgs,
-    #[command(flatten)]
-    pub(crate) connection: ConnectionArgs,
-    /// Print machine-readable JSON on stdout.
-    #[arg(long)]
-    pub(crate) json: bool,
-}
+pub(crate) use crate::args::TargetArgs as Common;
 
 /// Discovers the project (it must have virtual pipelines) and connects.
 pub(crate) fn connect_virtual(
