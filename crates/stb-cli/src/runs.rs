@@ -5,7 +5,7 @@ use std::io::Write;
 use std::process::ExitCode;
 
 use clap::{Args, Subcommand};
-use stb_engine::runs::{RunSummary, Windows, list, show};
+use stb_engine::runs::{RunSummary, Windows, cancel, list, show};
 
 use crate::args::TargetArgs as Common;
 use crate::output::{Failure, fail, print_json};
@@ -16,6 +16,20 @@ pub(crate) enum RunsCommand {
     List(ListArgs),
     /// One run: its status and the timeline of its statements.
     Show(ShowArgs),
+    /// Stop a running build: it kills its statement in flight, stops at that boundary and
+    /// records itself cancelled (asks first).
+    Cancel(CancelArgs),
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct CancelArgs {
+    /// The run's invocation id (`stb runs list` shows them).
+    invocation_id: String,
+    /// Cancel without asking (needed with --json).
+    #[arg(long)]
+    auto_approve: bool,
+    #[command(flatten)]
+    common: Common,
 }
 
 #[derive(Debug, Args)]
@@ -39,7 +53,21 @@ pub(crate) fn run(command: &RunsCommand) -> ExitCode {
     let common = match command {
         RunsCommand::List(args) => &args.common,
         RunsCommand::Show(args) => &args.common,
+        RunsCommand::Cancel(args) => &args.common,
     };
+    if let RunsCommand::Cancel(args) = command
+        && common.json
+        && !args.auto_approve
+    {
+        return fail(
+            &Failure {
+                code: stb_engine::build::APPROVAL_CODE,
+                message: "--json cannot prompt for confirmation".into(),
+                hint: "add --auto-approve".into(),
+            },
+            true,
+        );
+    }
     let project = match common.project.discover(common.json) {
         Ok((_, project)) => project,
         Err(code) => return code,
@@ -99,6 +127,47 @@ pub(crate) fn run(command: &RunsCommand) -> ExitCode {
             }
             Err(error) => fail(&Failure::from(error), common.json),
         },
+        RunsCommand::Cancel(args) => {
+            if !args.auto_approve
+                && !crate::virtual_target::confirmed(&format!("Cancel run {}?", args.invocation_id))
+            {
+                let _ = writeln!(std::io::stdout().lock(), "Nothing was cancelled.");
+                return ExitCode::from(1);
+            }
+            match cancel(
+                &client,
+                &database,
+                &args.invocation_id,
+                windows,
+                std::time::Duration::from_secs(15),
+            ) {
+                Ok(done) if common.json => {
+                    print_json(&serde_json::json!({"database": database, "cancellation": done}));
+                    exit_of(&done)
+                }
+                Ok(done) => {
+                    let mut out = std::io::stdout().lock();
+                    match &done.error_message {
+                        None => {
+                            let _ = writeln!(out, "Run {} cancelled.", done.invocation_id);
+                        }
+                        Some(message) => {
+                            let _ = writeln!(out, "Cancellation failed: {message}");
+                        }
+                    }
+                    exit_of(&done)
+                }
+                Err(error) => fail(&Failure::from(error), common.json),
+            }
+        }
+    }
+}
+
+fn exit_of(done: &stb_engine::runs::Cancellation) -> ExitCode {
+    if done.status == "cancelled" {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
     }
 }
 

@@ -226,6 +226,10 @@ pub const CODES: &[(&str, &str)] = &[
         "STB-RUNS-001",
         "stb runs show names a run the target has no record of",
     ),
+    (
+        "STB-RUNS-002",
+        "stb runs cancel names a run that is not running (it ended, or it is presumed failed)",
+    ),
     ("STB-SELECT-001", "a selector's syntax is invalid"),
     ("STB-SELECT-002", "a selector names nothing that exists"),
     ("STB-SELECT-003", "a selector's namespace is unknown"),

@@ -256,6 +256,113 @@ pub fn show(
 
 /// An unknown run.
 pub const RUN_CODE: &str = "STB-RUNS-001";
+/// A run that cannot be cancelled (it ended, or it is presumed failed).
+pub const CANCEL_CODE: &str = "STB-RUNS-002";
+
+/// What a cancellation came to.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Cancellation {
+    pub invocation_id: String,
+    /// `cancelled`, or `cancellation_failed` with the reason.
+    pub status: &'static str,
+    /// The statement that was running when it was asked.
+    pub query_id: Option<String>,
+    pub requested_at: String,
+    pub error_message: Option<String>,
+}
+
+/// Asks run `invocation` to stop (a `cancellation_requested` event its build watches
+/// for: it kills its statement in flight and records itself cancelled), waits up to
+/// `wait` for it to end, and records the outcome (`cancellation_completed`, or
+/// `cancellation_failed` with why).
+///
+/// # Errors
+/// The run is unknown or not running or unresponsive (`STB-RUNS-002`), or a read or
+/// write failed.
+pub fn cancel(
+    client: &Client,
+    database: &str,
+    invocation: &str,
+    windows: Windows,
+    wait: std::time::Duration,
+) -> Result<Cancellation, EngineError> {
+    let error = |e: stb_warehouse::WarehouseError| EngineError::from(&e);
+    let detail = show(client, database, invocation, windows)?;
+    if !matches!(detail.run.status, "running" | "unresponsive") {
+        return Err(EngineError::new(
+            CANCEL_CODE,
+            format!(
+                "run '{invocation}' is {}: there is nothing to cancel",
+                detail.run.status
+            ),
+            "`stb runs list` shows which runs are still running",
+        ));
+    }
+    let query_id = detail
+        .statements
+        .iter()
+        .rev()
+        .find(|s| s.elapsed_ms.is_none())
+        .and_then(|s| s.query_id.clone());
+    let requested_at = crate::deployments::warehouse_now(client)?;
+    stb_warehouse::events::append_event(
+        client,
+        database,
+        invocation,
+        "cancellation_requested",
+        &serde_json::json!({"queryId": query_id, "requestedAt": requested_at}),
+    )
+    .map_err(error)?;
+    let started = std::time::Instant::now();
+    let ended = loop {
+        let run = show(client, database, invocation, windows)?.run;
+        if !matches!(run.status, "running" | "unresponsive") || started.elapsed() >= wait {
+            break run.status;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    };
+    let (status, message) = match ended {
+        "cancelled" => ("cancelled", None),
+        "running" | "unresponsive" => (
+            "cancellation_failed",
+            Some(format!(
+                "the run did not stop within {} s; is its process still alive?",
+                wait.as_secs()
+            )),
+        ),
+        other => (
+            "cancellation_failed",
+            Some(format!(
+                "the run ended as {other} before it could be cancelled"
+            )),
+        ),
+    };
+    stb_warehouse::events::append_event(
+        client,
+        database,
+        invocation,
+        if status == "cancelled" {
+            "cancellation_completed"
+        } else {
+            "cancellation_failed"
+        },
+        &serde_json::json!({
+            "queryId": query_id,
+            "requestedAt": requested_at,
+            "status": status,
+            "warehouseTerminationConfirmed": status == "cancelled",
+            "errorMessage": message,
+        }),
+    )
+    .map_err(error)?;
+    Ok(Cancellation {
+        invocation_id: invocation.to_owned(),
+        status,
+        query_id,
+        requested_at,
+        error_message: message,
+    })
+}
 
 #[cfg(test)]
 mod tests;

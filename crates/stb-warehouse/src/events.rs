@@ -314,18 +314,56 @@ pub fn append_lock_broken(
     invocation: &str,
     broken_by: &str,
 ) -> Result<(), WarehouseError> {
+    append_event(
+        client,
+        database,
+        invocation,
+        "lock_broken",
+        &serde_json::json!({"brokenBy": broken_by, "database": database}),
+    )
+}
+
+/// Appends an event written by someone other than the run (a lock break, a cancellation)
+/// to `invocation`'s stream, after its last event.
+///
+/// # Errors
+/// The event could not be written.
+pub fn append_event(
+    client: &Client,
+    database: &str,
+    invocation: &str,
+    kind: &str,
+    payload: &serde_json::Value,
+) -> Result<(), WarehouseError> {
     crate::metadata::migrate(client, database)?;
     let events = events_table(database);
-    let payload = serde_json::json!({"brokenBy": broken_by, "database": database}).to_string();
     client.execute(
         &format!(
-            "INSERT INTO {events} (invocation_id, sequence, event_kind, payload_json) SELECT {owner}, (SELECT max(sequence) FROM {events} WHERE invocation_id = {owner}) + 1, 'lock_broken', {payload}",
+            "INSERT INTO {events} (invocation_id, sequence, event_kind, payload_json) SELECT {owner}, (SELECT max(sequence) FROM {events} WHERE invocation_id = {owner}) + 1, {kind}, {payload}",
             owner = stb_ddl::string_literal(invocation),
-            payload = stb_ddl::string_literal(&payload)
+            kind = stb_ddl::string_literal(kind),
+            payload = stb_ddl::string_literal(&payload.to_string())
         ),
         None,
     )?;
     Ok(())
+}
+
+/// Whether someone asked `invocation` to stop (`cancellation_requested` in its stream).
+///
+/// # Errors
+/// The events could not be read.
+pub fn cancellation_requested(
+    client: &Client,
+    database: &str,
+    invocation: &str,
+) -> Result<bool, WarehouseError> {
+    let rows = client.query(&format!(
+        "SELECT count() AS n FROM {} WHERE invocation_id = {} AND event_kind = 'cancellation_requested'",
+        events_table(database),
+        stb_ddl::string_literal(invocation)
+    ))?;
+    Ok(rows.text(0, "n").is_some_and(|n| n != "0"))
 }
 
 const EVENTS_TABLE: &str = "_streambuild_run_events";

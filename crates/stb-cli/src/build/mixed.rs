@@ -246,7 +246,20 @@ fn execute(
         })
         .collect();
     let client = Arc::clone(&phases[0].prepared.client);
+    // Cancelling either phase's run stops the build where it is.
+    let watches: Vec<_> = phases
+        .iter()
+        .map(|p| {
+            stb_engine::build::watch::watch_cancellation(
+                Arc::clone(&scope.observation),
+                &scope.database,
+                &p.run.invocation_id,
+                Arc::clone(&interrupt),
+            )
+        })
+        .collect();
     let results = stb_engine::build::execute_phases_locked(&client, &order, &interrupt);
+    drop(watches);
     drop(heartbeats);
     let results = match results {
         Ok(results) => results,

@@ -246,8 +246,16 @@ pub(crate) fn run(args: &BuildArgs) -> ExitCode {
     for signal in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
         let _ = signal_hook::flag::register(signal, Arc::clone(&interrupt));
     }
+    // `stb runs cancel` asks through the run's own events: the same stop as Ctrl-C.
+    let watch = stb_engine::build::watch::watch_cancellation(
+        Arc::clone(&observation),
+        &database,
+        &run.invocation_id,
+        Arc::clone(&interrupt),
+    );
     let outcome =
         stb_engine::build::execute_locked(&prepared.client, planned, &observer, &run, &interrupt);
+    drop(watch);
     drop(heartbeat);
     let ran = match outcome {
         Ok(ran) => ran,

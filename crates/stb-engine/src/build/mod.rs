@@ -3,6 +3,7 @@
 //! (the CLI asks at a terminal; the dev server will ask through its API) and renders.
 
 pub mod records;
+pub mod watch;
 
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;

@@ -12,8 +12,8 @@ use stb_test_support::{TestDatabase, wait_for, wait_for_statements};
 use crate::deployments::{events_table, insert, ok_json, project};
 
 /// `stb runs <args> --json` with the signal window at 3 s and presumed failure at 8 s.
-fn runs(dir: &Path, args: &[&str]) -> Value {
-    let output = std::process::Command::new(assert_cmd::cargo::cargo_bin("stb"))
+fn runs_output(dir: &Path, args: &[&str]) -> std::process::Output {
+    std::process::Command::new(assert_cmd::cargo::cargo_bin("stb"))
         .arg("runs")
         .args(args)
         .args(["--json", "--project-dir"])
@@ -22,7 +22,12 @@ fn runs(dir: &Path, args: &[&str]) -> Value {
         .env("STREAMBUILD_RUN_SIGNAL_WINDOW_SECONDS", "3")
         .env("STREAMBUILD_RUN_PRESUMED_FAILED_AFTER_SECONDS", "8")
         .output()
-        .expect("stb runs");
+        .expect("stb runs")
+}
+
+/// As [`runs_output`], for a command that must succeed: its JSON.
+fn runs(dir: &Path, args: &[&str]) -> Value {
+    let output = runs_output(dir, args);
     assert!(
         output.status.success(),
         "{}",
@@ -108,12 +113,92 @@ fn runs_show_their_status_as_it_is_derived_from_their_records() {
             .is_some_and(|s| s >= 8),
         "{shown}"
     );
-    let unknown = std::process::Command::new(assert_cmd::cargo::cargo_bin("stb"))
-        .args(["runs", "show", "nope", "--json", "--project-dir"])
-        .arg(dir.path())
-        .envs(stb_test_support::warehouse_env())
-        .output()
-        .expect("stb runs");
+    let unknown = runs_output(dir.path(), &["show", "nope"]);
     let error: Value = serde_json::from_slice(&unknown.stdout).expect("JSON");
     assert_eq!(error["error"]["code"], "STB-RUNS-001");
+}
+
+/// A direct pipeline whose replay hashes every row heavily: seconds over millions of rows.
+fn heavy_project(database: &str) -> tempfile::TempDir {
+    stb_test_support::project_dir(&[
+        (
+            "streambuild_project.toml",
+            format!("name = \"heavy\"\ndefault_target = \"dev\"\n[targets.dev]\ndatabase = \"{database}\"\n").as_str(),
+        ),
+        (
+            "sources/events.yml",
+            "sources:\n  - name: events\n    kind: stream_table\n    table_name: events\n    replay_boundary:\n      mode: offsets\n      columns:\n        _replay_partition: p\n        _replay_offset: o\n        _replay_timestamp: ts\n",
+        ),
+        (
+            "pipelines/pl__heavy/heavy.sql",
+            "MODEL (order_by [\"_replay_partition\", \"_replay_offset\"]);\nSELECT _replay_partition::UInt32 AS _replay_partition, _replay_offset::UInt64 AS _replay_offset, amount::UInt64 AS amount, cityHash64(repeat(toString(_replay_offset), 1500))::UInt64 AS h\nFROM __source(\"events\")\n",
+        ),
+    ])
+}
+
+#[test]
+fn a_long_replay_is_cancelled_within_seconds_and_a_rerun_gives_exact_rows() {
+    let db = TestDatabase::create("runs_cancel");
+    events_table(&db.name);
+    stb_test_support::execute(&format!(
+        "INSERT INTO {}.events SELECT number % 3, intDiv(number, 3), now64(3, 'UTC'), number % 25 FROM numbers(3000000)",
+        db.name
+    ));
+    let dir = heavy_project(&db.name);
+    let invocation = stb_test_support::unique_name("cancelled");
+    let mut child = stb_test_support::spawn_on_project(
+        dir.path(),
+        &["build", "--auto-approve", "--json"],
+        &invocation,
+    );
+    let replaying = wait_for(Duration::from_secs(60), || {
+        let recorded = stb_test_support::execute(&format!(
+            "SELECT count() FROM system.tables WHERE database = '{}' AND name = '_streambuild_run_events' FORMAT TSV",
+            db.name
+        ));
+        recorded.trim() == "1"
+            && stb_test_support::execute(&format!(
+            "SELECT count() FROM {}._streambuild_run_events WHERE invocation_id = '{invocation}' AND event_kind = 'statement_started' AND step_id = 'replay_heavy' FORMAT TSV",
+            db.name
+        ))
+        .trim()
+            == "1"
+    });
+    assert!(replaying, "the replay never started");
+    let asked = std::time::Instant::now();
+    let cancelled = runs(dir.path(), &["cancel", &invocation, "--auto-approve"]);
+    let took = asked.elapsed();
+    eprintln!(
+        "cancelled a replay of 3,000,000 rows in {:.2} s",
+        took.as_secs_f64()
+    );
+    assert_eq!(
+        cancelled["cancellation"]["status"], "cancelled",
+        "{cancelled}"
+    );
+    assert!(took < Duration::from_secs(15), "{took:?}");
+    let status = child.wait().expect("the build ends");
+    assert_eq!(status.code(), Some(130), "a cancelled build exits 130");
+    assert_eq!(status_of(dir.path(), &invocation), "cancelled");
+    let again = runs_output(dir.path(), &["cancel", &invocation, "--auto-approve"]);
+    let again: Value = serde_json::from_slice(&again.stdout).expect("JSON");
+    assert_eq!(
+        again["error"]["code"], "STB-RUNS-002",
+        "nothing left to cancel: {again}"
+    );
+
+    // A rerun replays everything once.
+    let rerun = ok_json(dir.path(), &["build", "--auto-approve", "--json"]);
+    assert_eq!(rerun["status"], "succeeded", "{rerun}");
+    let counted = |sql: String| stb_test_support::execute(&format!("{sql} FORMAT TSV"));
+    assert_eq!(
+        counted(format!(
+            "SELECT count(), uniqExact(_replay_partition, _replay_offset), sum(amount) FROM {}.tbl__heavy",
+            db.name
+        )),
+        counted(format!(
+            "SELECT count(), uniqExact(p, o), sum(amount) FROM {}.events",
+            db.name
+        ))
+    );
 }
