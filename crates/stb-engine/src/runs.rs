@@ -323,13 +323,33 @@ pub fn cancel(
     };
     let (status, message) = match ended {
         "cancelled" => ("cancelled", None),
-        "running" | "unresponsive" => (
-            "cancellation_failed",
-            Some(format!(
-                "the run did not stop within {} s; is its process still alive?",
-                wait.as_secs()
-            )),
-        ),
+        "running" | "unresponsive" => {
+            // Its process may be gone while its statement still runs in the warehouse:
+            // stop the statement at least.
+            let killed = query_id.as_ref().is_some_and(|id| {
+                client
+                    .execute(
+                        &format!(
+                            "KILL QUERY WHERE query_id = {} SYNC",
+                            stb_ddl::string_literal(id)
+                        ),
+                        None,
+                    )
+                    .is_ok()
+            });
+            (
+                "cancellation_failed",
+                Some(format!(
+                    "the run did not stop within {} s; is its process still alive?{}",
+                    wait.as_secs(),
+                    if killed {
+                        " Its statement in flight was killed in the warehouse."
+                    } else {
+                        ""
+                    }
+                )),
+            )
+        }
         other => (
             "cancellation_failed",
             Some(format!(
