@@ -241,7 +241,29 @@ pub fn run(
                 .map_err(Interrupted::Failed)
                 .and_then(|resolved| {
                     secrets.extend(resolved.secrets);
-                    run_one(client, resolved.sql, &query_id, is_read, interrupt)
+                    run_one(
+                        client,
+                        resolved.sql,
+                        &query_id,
+                        is_read,
+                        interrupt,
+                        &|now: Progress| {
+                            observer.event(
+                                "statement_progress",
+                                Some(step),
+                                serde_json::json!({
+                                    "statementSequence": sequence,
+                                    "displayName": step.id,
+                                    "queryId": query_id,
+                                    "readRows": now.read_rows,
+                                    "totalRowsApprox": now.total_rows_approx,
+                                    "writtenRows": now.written_rows,
+                                    "elapsedMs": now.elapsed_ms,
+                                    "percent": now.percent(),
+                                }),
+                            );
+                        },
+                    )
                 })
                 .map_err(|stopped| match stopped {
                     // The warehouse may quote the statement back: keep its secrets out.
@@ -572,6 +594,50 @@ fn settle(
 
 /// How often a waiting run looks at the interrupt flag.
 const POLL: Duration = Duration::from_millis(50);
+/// How often a long statement's progress is read from `system.processes`, once it has
+/// run that long.
+const PROGRESS_EVERY: Duration = Duration::from_secs(1);
+
+/// Where a running statement is, as the warehouse reports it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Progress {
+    pub read_rows: u64,
+    /// The warehouse's estimate of the rows the statement will read (0: unknown).
+    pub total_rows_approx: u64,
+    pub written_rows: u64,
+    pub elapsed_ms: u64,
+}
+
+impl Progress {
+    /// The share of its input read, when the warehouse estimates one.
+    #[must_use]
+    pub fn percent(&self) -> Option<f64> {
+        #[allow(clippy::cast_precision_loss)]
+        let share = (self.read_rows.min(self.total_rows_approx) as f64)
+            / (self.total_rows_approx as f64)
+            * 100.0;
+        (self.total_rows_approx > 0).then_some(share)
+    }
+}
+
+/// Reads statement `query_id`'s progress; `None` once it is no longer running.
+fn read_progress(client: &Client, query_id: &str) -> Option<Progress> {
+    let rows = client
+        .query(&format!(
+            "SELECT toString(read_rows) AS read_rows, toString(total_rows_approx) AS total, \
+             toString(written_rows) AS written, toString(toUInt64(elapsed * 1000)) AS elapsed_ms \
+             FROM system.processes WHERE query_id = {}",
+            stb_ddl::string_literal(query_id)
+        ))
+        .ok()?;
+    let number = |column: &str| rows.text(0, column).and_then(|v| v.parse().ok());
+    Some(Progress {
+        read_rows: number("read_rows")?,
+        total_rows_approx: number("total").unwrap_or(0),
+        written_rows: number("written").unwrap_or(0),
+        elapsed_ms: number("elapsed_ms").unwrap_or(0),
+    })
+}
 
 fn run_one(
     client: &Arc<Client>,
@@ -579,6 +645,7 @@ fn run_one(
     query_id: &str,
     is_read: bool,
     interrupt: &AtomicBool,
+    progress: &dyn Fn(Progress),
 ) -> Result<Answer, Interrupted> {
     let (done, answer) = mpsc::channel();
     let worker = Arc::clone(client);
@@ -593,7 +660,15 @@ fn run_one(
         };
         let _ = done.send(result);
     });
+    let started = std::time::Instant::now();
+    let mut probed = started;
     loop {
+        if !is_read && probed.elapsed() >= PROGRESS_EVERY {
+            probed = std::time::Instant::now();
+            if let Some(now) = read_progress(client, query_id) {
+                progress(now);
+            }
+        }
         match answer.recv_timeout(POLL) {
             Ok(result) => return result.map_err(|e| Interrupted::Failed(e.to_string())),
             Err(mpsc::RecvTimeoutError::Disconnected) => {

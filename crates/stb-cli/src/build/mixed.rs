@@ -55,11 +55,7 @@ fn observer(
         client: Arc::clone(&scope.observation),
         database: scope.database.clone(),
         invocation_id: run.invocation_id.clone(),
-        on_event: args.events.then(|| {
-            Box::new(|line: &serde_json::Value| {
-                let _ = writeln!(std::io::stdout().lock(), "{line}");
-            }) as stb_engine::build::records::EventHook
-        }),
+        on_event: super::progress::event_hook(args.events, args.json),
         on_warning: Box::new(warn),
         warned: AtomicBool::new(false),
     }

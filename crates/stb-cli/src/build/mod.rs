@@ -5,6 +5,7 @@
 
 mod confirm;
 mod mixed;
+mod progress;
 mod report;
 
 use std::io::Write;
@@ -178,11 +179,7 @@ pub(crate) fn run(args: &BuildArgs) -> ExitCode {
         client: Arc::clone(&observation),
         database: database.clone(),
         invocation_id: run.invocation_id.clone(),
-        on_event: args.events.then(|| {
-            Box::new(|line: &serde_json::Value| {
-                let _ = writeln!(std::io::stdout().lock(), "{line}");
-            }) as stb_engine::build::records::EventHook
-        }),
+        on_event: progress::event_hook(args.events, args.json),
         on_warning: Box::new(warn),
         warned: AtomicBool::new(false),
     };

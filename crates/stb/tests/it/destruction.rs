@@ -12,7 +12,7 @@ use stb_test_support::{TestDatabase, execute};
 use crate::deployments::{events_table, insert, mixed_project, ok_json, promote};
 
 /// Runs `stb <args>` on the project in `dir` at a pseudo-terminal, typing `input`.
-fn at_terminal(dir: &Path, args: &[&str], input: &str) -> (i32, String) {
+pub(crate) fn at_terminal(dir: &Path, args: &[&str], input: &str) -> (i32, String) {
     let stb = assert_cmd::cargo::cargo_bin("stb");
     let quote = |text: &str| format!("'{}'", text.replace('\'', "'\\''"));
     let mut line = quote(&stb.to_string_lossy());

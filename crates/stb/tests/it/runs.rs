@@ -202,3 +202,42 @@ fn a_long_replay_is_cancelled_within_seconds_and_a_rerun_gives_exact_rows() {
         ))
     );
 }
+
+#[test]
+fn a_long_replay_reports_its_progress_as_events_and_at_a_terminal() {
+    let db = TestDatabase::create("runs_progress");
+    events_table(&db.name);
+    stb_test_support::execute(&format!(
+        "INSERT INTO {}.events SELECT number % 3, intDiv(number, 3), now64(3, 'UTC'), number % 25 FROM numbers(3000000)",
+        db.name
+    ));
+    let dir = heavy_project(&db.name);
+    let output =
+        stb_test_support::stb_on_project(dir.path(), &["build", "--auto-approve", "--events"], "");
+    assert!(output.status.success());
+    let progress: Vec<Value> = String::from_utf8_lossy(&output.stdout)
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .filter(|e| e["event"] == "statement_progress" && e["stepId"] == "replay_heavy")
+        .collect();
+    assert!(!progress.is_empty(), "a replay of seconds reports progress");
+    let last = progress.last().expect("progress");
+    assert!(last["readRows"].as_u64().is_some_and(|n| n > 0), "{last}");
+    assert!(
+        last["elapsedMs"].as_u64().is_some_and(|ms| ms >= 1000),
+        "{last}"
+    );
+    assert!(last["queryId"].is_string(), "{last}");
+    // The warehouse keeps the same events.
+    let kept = stb_test_support::execute(&format!(
+        "SELECT count() FROM {}._streambuild_run_events WHERE event_kind = 'statement_progress' FORMAT TSV",
+        db.name
+    ));
+    assert_eq!(kept.trim(), progress.len().to_string());
+    // At a terminal: a live line on stderr.
+    let (code, shown) =
+        crate::destruction::at_terminal(dir.path(), &["build", "--auto-approve"], "");
+    assert_eq!(code, 0, "{shown}");
+    assert!(shown.contains("replay_heavy: "), "{shown}");
+    assert!(shown.contains("rows read"), "{shown}");
+}

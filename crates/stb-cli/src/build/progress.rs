@@ -1,0 +1,48 @@
+//! What a build shows while it runs: with `--events`, every event as a JSON line on
+//! stdout; at a terminal, a live line on stderr for a long statement (rows read of the
+//! warehouse's estimate, the share done and the time so far).
+
+use std::io::{IsTerminal, Write};
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use stb_engine::build::records::EventHook;
+
+/// The hook for `args`: JSON lines, a progress line, or nothing (`--json`, or no
+/// terminal).
+pub(super) fn event_hook(events: bool, json: bool) -> Option<EventHook> {
+    if events {
+        return Some(Box::new(|line: &serde_json::Value| {
+            let _ = writeln!(std::io::stdout().lock(), "{line}");
+        }));
+    }
+    if json || !std::io::stderr().is_terminal() {
+        return None;
+    }
+    // A progress line is open until its statement completes.
+    let open = AtomicBool::new(false);
+    Some(Box::new(move |line: &serde_json::Value| {
+        let mut err = std::io::stderr().lock();
+        match line["event"].as_str() {
+            Some("statement_progress") => {
+                let percent = line["percent"]
+                    .as_f64()
+                    .map(|p| format!(" ({p:.0}%)"))
+                    .unwrap_or_default();
+                let _ = write!(
+                    err,
+                    "\r\x1b[K  {}: {} of ~{} rows read{percent}, {:.0} s",
+                    line["displayName"].as_str().unwrap_or("statement"),
+                    line["readRows"],
+                    line["totalRowsApprox"],
+                    line["elapsedMs"].as_f64().unwrap_or(0.0) / 1000.0
+                );
+                let _ = err.flush();
+                open.store(true, Ordering::SeqCst);
+            }
+            Some("statement_completed") if open.swap(false, Ordering::SeqCst) => {
+                let _ = writeln!(err);
+            }
+            _ => {}
+        }
+    }))
+}
