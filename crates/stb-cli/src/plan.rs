@@ -114,22 +114,6 @@ fn plan_mixed(
         }));
         return ExitCode::SUCCESS;
     }
-    {
-        use std::io::Write as _;
-        let mut out = std::io::stdout().lock();
-        let _ = writeln!(out, "Mixed Build Plan");
-        let _ = writeln!(
-            out,
-            "Execution order: virtual (staged) -> direct (applied immediately)"
-        );
-        let _ = writeln!(out, "\nPhase 1/2 VIRTUAL");
-        let _ = write!(
-            out,
-            "{}",
-            crate::staged_render::text(deployment, args.verbose)
-        );
-        let _ = writeln!(out, "\nPhase 2/2 DIRECT");
-    }
-    crate::plan_render::print(&direct.planned, false, args.verbose);
+    crate::staged_render::print_mixed(Some(deployment), &direct.planned, args.verbose);
     ExitCode::SUCCESS
 }

@@ -216,3 +216,25 @@ pub(crate) fn print(planned: &Planned, as_json: bool, verbose: bool) {
         let _ = write!(stdout, "{}", text(planned, verbose));
     }
 }
+
+/// A mixed scope's combined plan on stdout, as `stb plan` and `stb build` show it: the
+/// virtual phase (staged first), then the direct one.
+pub(crate) fn print_mixed(
+    staged: Option<&Planned>,
+    direct: &stb_engine::direct::Planned,
+    verbose: bool,
+) {
+    let mut stdout = std::io::stdout().lock();
+    let _ = writeln!(stdout, "Mixed Build Plan");
+    let _ = writeln!(
+        stdout,
+        "Execution order: virtual (staged) -> direct (applied immediately)"
+    );
+    let _ = writeln!(stdout, "\nPhase 1/2 VIRTUAL");
+    if let Some(deployment) = staged {
+        let _ = write!(stdout, "{}", text(deployment, verbose));
+    }
+    let _ = writeln!(stdout, "\nPhase 2/2 DIRECT");
+    drop(stdout);
+    crate::plan_render::print(direct, false, verbose);
+}

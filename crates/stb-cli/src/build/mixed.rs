@@ -118,23 +118,7 @@ pub(super) fn run_mixed(
     }
     let machine = args.json || args.events;
     if !machine {
-        let mut out = std::io::stdout().lock();
-        let _ = writeln!(out, "Mixed Build Plan");
-        let _ = writeln!(
-            out,
-            "Execution order: virtual (staged) -> direct (applied immediately)"
-        );
-        let _ = writeln!(out, "\nPhase 1/2 VIRTUAL");
-        if let Some(deployment) = &staged.staged {
-            let _ = write!(
-                out,
-                "{}",
-                crate::staged_render::text(deployment, args.verbose)
-            );
-        }
-        let _ = writeln!(out, "\nPhase 2/2 DIRECT");
-        drop(out);
-        crate::plan_render::print(&direct.planned, false, args.verbose);
+        crate::staged_render::print_mixed(staged.staged.as_ref(), &direct.planned, args.verbose);
     }
     let direct_recorder = Recorder {
         client: Arc::clone(&scope.observation),
