@@ -177,17 +177,6 @@ pub(crate) struct ReplayFacts {
     pub anchor_eligible: bool,
 }
 
-/// The `_replay_*` columns a replay mode needs in a model's output.
-pub(crate) fn lineage_columns(mode: &str) -> &'static [&'static str] {
-    match mode {
-        "offsets" => &["_replay_partition", "_replay_offset"],
-        "timestamp" => &["_replay_timestamp"],
-        "landed_at" => &["_replay_landed_at"],
-        "cursor" => &["_replay_cursor"],
-        _ => &[],
-    }
-}
-
 /// The retention a table model ended up with, where it came from, and whether it applied
 /// (false: `when_missing = skip` left the table without a TTL).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -281,7 +270,7 @@ pub(crate) fn realise(
         return Err(problems);
     }
     let lineage_preserved = lineage_mode.is_some_and(|mode| {
-        lineage_columns(mode)
+        stb_model::planning::lineage_columns(mode)
             .iter()
             .all(|c| column_names.contains(c))
     });

@@ -60,6 +60,19 @@ pub struct PlanModel {
     pub replay_policy: ReplayPolicy,
 }
 
+/// The `_replay_*` columns a replay boundary mode (`offsets`, `timestamp`, `landed_at`,
+/// `cursor`) needs in a relation; none for an unknown mode.
+#[must_use]
+pub fn lineage_columns(mode: &str) -> &'static [&'static str] {
+    match mode {
+        "offsets" => &["_replay_partition", "_replay_offset"],
+        "timestamp" => &["_replay_timestamp"],
+        "landed_at" => &["_replay_landed_at"],
+        "cursor" => &["_replay_cursor"],
+        _ => &[],
+    }
+}
+
 /// `replay_on_change` and `bounded_replay_fallback` as they apply to one model.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ReplayPolicy {

@@ -7,7 +7,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-pub use stb_model::planning::{Landing, PlanModel, PlanSource, RelationKind};
+pub use stb_model::planning::{Landing, PlanModel, PlanSource, RelationKind, lineage_columns};
 
 /// Why a model is in the plan.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -74,12 +74,7 @@ pub fn required_columns(
     with_start_time: bool,
 ) -> Result<Option<&'static str>, String> {
     let has = |c: &str| available.iter().any(|a| a == c);
-    let needed: &[&str] = match mode {
-        BoundaryMode::Offsets => &[PARTITION, OFFSET],
-        BoundaryMode::Timestamp => &[TIMESTAMP],
-        BoundaryMode::LandedAt => &[LANDED_AT],
-        BoundaryMode::Cursor => &[CURSOR],
-    };
+    let needed = stb_model::planning::lineage_columns(mode.as_str());
     if let Some(missing) = needed.iter().find(|c| !has(c)) {
         return Err((*missing).to_owned());
     }

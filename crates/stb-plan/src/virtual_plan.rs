@@ -474,14 +474,8 @@ pub fn active_keeps_lineage(model: &PlanModel, deployed: &Deployed) -> bool {
     let Some(columns) = model.table().and_then(|t| recorded_columns(deployed, t)) else {
         return false;
     };
-    let needed: &[&str] = match model.boundary_mode.as_deref() {
-        Some("offsets") => &["_replay_partition", "_replay_offset"],
-        Some("timestamp") => &["_replay_timestamp"],
-        Some("landed_at") => &["_replay_landed_at"],
-        Some("cursor") => &["_replay_cursor"],
-        _ => return false,
-    };
-    needed.iter().all(|c| columns.contains_key(*c))
+    let needed = stb_model::planning::lineage_columns(model.boundary_mode.as_deref().unwrap_or(""));
+    !needed.is_empty() && needed.iter().all(|c| columns.contains_key(*c))
 }
 
 /// Every model downstream of each model, within `models` (topological order).

@@ -120,15 +120,7 @@ fn lineage_columns(state: &State, relation: &str) -> Vec<String> {
 /// The pipeline's mode when the copy keeps its columns; else what the copy's columns
 /// allow, in the order offsets, timestamp, landed_at, cursor.
 fn boundary_mode(declared: Option<&str>, staged: &Side) -> Option<&'static str> {
-    let needs = |mode: &str| -> &'static [&'static str] {
-        match mode {
-            "offsets" => &[PARTITION, OFFSET],
-            "timestamp" => &["_replay_timestamp"],
-            "landed_at" => &["_replay_landed_at"],
-            "cursor" => &["_replay_cursor"],
-            _ => &[],
-        }
-    };
+    let needs = stb_plan::direct::lineage_columns;
     let modes = ["offsets", "timestamp", "landed_at", "cursor"];
     let kept = |mode: &str| !needs(mode).is_empty() && needs(mode).iter().all(|c| staged.has(c));
     declared
