@@ -9,7 +9,7 @@
 
 use serde::Serialize;
 use stb_warehouse::Client;
-use stb_warehouse::runs::{EventRow, RunRow, events_of, recent};
+use stb_warehouse::runs::{EventRow, RunRow, events_of, one, recent};
 
 use crate::EngineError;
 
@@ -223,10 +223,8 @@ pub fn show(
     invocation: &str,
     windows: Windows,
 ) -> Result<RunDetail, EngineError> {
-    let runs = recent(client, database, 10_000).map_err(|e| EngineError::from(&e))?;
-    let run = runs
-        .iter()
-        .find(|r| r.invocation_id == invocation)
+    let run = one(client, database, invocation)
+        .map_err(|e| EngineError::from(&e))?
         .ok_or_else(|| {
             EngineError::new(
                 RUN_CODE,
@@ -236,7 +234,7 @@ pub fn show(
         })?;
     let events = events_of(client, database, invocation).map_err(|e| EngineError::from(&e))?;
     Ok(RunDetail {
-        run: summarise(run, windows),
+        run: summarise(&run, windows),
         statements: timeline(&events),
         events: events
             .iter()
@@ -315,9 +313,11 @@ pub fn cancel(
     .map_err(error)?;
     let started = std::time::Instant::now();
     let ended = loop {
-        let run = show(client, database, invocation, windows)?.run;
-        if !matches!(run.status, "running" | "unresponsive") || started.elapsed() >= wait {
-            break run.status;
+        let now = one(client, database, invocation)
+            .map_err(error)?
+            .map_or("presumed_failed", |run| status(&run, windows));
+        if !matches!(now, "running" | "unresponsive") || started.elapsed() >= wait {
+            break now;
         }
         std::thread::sleep(std::time::Duration::from_millis(200));
     };

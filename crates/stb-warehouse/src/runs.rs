@@ -48,9 +48,34 @@ pub fn recent(
     database: &str,
     limit: usize,
 ) -> Result<Vec<RunRow>, WarehouseError> {
+    read(client, database, None, limit)
+}
+
+/// Run `invocation` of `database`, if it left any record. Two queries.
+///
+/// # Errors
+/// A read failed.
+pub fn one(
+    client: &Client,
+    database: &str,
+    invocation: &str,
+) -> Result<Option<RunRow>, WarehouseError> {
+    Ok(read(client, database, Some(invocation), 1)?.pop())
+}
+
+/// The runs `only` names (or all), newest first, at most `limit`.
+fn read(
+    client: &Client,
+    database: &str,
+    only: Option<&str>,
+    limit: usize,
+) -> Result<Vec<RunRow>, WarehouseError> {
     if !client.table_exists(database, EVENTS)? {
         return Ok(Vec::new());
     }
+    let filter = only.map_or_else(String::new, |id| {
+        format!(" WHERE invocation_id = {}", stb_ddl::string_literal(id))
+    });
     let events = client.query(&format!(
         "SELECT invocation_id AS id, toString(min(emitted_at)) AS started_at, \
          toString(max(emitted_at)) AS last_at, \
@@ -60,7 +85,7 @@ pub fn recent(
          countIf(event_kind = 'statement_completed') AS statements, \
          sumIf(JSONExtractUInt(payload_json, 'writtenRows'), event_kind = 'statement_completed') AS written, \
          argMaxIf(event_kind, sequence, startsWith(event_kind, 'cancellation_')) AS cancellation \
-         FROM {} GROUP BY invocation_id ORDER BY min(emitted_at) DESC LIMIT {limit}",
+         FROM {}{filter} GROUP BY invocation_id ORDER BY min(emitted_at) DESC LIMIT {limit}",
         stb_ddl::QualifiedName::new(database, EVENTS)
     ))?;
     let mut runs: Vec<RunRow> = (0..events.data.len())
@@ -85,7 +110,7 @@ pub fn recent(
         "SELECT invocation_id AS id, command, ifNull(mode, '') AS mode, outcome, toString(duration_ms) AS duration_ms, \
          ifNull(error_message, '') AS error, ifNull(deployment_id, '') AS deployment, \
          toString(completed_at) AS completed_at, toString(started_at) AS started_at \
-         FROM {} ORDER BY completed_at DESC LIMIT {limit}",
+         FROM {}{filter} ORDER BY completed_at DESC LIMIT {limit}",
         stb_ddl::QualifiedName::new(database, INVOCATIONS)
     ));
     // A run whose invocation row was never written is still a run; an unreadable table
