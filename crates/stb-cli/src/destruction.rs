@@ -3,7 +3,7 @@
 //! typing each challenge exactly; the engine plans again under the target lock and refuses
 //! any difference (see `stb_engine::destruction`). There is no flag to skip any of it.
 
-use std::io::{BufRead, IsTerminal, Write};
+use std::io::{IsTerminal, Write};
 use std::process::ExitCode;
 
 use clap::Args;
@@ -12,7 +12,7 @@ use stb_engine::destruction::{
 };
 
 use crate::args::{ConnectionArgs, ProjectArgs};
-use crate::output::{Failure, fail, print_json};
+use crate::output::{Failure, ask, fail, print_json};
 
 /// Standard input is not a terminal.
 const TERMINAL_CODE: &str = "STB-DESTROY-002";
@@ -137,14 +137,14 @@ fn destruct(
         }
         return ExitCode::SUCCESS;
     }
-    if !ask("Reviewed: go on to the confirmation? [y/N]")
+    if !ask("Reviewed: go on to the confirmation? [y/N] ")
         .is_some_and(|a| matches!(a.trim().to_ascii_lowercase().as_str(), "y" | "yes"))
     {
         say("Destruction cancelled.");
         return ExitCode::from(1);
     }
     for challenge in &reviewed.challenges {
-        let typed = ask(&format!("Type {challenge} to confirm:")).unwrap_or_default();
+        let typed = ask(&format!("Type {challenge} to confirm: ")).unwrap_or_default();
         if typed != *challenge {
             say(&format!(
                 "Destruction cancelled: '{typed}' is not '{challenge}'."
@@ -173,23 +173,6 @@ fn destruct(
 /// A line for the person at the terminal (stderr: stdout may be JSON).
 fn say(line: &str) {
     let _ = writeln!(std::io::stderr().lock(), "{line}");
-}
-
-/// Asks on stderr; the answer without its line ending (`None` at end of input).
-fn ask(question: &str) -> Option<String> {
-    let _ = write!(std::io::stderr().lock(), "{question} ");
-    let _ = std::io::stderr().flush();
-    let mut answer = String::new();
-    match std::io::stdin().lock().read_line(&mut answer) {
-        Ok(0) | Err(_) => None,
-        Ok(_) => Some(
-            answer
-                .strip_suffix('\n')
-                .map(|a| a.strip_suffix('\r').unwrap_or(a))
-                .unwrap_or(&answer)
-                .to_owned(),
-        ),
-    }
 }
 
 fn show(plan: &DestructionPlan) {

@@ -91,3 +91,20 @@ pub(crate) fn report(diagnostics: stb_diagnostics::Diagnostics, json: bool) -> E
     }
     ExitCode::from(1)
 }
+
+/// Asks `question` on stderr (stdout may carry JSON) and reads one line from stdin: the
+/// answer as typed, without its line ending (`None` at end of input). Callers decide how
+/// strictly to compare it.
+pub(crate) fn ask(question: &str) -> Option<String> {
+    use std::io::BufRead;
+    let _ = write!(std::io::stderr().lock(), "{question}");
+    let _ = std::io::stderr().flush();
+    let mut answer = String::new();
+    match std::io::stdin().lock().read_line(&mut answer) {
+        Ok(0) | Err(_) => None,
+        Ok(_) => {
+            let line = answer.strip_suffix('\n').unwrap_or(&answer);
+            Some(line.strip_suffix('\r').unwrap_or(line).to_owned())
+        }
+    }
+}

@@ -1,7 +1,7 @@
 //! Confirmation before a build touches the warehouse: protected pipelines' tokens, else a
 //! yes/no question.
 
-use std::io::{BufRead, Write};
+use std::io::Write;
 
 use stb_engine::build::{CONFIRMATION_CODE, SHRINK_CODE};
 
@@ -42,12 +42,12 @@ pub(super) fn accept_shrink(args: &BuildArgs, prepared: &Prepared) -> Result<boo
     Ok(reply == "y" || reply == "yes")
 }
 
+/// The answer to `prompt`, trimmed (a token typed with a stray space still counts).
 fn ask(prompt: &str) -> String {
-    let _ = write!(std::io::stderr().lock(), "{prompt}");
-    let _ = std::io::stderr().flush();
-    let mut line = String::new();
-    let _ = std::io::stdin().lock().read_line(&mut line);
-    line.trim().to_owned()
+    crate::output::ask(prompt)
+        .unwrap_or_default()
+        .trim()
+        .to_owned()
 }
 
 /// Asks for what the build needs: each protected pipeline's token, else a yes/no.
