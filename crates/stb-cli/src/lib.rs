@@ -16,6 +16,7 @@ mod plan_render;
 mod quality;
 mod reconcile;
 mod run_artifacts;
+mod run_context;
 mod runs;
 mod staged_render;
 mod test;

@@ -5,7 +5,7 @@ use std::io::Write;
 use std::process::ExitCode;
 
 use clap::{Args, Subcommand};
-use stb_engine::runs::{RunSummary, Windows, cancel, list, show};
+use stb_engine::runs::{RunSummary, cancel, list, show};
 
 use crate::args::TargetArgs as Common;
 use crate::output::{Failure, fail, print_json};
@@ -76,10 +76,7 @@ pub(crate) fn run(command: &RunsCommand) -> ExitCode {
         Ok(connected) => connected,
         Err(failure) => return fail(&failure, common.json),
     };
-    let windows = Windows::of(
-        project.defaults.run_presumed_failed_after_seconds,
-        &|name| std::env::var(name).ok(),
-    );
+    let windows = crate::run_context::windows(&project);
     match command {
         RunsCommand::List(args) => match list(&client, &database, args.limit, windows) {
             Ok(runs) if common.json => {

@@ -16,12 +16,9 @@ pub(crate) fn run(args: &UnlockArgs) -> ExitCode {
         Ok(connected) => connected,
         Err(failure) => return fail(&failure, args.json),
     };
-    let broken_by = format!(
-        "{}@{}",
-        std::env::var("USER").unwrap_or_else(|_| "unknown".to_owned()),
-        std::env::var("HOSTNAME").unwrap_or_else(|_| "unknown".to_owned())
-    );
-    match stb_engine::unlock::break_stale_lock(&client, &database, &broken_by) {
+    let broken_by = crate::run_context::local_user();
+    let alive_within_ms = crate::run_context::windows(&project).signal_ms;
+    match stb_engine::unlock::break_stale_lock(&client, &database, &broken_by, alive_within_ms) {
         Ok(None) => {
             if args.json {
                 print_json(&serde_json::json!({"database": database, "locked": false}));
@@ -33,15 +30,26 @@ pub(crate) fn run(args: &UnlockArgs) -> ExitCode {
             }
             ExitCode::SUCCESS
         }
-        Ok(Some(owner)) => {
+        Ok(Some(broken)) => {
             if args.json {
                 print_json(&serde_json::json!({
-                    "database": database, "locked": false, "broken_owner": owner
+                    "database": database, "locked": false, "broken_owner": broken.owner,
+                    "killed_queries": broken.killed_queries,
                 }));
             } else {
+                let mut out = std::io::stdout().lock();
+                if !broken.killed_queries.is_empty() {
+                    let _ = writeln!(
+                        out,
+                        "Killed {} statement(s) of run '{}' still running in the warehouse",
+                        broken.killed_queries.len(),
+                        broken.owner
+                    );
+                }
                 let _ = writeln!(
-                    std::io::stdout().lock(),
-                    "Broke the mutation lock on '{database}' held by run '{owner}'; the break is recorded in that run's events"
+                    out,
+                    "Broke the mutation lock on '{database}' held by run '{}'; the break is recorded in that run's events",
+                    broken.owner
                 );
             }
             ExitCode::SUCCESS

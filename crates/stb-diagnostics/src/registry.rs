@@ -230,6 +230,18 @@ pub const CODES: &[(&str, &str)] = &[
         "STB-RUNS-002",
         "stb runs cancel names a run that is not running (it ended, or it is presumed failed)",
     ),
+    (
+        "STB-RUNS-003",
+        "a build overlaps a live run (running or unresponsive) and was not started",
+    ),
+    (
+        "STB-RUNS-004",
+        "the target lock is held by a run that stopped signalling; nothing ran",
+    ),
+    (
+        "STB-RUNS-005",
+        "a build was interrupted while it waited for the target lock; nothing ran",
+    ),
     ("STB-SELECT-001", "a selector's syntax is invalid"),
     ("STB-SELECT-002", "a selector names nothing that exists"),
     ("STB-SELECT-003", "a selector's namespace is unknown"),

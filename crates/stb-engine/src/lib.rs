@@ -6,6 +6,7 @@
 //! holds ([`direct::Reads`], read once at the edge); measuring the shrink guard and
 //! building are the I/O steps after it.
 
+pub mod admission;
 pub mod audits;
 pub mod build;
 pub mod deployments;

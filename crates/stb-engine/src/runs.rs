@@ -13,8 +13,8 @@ use stb_warehouse::runs::{EventRow, RunRow, events_of, one, recent};
 
 use crate::EngineError;
 
-/// A run whose last event is younger than this is alive.
-pub const SIGNAL_WINDOW_MS: i64 = crate::unlock::ALIVE_WITHIN_MS;
+/// A run whose last event is younger than this is alive (heartbeats come every 10 s).
+pub const SIGNAL_WINDOW_MS: i64 = 45_000;
 
 /// How long a silent run stays `running`, then `unresponsive`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]

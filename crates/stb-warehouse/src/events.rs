@@ -280,7 +280,13 @@ impl Drop for Heartbeat {
     }
 }
 
-/// Milliseconds since `invocation`'s last event by the warehouse clock; `None` when it left
+/// The events others append to a run's stream (a lock break, a cancellation): they say
+/// nothing about whether the run itself is alive, so its silence ignores them.
+pub const FOREIGN_EVENTS: &str =
+    "('lock_broken', 'cancellation_requested', 'cancellation_completed', 'cancellation_failed')";
+
+/// Milliseconds since `invocation`'s own last event by the warehouse clock (events others
+/// appended do not count); `None` when it left
 /// none (or nothing was ever recorded in `database`).
 ///
 /// # Errors
@@ -294,7 +300,7 @@ pub fn last_event_age_ms(
         return Ok(None);
     }
     let rows = client.query(&format!(
-        "SELECT count() AS n, dateDiff('millisecond', max(emitted_at), now64(3, 'UTC')) AS age FROM {} WHERE invocation_id = {}",
+        "SELECT count() AS n, dateDiff('millisecond', max(emitted_at), now64(3, 'UTC')) AS age FROM {} WHERE invocation_id = {} AND event_kind NOT IN {FOREIGN_EVENTS}",
         events_table(database),
         stb_ddl::string_literal(invocation)
     ))?;

@@ -3,6 +3,7 @@
 
 use std::collections::BTreeMap;
 
+use crate::events::FOREIGN_EVENTS;
 use crate::{Client, Rows, WarehouseError};
 
 const EVENTS: &str = "_streambuild_run_events";
@@ -48,7 +49,25 @@ pub fn recent(
     database: &str,
     limit: usize,
 ) -> Result<Vec<RunRow>, WarehouseError> {
-    read(client, database, None, limit)
+    read(client, database, &Which::Recent, limit)
+}
+
+/// The runs of `database` that may still be running: a `run_started`, no `run_completed`,
+/// no invocation row, and an event within the last `within_ms` (older ones are presumed
+/// failed whatever the windows). Newest first. Two queries.
+///
+/// # Errors
+/// A read failed.
+pub fn active(
+    client: &Client,
+    database: &str,
+    within_ms: i64,
+) -> Result<Vec<RunRow>, WarehouseError> {
+    let runs = read(client, database, &Which::Active { within_ms }, 1000)?;
+    Ok(runs
+        .into_iter()
+        .filter(|run| run.outcome.is_none())
+        .collect())
 }
 
 /// Run `invocation` of `database`, if it left any record. Two queries.
@@ -60,32 +79,54 @@ pub fn one(
     database: &str,
     invocation: &str,
 ) -> Result<Option<RunRow>, WarehouseError> {
-    Ok(read(client, database, Some(invocation), 1)?.pop())
+    Ok(read(client, database, &Which::Only(invocation), 1)?.pop())
 }
 
-/// The runs `only` names (or all), newest first, at most `limit`.
+/// Which runs a read returns.
+enum Which<'a> {
+    Recent,
+    Only(&'a str),
+    /// Started, not completed, heard from within the last `within_ms`.
+    Active {
+        within_ms: i64,
+    },
+}
+
+/// The runs `which` names, newest first, at most `limit`.
 fn read(
     client: &Client,
     database: &str,
-    only: Option<&str>,
+    which: &Which<'_>,
     limit: usize,
 ) -> Result<Vec<RunRow>, WarehouseError> {
     if !client.table_exists(database, EVENTS)? {
         return Ok(Vec::new());
     }
-    let filter = only.map_or_else(String::new, |id| {
-        format!(" WHERE invocation_id = {}", stb_ddl::string_literal(id))
-    });
+    let (filter, having) = match which {
+        Which::Recent => (String::new(), String::new()),
+        Which::Only(id) => (
+            format!(" WHERE invocation_id = {}", stb_ddl::string_literal(id)),
+            String::new(),
+        ),
+        Which::Active { within_ms } => (
+            String::new(),
+            format!(
+                " HAVING countIf(event_kind = 'run_started') > 0 \
+                 AND countIf(event_kind = 'run_completed') = 0 \
+                 AND maxIf(emitted_at, event_kind NOT IN {FOREIGN_EVENTS}) >= now64(3, 'UTC') - toIntervalMillisecond({within_ms})"
+            ),
+        ),
+    };
     let events = client.query(&format!(
         "SELECT invocation_id AS id, toString(min(emitted_at)) AS started_at, \
-         toString(max(emitted_at)) AS last_at, \
-         dateDiff('millisecond', max(emitted_at), now64(3, 'UTC')) AS silent_ms, \
+         toString(maxIf(emitted_at, event_kind NOT IN {FOREIGN_EVENTS})) AS last_at, \
+         dateDiff('millisecond', maxIf(emitted_at, event_kind NOT IN {FOREIGN_EVENTS}), now64(3, 'UTC')) AS silent_ms, \
          anyIf(payload_json, event_kind = 'run_started') AS started, \
          anyIf(payload_json, event_kind = 'run_completed') AS completed, \
          countIf(event_kind = 'statement_completed') AS statements, \
          sumIf(JSONExtractUInt(payload_json, 'writtenRows'), event_kind = 'statement_completed') AS written, \
          argMaxIf(event_kind, sequence, startsWith(event_kind, 'cancellation_')) AS cancellation \
-         FROM {}{filter} GROUP BY invocation_id ORDER BY min(emitted_at) DESC LIMIT {limit}",
+         FROM {}{filter} GROUP BY invocation_id{having} ORDER BY min(emitted_at) DESC LIMIT {limit}",
         stb_ddl::QualifiedName::new(database, EVENTS)
     ))?;
     let mut runs: Vec<RunRow> = (0..events.data.len())
@@ -106,11 +147,23 @@ fn read(
             ..RunRow::default()
         })
         .collect();
+    let invocation_filter = match which {
+        // Only the rows of the runs found: the others are not active.
+        Which::Active { .. } if runs.is_empty() => return Ok(runs),
+        Which::Active { .. } => format!(
+            " WHERE invocation_id IN ({})",
+            runs.iter()
+                .map(|run| stb_ddl::string_literal(&run.invocation_id))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+        _ => filter,
+    };
     let invocations = client.query(&format!(
         "SELECT invocation_id AS id, command, ifNull(mode, '') AS mode, outcome, toString(duration_ms) AS duration_ms, \
          ifNull(error_message, '') AS error, ifNull(deployment_id, '') AS deployment, \
          toString(completed_at) AS completed_at, toString(started_at) AS started_at \
-         FROM {}{filter} ORDER BY completed_at DESC LIMIT {limit}",
+         FROM {}{invocation_filter} ORDER BY completed_at DESC LIMIT {limit}",
         stb_ddl::QualifiedName::new(database, INVOCATIONS)
     ));
     // A run whose invocation row was never written is still a run; an unreadable table

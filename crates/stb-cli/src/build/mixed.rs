@@ -106,7 +106,7 @@ pub(super) fn run_mixed(
             return fail(&failure, args.json);
         }
     };
-    let direct_run = RunIdentity::new(None, run.display_command.clone());
+    let direct_run = RunIdentity::new(None, run.display_command.clone(), run.owner.clone());
     if let Err(error) = stb_engine::build::open(
         &scope.observation,
         &scope.database,
@@ -127,6 +127,21 @@ pub(super) fn run_mixed(
         run: &direct_run,
         deployment: std::sync::OnceLock::new(),
     };
+    // Admission before the question: one scope for both phases.
+    let build_scope =
+        stb_engine::build::scope(&staged.planned).union(&stb_engine::build::scope(&direct.planned));
+    if let Err(error) = stb_engine::admission::admit(
+        &scope.observation,
+        &scope.database,
+        &[&run.invocation_id, &direct_run.invocation_id],
+        &build_scope,
+        crate::run_context::windows(project),
+    ) {
+        let failure = Failure::from(error);
+        early("refused", &failure, &first_recorder);
+        early("refused", &failure, &direct_recorder);
+        return fail(&failure, args.json);
+    }
     // One confirmation: the direct phase's shrink guard and protected pipelines (virtual
     // pipelines drop nothing readers see and cannot be protected).
     let verdict = match accept_shrink(args, &direct) {
@@ -183,7 +198,7 @@ pub(super) fn run_mixed(
             }
         })
         .collect();
-    execute(args, project, compiled, scope, &phases)
+    execute(args, project, compiled, scope, &phases, build_scope)
 }
 
 fn execute(
@@ -192,6 +207,7 @@ fn execute(
     compiled: &stb_compile::Compiled,
     scope: &Scope<'_>,
     phases: &[Phase<'_>],
+    build_scope: stb_engine::admission::Scope,
 ) -> ExitCode {
     use stb_build::execute::Observer as _;
     for phase in phases {
@@ -238,26 +254,35 @@ fn execute(
             )
         })
         .collect();
-    let results = stb_engine::build::execute_phases_locked(&client, &order, &interrupt);
+    let on_wait = |holder: &str, owner: Option<&str>| {
+        super::lock_wait::tell(&phases[0].observer, holder, owner);
+    };
+    let wait = stb_engine::admission::LockWait {
+        scope: build_scope,
+        windows: crate::run_context::windows(project),
+        on_wait: &on_wait,
+    };
+    let results = stb_engine::build::execute_phases_locked(&client, &order, &wait, &interrupt);
     drop(watches);
     drop(heartbeats);
     let results = match results {
         Ok(results) => results,
         Err(error) => {
             let failure = Failure::from(error);
+            let (outcome, code) = super::lock_wait::outcome(&failure);
             for phase in phases {
                 phase
                     .observer
-                    .completed("failed", 1, Some(&failure.message));
-                if let Err(note) =
-                    phase
-                        .recorder
-                        .finish(&Ending::early("failed", Some(&failure.message), 0))
-                {
+                    .completed(outcome, code, Some(&failure.message));
+                if let Err(note) = phase.recorder.finish(&Ending {
+                    exit_code: code,
+                    ..Ending::early(outcome, Some(&failure.message), 0)
+                }) {
                     warn(&note);
                 }
             }
-            return fail(&failure, args.json);
+            let exit = fail(&failure, args.json);
+            return u8::try_from(code).map_or(exit, ExitCode::from);
         }
     };
     let mut summaries = serde_json::Map::new();

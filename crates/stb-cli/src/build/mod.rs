@@ -4,6 +4,7 @@
 //! beside production and replay into them.
 
 mod confirm;
+mod lock_wait;
 mod mixed;
 mod progress;
 mod report;
@@ -66,6 +67,7 @@ pub(crate) fn run(args: &BuildArgs) -> ExitCode {
     let run = RunIdentity::new(
         std::env::var("STREAMBUILD_RUN_INVOCATION_ID").ok(),
         std::env::var("STREAMBUILD_RUN_DISPLAY_COMMAND").ok(),
+        Some(crate::run_context::run_owner()),
     );
     let machine = args.json || args.events;
     if machine && !args.auto_approve {
@@ -169,6 +171,25 @@ pub(crate) fn run(args: &BuildArgs) -> ExitCode {
         });
         return ExitCode::SUCCESS;
     }
+    // Before anything is asked or recorded as started: a live run that overlaps this
+    // build refuses it (its plan was made against relations that run is changing).
+    let windows = crate::run_context::windows(&project);
+    let scope = stb_engine::build::scope(planned);
+    if let Err(error) = stb_engine::admission::admit(
+        &observation,
+        &database,
+        &[&run.invocation_id],
+        &scope,
+        windows,
+    ) {
+        let failure = Failure::from(error);
+        finish(&Ending::early(
+            "refused",
+            Some(&failure.message),
+            planned.plan.entries.len(),
+        ));
+        return fail(&failure, args.json);
+    }
     let sink = Arc::new(RunEventSink::new(
         Arc::clone(&observation),
         &database,
@@ -250,17 +271,34 @@ pub(crate) fn run(args: &BuildArgs) -> ExitCode {
         &run.invocation_id,
         Arc::clone(&interrupt),
     );
-    let outcome =
-        stb_engine::build::execute_locked(&prepared.client, planned, &observer, &run, &interrupt);
+    let on_wait = |holder: &str, owner: Option<&str>| lock_wait::tell(&observer, holder, owner);
+    let wait = stb_engine::admission::LockWait {
+        scope,
+        windows,
+        on_wait: &on_wait,
+    };
+    let outcome = stb_engine::build::execute_locked(
+        &prepared.client,
+        planned,
+        &observer,
+        &run,
+        &wait,
+        &interrupt,
+    );
     drop(watch);
     drop(heartbeat);
     let ran = match outcome {
         Ok(ran) => ran,
         Err(error) => {
             let failure = Failure::from(error);
-            observer.completed("failed", 1, Some(&failure.message));
-            finish(&Ending::early("failed", Some(&failure.message), selected));
-            return fail(&failure, args.json);
+            let (outcome, code) = lock_wait::outcome(&failure);
+            observer.completed(outcome, code, Some(&failure.message));
+            finish(&Ending {
+                exit_code: code,
+                ..Ending::early(outcome, Some(&failure.message), selected)
+            });
+            let exit = fail(&failure, args.json);
+            return u8::try_from(code).map_or(exit, ExitCode::from);
         }
     };
     let Recorded {

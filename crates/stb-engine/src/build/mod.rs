@@ -14,9 +14,10 @@ use stb_warehouse::records::{
     ModelDefinition, NodeResult, write_fingerprints, write_manifest, write_node_results,
 };
 use stb_warehouse::statements::{persist_statements, workflow_sha256};
-use stb_warehouse::{Client, TargetLock, deployments, metadata};
+use stb_warehouse::{Client, deployments, metadata};
 
 use crate::EngineError;
+use crate::admission::{self, LockWait, Scope};
 use crate::audits::AuditResult;
 use crate::direct::Planned;
 use records::{BuildObserver, Ending, Recorder, manifest};
@@ -42,6 +43,9 @@ pub struct RunIdentity {
     pub invocation_id: String,
     /// The command line shown for the run, when the caller has one to show.
     pub display_command: Option<String>,
+    /// Who started it (`user@host (pid N)` from the CLI; the signed-in user from the dev
+    /// server), named when another build is refused because of it.
+    pub owner: Option<String>,
     pub started_at_ms: u128,
     pub clock: Instant,
 }
@@ -49,11 +53,16 @@ pub struct RunIdentity {
 impl RunIdentity {
     /// A new run, with the invocation id a caller chose (`STREAMBUILD_RUN_INVOCATION_ID`
     /// for the CLI) or a fresh one, and the command line to show for it
-    /// (`STREAMBUILD_RUN_DISPLAY_COMMAND`).
+    /// (`STREAMBUILD_RUN_DISPLAY_COMMAND`), started by `owner`.
     #[must_use]
-    pub fn new(invocation_id: Option<String>, display_command: Option<String>) -> Self {
+    pub fn new(
+        invocation_id: Option<String>,
+        display_command: Option<String>,
+        owner: Option<String>,
+    ) -> Self {
         Self {
             display_command,
+            owner,
             invocation_id: invocation_id
                 .filter(|id| !id.trim().is_empty())
                 .unwrap_or_else(|| uuid::Uuid::new_v4().to_string()),
@@ -100,6 +109,25 @@ pub struct Timings {
     pub planning_ms: u128,
 }
 
+/// The models a plan builds (`model:<name>`) and what it reads (`model:` or `source:`).
+fn logical_ids(planned: &Planned) -> (Vec<String>, Vec<String>) {
+    let plan = &planned.plan;
+    let executed = plan
+        .entries
+        .iter()
+        .map(|e| format!("model:{}", e.model))
+        .collect();
+    let context = plan
+        .prerequisites
+        .iter()
+        .map(|p| {
+            let is_model = planned.models.iter().any(|m| m.name == p.name);
+            format!("{}:{}", if is_model { "model" } else { "source" }, p.name)
+        })
+        .collect();
+    (executed, context)
+}
+
 /// The `run_started` event's payload.
 #[must_use]
 pub fn run_started(
@@ -109,23 +137,11 @@ pub fn run_started(
     timings: Timings,
     run: &RunIdentity,
 ) -> serde_json::Value {
-    let plan = &planned.plan;
-    let executed: Vec<String> = plan
-        .entries
-        .iter()
-        .map(|e| format!("model:{}", e.model))
-        .collect();
-    let context: Vec<String> = plan
-        .prerequisites
-        .iter()
-        .map(|p| {
-            let is_model = planned.models.iter().any(|m| m.name == p.name);
-            format!("{}:{}", if is_model { "model" } else { "source" }, p.name)
-        })
-        .collect();
+    let (executed, context) = logical_ids(planned);
     serde_json::json!({
         "command": "build",
         "displayCommand": run.display_command,
+        "owner": run.owner,
         // The reference's values: dashboards over the events group runs by them.
         "mode": if planned.deployment.is_some() { "virtual_environment" } else { "direct" },
         "deploymentId": planned.deployment.as_ref().map(|d| d.id.as_str()),
@@ -157,20 +173,30 @@ pub struct Ran {
     pub warnings: Vec<String>,
 }
 
-/// Takes the target lock, records every planned statement (read back and verified), runs
-/// the workflow (`interrupt` stops it at a statement boundary and kills the statement in
-/// flight), and gives the lock back.
+/// What `planned` writes and reads, for admission: the same ids its `run_started` records.
+#[must_use]
+pub fn scope(planned: &Planned) -> Scope {
+    let (executed, context) = logical_ids(planned);
+    Scope::new(executed, context)
+}
+
+/// Takes the target lock (waiting, as [`admission::acquire`] does, while a live run that
+/// does not overlap this one holds it), records every planned statement (read back and
+/// verified), runs the workflow (`interrupt` stops it at a statement boundary and kills
+/// the statement in flight), and gives the lock back.
 ///
 /// # Errors
-/// The lock is held by another run, or the statements could not be recorded; nothing ran.
+/// An overlapping run, a stale lock, an interrupted wait, or the statements could not be
+/// recorded; nothing ran.
 pub fn execute_locked(
     client: &Arc<Client>,
     planned: &Planned,
     observer: &dyn Observer,
     run: &RunIdentity,
+    wait: &LockWait<'_>,
     interrupt: &AtomicBool,
 ) -> Result<Ran, EngineError> {
-    let mut phases = execute_phases_locked(client, &[(planned, observer, run)], interrupt)?;
+    let mut phases = execute_phases_locked(client, &[(planned, observer, run)], wait, interrupt)?;
     phases.pop().flatten().unwrap_or_else(|| {
         Err(EngineError::new(
             FAILED_CODE,
@@ -188,18 +214,21 @@ pub type Phase<'a> = (&'a Planned, &'a dyn Observer, &'a RunIdentity);
 /// stops the ones after it (`None`).
 ///
 /// # Errors
-/// The lock is held by another run; nothing ran.
+/// An overlapping run, a stale lock or an interrupted wait; nothing ran.
 pub fn execute_phases_locked(
     client: &Arc<Client>,
     phases: &[Phase<'_>],
+    wait: &LockWait<'_>,
     interrupt: &AtomicBool,
 ) -> Result<Vec<Option<Result<Ran, EngineError>>>, EngineError> {
     let Some((first, _, owner)) = phases.first() else {
         return Ok(Vec::new());
     };
     let database = &first.workflow.database;
-    let lock = TargetLock::acquire(client, database, &owner.invocation_id, true)
-        .map_err(|e| EngineError::from(&e))?;
+    let own: Vec<&str> = std::iter::once(owner.invocation_id.as_str())
+        .chain(phases.iter().map(|(_, _, run)| run.invocation_id.as_str()))
+        .collect();
+    let lock = admission::acquire(client, database, &own, wait, interrupt)?;
     let mut results = Vec::with_capacity(phases.len());
     let mut go_on = true;
     for (planned, observer, run) in phases {

@@ -770,10 +770,10 @@ fn a_build_killed_after_any_statement_is_unlocked_and_rerun_to_the_right_rows() 
         let output = stb(dir.path(), &["unlock", "--json"], "");
         let json: Value = serde_json::from_slice(&output.stdout).expect("JSON");
         assert_eq!(json["error"]["code"], "STB-LOCK-003", "{json}");
-        // A new build is refused while the lock is held.
+        // A new build of the same models is refused while the run may be alive.
         let output = stb(dir.path(), &["build", "--auto-approve", "--json"], "");
         let json: Value = serde_json::from_slice(&output.stdout).expect("JSON");
-        assert_eq!(json["error"]["code"], "STB-LOCK-001", "{json}");
+        assert_eq!(json["error"]["code"], "STB-RUNS-003", "{json}");
         killed.push((db, dir, invocation));
         last_kill = std::time::Instant::now();
     }

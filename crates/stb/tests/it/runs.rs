@@ -119,21 +119,41 @@ fn runs_show_their_status_as_it_is_derived_from_their_records() {
 }
 
 /// A direct pipeline whose replay hashes every row heavily: seconds over millions of rows.
+pub(crate) fn heavy_files(database: &str) -> Vec<(String, String)> {
+    vec![
+        (
+            "streambuild_project.toml".into(),
+            format!("name = \"heavy\"\ndefault_target = \"dev\"\n[targets.dev]\ndatabase = \"{database}\"\n"),
+        ),
+        (
+            "sources/events.yml".into(),
+            "sources:\n  - name: events\n    kind: stream_table\n    table_name: events\n    replay_boundary:\n      mode: offsets\n      columns:\n        _replay_partition: p\n        _replay_offset: o\n        _replay_timestamp: ts\n".into(),
+        ),
+        (
+            "pipelines/pl__heavy/heavy.sql".into(),
+            "MODEL (order_by [\"_replay_partition\", \"_replay_offset\"]);\nSELECT _replay_partition::UInt32 AS _replay_partition, _replay_offset::UInt64 AS _replay_offset, amount::UInt64 AS amount, cityHash64(repeat(toString(_replay_offset), 1500))::UInt64 AS h\nFROM __source(\"events\")\n".into(),
+        ),
+    ]
+}
+
 fn heavy_project(database: &str) -> tempfile::TempDir {
-    stb_test_support::project_dir(&[
-        (
-            "streambuild_project.toml",
-            format!("name = \"heavy\"\ndefault_target = \"dev\"\n[targets.dev]\ndatabase = \"{database}\"\n").as_str(),
-        ),
-        (
-            "sources/events.yml",
-            "sources:\n  - name: events\n    kind: stream_table\n    table_name: events\n    replay_boundary:\n      mode: offsets\n      columns:\n        _replay_partition: p\n        _replay_offset: o\n        _replay_timestamp: ts\n",
-        ),
-        (
-            "pipelines/pl__heavy/heavy.sql",
-            "MODEL (order_by [\"_replay_partition\", \"_replay_offset\"]);\nSELECT _replay_partition::UInt32 AS _replay_partition, _replay_offset::UInt64 AS _replay_offset, amount::UInt64 AS amount, cityHash64(repeat(toString(_replay_offset), 1500))::UInt64 AS h\nFROM __source(\"events\")\n",
-        ),
-    ])
+    stb_test_support::project_dir(&heavy_files(database))
+}
+
+/// Waits (at most 60 s) until run `invocation` has started step `step`.
+pub(crate) fn wait_for_step(database: &str, invocation: &str, step: &str) {
+    let started = wait_for(Duration::from_secs(60), || {
+        let recorded = stb_test_support::execute(&format!(
+            "SELECT count() FROM system.tables WHERE database = '{database}' AND name = '_streambuild_run_events' FORMAT TSV"
+        ));
+        recorded.trim() == "1"
+            && stb_test_support::execute(&format!(
+                "SELECT count() FROM {database}._streambuild_run_events WHERE invocation_id = '{invocation}' AND event_kind = 'statement_started' AND step_id = '{step}' FORMAT TSV"
+            ))
+            .trim()
+                == "1"
+    });
+    assert!(started, "{step} never started");
 }
 
 #[test]
@@ -151,20 +171,7 @@ fn a_long_replay_is_cancelled_within_seconds_and_a_rerun_gives_exact_rows() {
         &["build", "--auto-approve", "--json"],
         &invocation,
     );
-    let replaying = wait_for(Duration::from_secs(60), || {
-        let recorded = stb_test_support::execute(&format!(
-            "SELECT count() FROM system.tables WHERE database = '{}' AND name = '_streambuild_run_events' FORMAT TSV",
-            db.name
-        ));
-        recorded.trim() == "1"
-            && stb_test_support::execute(&format!(
-            "SELECT count() FROM {}._streambuild_run_events WHERE invocation_id = '{invocation}' AND event_kind = 'statement_started' AND step_id = 'replay_heavy' FORMAT TSV",
-            db.name
-        ))
-        .trim()
-            == "1"
-    });
-    assert!(replaying, "the replay never started");
+    wait_for_step(&db.name, &invocation, "replay_heavy");
     let asked = std::time::Instant::now();
     let cancelled = runs(dir.path(), &["cancel", &invocation, "--auto-approve"]);
     let took = asked.elapsed();

@@ -1,0 +1,238 @@
+//! Admission end to end: while a long replay runs, a build that overlaps it is refused with
+//! a message naming the run, its owner, its scope and what to do, and a build of another
+//! pipeline is admitted and queues behind the target lock. A killed run blocks overlapping
+//! builds while it may still be alive, its lock is refused as stale, and once it is
+//! presumed failed `stb unlock` recovers the target (its statement still running in the
+//! warehouse is killed first) and a rebuild gives exact rows.
+
+use std::path::Path;
+use std::process::{Command, Output, Stdio};
+use std::time::Duration;
+
+use serde_json::Value;
+use stb_test_support::{TestDatabase, execute, wait_for};
+
+use crate::deployments::events_table;
+use crate::runs::{heavy_files, wait_for_step};
+
+/// The heavy pipeline of the runs tests and a light one over the same source.
+fn two_pipelines(database: &str) -> tempfile::TempDir {
+    let mut files = heavy_files(database);
+    files.push((
+        "pipelines/pl__light/light.sql".into(),
+        "MODEL (order_by [\"_replay_partition\", \"_replay_offset\"]);\nSELECT _replay_partition::UInt32 AS _replay_partition, _replay_offset::UInt64 AS _replay_offset, amount::UInt64 AS amount\nFROM __source(\"events\")\n".into(),
+    ));
+    stb_test_support::project_dir(&files)
+}
+
+/// `stb` on `dir` with the run windows at 3 s (signal) and 8 s (presumed failed).
+fn command(dir: &Path, args: &[&str]) -> Command {
+    let mut command = Command::new(assert_cmd::cargo::cargo_bin("stb"));
+    command
+        .args(args)
+        .arg("--project-dir")
+        .arg(dir)
+        .envs(stb_test_support::warehouse_env())
+        .env("STREAMBUILD_LIVE_STABILIZATION_SECONDS", "1")
+        .env("STREAMBUILD_RUN_SIGNAL_WINDOW_SECONDS", "3")
+        .env("STREAMBUILD_RUN_PRESUMED_FAILED_AFTER_SECONDS", "8");
+    command
+}
+
+fn run(dir: &Path, args: &[&str]) -> Output {
+    command(dir, args).output().expect("stb runs")
+}
+
+fn spawn(dir: &Path, args: &[&str], invocation: &str) -> std::process::Child {
+    command(dir, args)
+        .env("STREAMBUILD_RUN_INVOCATION_ID", invocation)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawns")
+}
+
+fn json(output: &Output) -> Value {
+    serde_json::from_slice(&output.stdout).unwrap_or_else(|_| {
+        panic!(
+            "not JSON\nstdout: {}\nstderr: {}",
+            String::from_utf8_lossy(&output.stdout),
+            String::from_utf8_lossy(&output.stderr)
+        )
+    })
+}
+
+/// A `--select <model>` build's refusal: its error object.
+fn refused(dir: &Path, model: &str) -> Value {
+    let output = run(
+        dir,
+        &["build", "--auto-approve", "--json", "--select", model],
+    );
+    assert!(!output.status.success(), "{model} was built");
+    json(&output)["error"].clone()
+}
+
+fn status_of(dir: &Path, invocation: &str) -> String {
+    let shown = json(&run(dir, &["runs", "show", invocation, "--json"]));
+    shown["run"]["status"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned()
+}
+
+fn heavy_source(database: &str, rows: u64) {
+    events_table(database);
+    execute(&format!(
+        "INSERT INTO {database}.events SELECT number % 3, intDiv(number, 3), now64(3, 'UTC'), number % 25 FROM numbers({rows})"
+    ));
+}
+
+fn assert_exact(database: &str, model: &str) {
+    let counted = |sql: String| execute(&format!("{sql} FORMAT TSV"));
+    assert_eq!(
+        counted(format!(
+            "SELECT count(), uniqExact(_replay_partition, _replay_offset), sum(amount) FROM {database}.tbl__{model}"
+        )),
+        counted(format!(
+            "SELECT count(), uniqExact(p, o), sum(amount) FROM {database}.events"
+        )),
+        "{model} holds every event once"
+    );
+}
+
+#[test]
+fn an_overlapping_build_is_refused_and_another_pipeline_queues_behind_the_lock() {
+    let db = TestDatabase::create("admission");
+    heavy_source(&db.name, 6_000_000);
+    let dir = two_pipelines(&db.name);
+    let heavy = stb_test_support::unique_name("heavy");
+    let mut first = spawn(
+        dir.path(),
+        &["build", "--auto-approve", "--json", "--select", "heavy"],
+        &heavy,
+    );
+    wait_for_step(&db.name, &heavy, "replay_heavy");
+
+    // The same model: refused, naming the run, its owner, its scope and what to do.
+    let error = refused(dir.path(), "heavy");
+    assert_eq!(error["code"], "STB-RUNS-003", "{error}");
+    let message = error["message"].as_str().expect("message");
+    for part in [
+        format!("Run {heavy} is still running"),
+        "(pid ".to_owned(),
+        "it writes model:heavy".to_owned(),
+        "both touch model:heavy".to_owned(),
+        "No new run was started".to_owned(),
+    ] {
+        assert!(message.contains(&part), "{part}: {message}");
+    }
+    assert!(
+        error["hint"]
+            .as_str()
+            .is_some_and(|h| h.contains(&format!("stb runs cancel {heavy}"))),
+        "{error}"
+    );
+
+    // Another pipeline over the same source: admitted, it waits for the lock.
+    let light = stb_test_support::unique_name("light");
+    let second = spawn(
+        dir.path(),
+        &["build", "--auto-approve", "--json", "--select", "light"],
+        &light,
+    );
+    let second = second.wait_with_output().expect("the light build ends");
+    let stderr = String::from_utf8_lossy(&second.stderr);
+    assert!(second.status.success(), "{stderr}");
+    assert_eq!(json(&second)["status"], "succeeded");
+    assert!(
+        stderr.contains(&format!("Waiting for run {heavy}")),
+        "{stderr}"
+    );
+    assert!(first.wait().expect("the heavy build ends").success());
+    // It ran once the heavy run's workflow was over: its first statement started after
+    // that run's last one completed (the lock is given back between the two).
+    let order = execute(&format!(
+        "SELECT minIf(emitted_at, invocation_id = '{light}' AND event_kind = 'statement_started') >= maxIf(emitted_at, invocation_id = '{heavy}' AND event_kind = 'statement_completed'), \
+         countIf(invocation_id = '{light}' AND event_kind = 'lock_waiting') > 0 \
+         FROM {}._streambuild_run_events FORMAT TSV",
+        db.name
+    ));
+    assert_eq!(
+        order.trim(),
+        "1\t1",
+        "light ran after heavy, and said it waited"
+    );
+    assert_exact(&db.name, "heavy");
+    assert_exact(&db.name, "light");
+}
+
+#[test]
+fn a_killed_run_blocks_until_presumed_failed_and_unlock_recovers_the_target() {
+    let db = TestDatabase::create("admission_killed");
+    heavy_source(&db.name, 3_000_000);
+    let dir = two_pipelines(&db.name);
+    let killed = stb_test_support::unique_name("killed");
+    let mut child = spawn(
+        dir.path(),
+        &["build", "--auto-approve", "--json", "--select", "heavy"],
+        &killed,
+    );
+    wait_for_step(&db.name, &killed, "replay_heavy");
+    child.kill().expect("SIGKILL");
+    let _ = child.wait();
+
+    // Still within its signal window: running, so an overlapping build is refused.
+    assert_eq!(refused(dir.path(), "heavy")["code"], "STB-RUNS-003");
+
+    // Unresponsive: overlapping builds are still refused, with how long is left.
+    assert!(wait_for(Duration::from_secs(30), || status_of(
+        dir.path(),
+        &killed
+    ) == "unresponsive"));
+    let error = refused(dir.path(), "heavy");
+    let message = error["message"].as_str().expect("message");
+    assert!(
+        message.contains(&format!("Run {killed} is unresponsive: no signal for"))
+            && message
+                .contains("configured safety window: 8s via defaults.run_presumed_failed_after")
+            && message.contains("Retry after that."),
+        "{message}"
+    );
+    // Another pipeline is admitted, but the lock of a silent run is not waited for.
+    let error = refused(dir.path(), "light");
+    assert_eq!(error["code"], "STB-RUNS-004", "{error}");
+    assert!(
+        error["message"]
+            .as_str()
+            .is_some_and(|m| m.contains(&killed) && m.contains("unresponsive")),
+        "{error}"
+    );
+
+    // Presumed failed: admission lets builds through; the lock it left still stops them,
+    // and says how to recover.
+    assert!(wait_for(Duration::from_secs(30), || status_of(
+        dir.path(),
+        &killed
+    ) == "presumed_failed"));
+    let error = refused(dir.path(), "heavy");
+    assert_eq!(error["code"], "STB-RUNS-004", "{error}");
+    assert!(
+        error["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("presumed failed")),
+        "{error}"
+    );
+    assert!(
+        error["hint"]
+            .as_str()
+            .is_some_and(|h| h.contains("stb unlock")),
+        "{error}"
+    );
+    let unlocked = json(&run(dir.path(), &["unlock", "--json"]));
+    assert_eq!(unlocked["broken_owner"], killed.as_str(), "{unlocked}");
+
+    let rebuilt = json(&run(dir.path(), &["build", "--auto-approve", "--json"]));
+    assert_eq!(rebuilt["status"], "succeeded", "{rebuilt}");
+    assert_exact(&db.name, "heavy");
+    assert_exact(&db.name, "light");
+}
