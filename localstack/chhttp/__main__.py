@@ -28,13 +28,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--ready-file", type=Path, help="written with {port, pid} once the server accepts queries")
     parser.add_argument("--engine-log", type=Path, help="engine log file (information level)")
     parser.add_argument("--stream-flush-interval-ms", type=int, default=500, help="how often Kafka tables flush to views")
+    parser.add_argument(
+        "--system-logs",
+        choices=sorted(config.SYSTEM_LOGS),
+        default="all",
+        help="which system logs the engine keeps (query_log, part_log, query_views_log)",
+    )
     args = parser.parse_args(argv)
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr)
     log = logging.getLogger("chhttp")
     data_dir = args.data_dir.resolve()
     state_dir = data_dir.parent
-    config_file = config.write(state_dir / "clickhouse-config.xml")
+    config_file = config.write(state_dir / "clickhouse-config.xml", args.system_logs)
     engine = Engine(data_dir, config_file, args.engine_log, args.stream_flush_interval_ms)
     try:
         engine.open(state_dir / "kafka-set-aside")

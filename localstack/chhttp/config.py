@@ -16,11 +16,20 @@ KAFKA_SETTINGS = {
 }
 
 
-def render() -> str:
+# Which system logs the engine keeps, by `--system-logs` choice. `all` is the default;
+# the others exist so tests can see how StreamBuild does on a server that keeps less.
+SYSTEM_LOGS = {
+    "all": ("query_log", "part_log", "query_views_log"),
+    "part_log": ("query_log", "part_log"),
+    "none": (),
+}
+
+
+def render(system_logs: str = "all") -> str:
     logs = "\n".join(
         f"  <{name}>\n    <database>system</database>\n    <table>{name}</table>\n"
         f"    <flush_interval_milliseconds>{LOG_FLUSH_MS}</flush_interval_milliseconds>\n  </{name}>"
-        for name in ("query_log", "part_log", "query_views_log")
+        for name in SYSTEM_LOGS[system_logs]
     )
     kafka = "\n".join(f"    <{key}>{value}</{key}>" for key, value in KAFKA_SETTINGS.items())
     return f"""<clickhouse>
@@ -33,7 +42,7 @@ def render() -> str:
 """
 
 
-def write(path: Path) -> Path:
+def write(path: Path, system_logs: str = "all") -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(render())
+    path.write_text(render(system_logs))
     return path

@@ -15,6 +15,7 @@ use stb_plan::workflow::{Action, Step, Workflow};
 use stb_warehouse::statements::PlannedStatement;
 use stb_warehouse::{Client, WarehouseError};
 
+use crate::replay_watch::ReplayWatch;
 use crate::secrets::{inline_secrets, resolve_secrets, scrub};
 
 /// How the run ended.
@@ -237,6 +238,7 @@ pub fn run(
                 .extend(reset_fresh_group(&workflow.fresh_groups[fresh]));
             Ok(Answer::Written(None))
         } else {
+            let watch = ReplayWatch::of(client, workflow, step, &captures);
             resolve_secrets(&sql)
                 .map_err(Interrupted::Failed)
                 .and_then(|resolved| {
@@ -248,20 +250,24 @@ pub fn run(
                         is_read,
                         interrupt,
                         &|now: Progress| {
-                            observer.event(
-                                "statement_progress",
-                                Some(step),
-                                serde_json::json!({
-                                    "statementSequence": sequence,
-                                    "displayName": step.id,
-                                    "queryId": query_id,
-                                    "readRows": now.read_rows,
-                                    "totalRowsApprox": now.total_rows_approx,
-                                    "writtenRows": now.written_rows,
-                                    "elapsedMs": now.elapsed_ms,
-                                    "percent": now.percent(),
-                                }),
-                            );
+                            let mut payload = serde_json::json!({
+                                "statementSequence": sequence,
+                                "displayName": step.id,
+                                "queryId": query_id,
+                                "readRows": now.read_rows,
+                                "totalRowsApprox": now.total_rows_approx,
+                                "writtenRows": now.written_rows,
+                                "elapsedMs": now.elapsed_ms,
+                                "percent": now.percent(),
+                            });
+                            if let Some(done) = watch.as_ref().and_then(ReplayWatch::reading) {
+                                let count = |n: u128| u64::try_from(n).unwrap_or(u64::MAX);
+                                payload["replayOffsetsDone"] = count(done.done).into();
+                                payload["replayOffsetsTotal"] = count(done.total).into();
+                                payload["replayPercent"] = done.percent().into();
+                                payload["etaMs"] = done.eta_ms(now.elapsed_ms).into();
+                            }
+                            observer.event("statement_progress", Some(step), payload);
                         },
                     )
                 })

@@ -3,5 +3,6 @@
 //! lifecycle tables. The decisions themselves live in `stb-plan`.
 
 pub mod execute;
+mod replay_watch;
 mod secrets;
 pub mod shrink;

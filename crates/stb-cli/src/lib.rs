@@ -19,6 +19,7 @@ mod run_artifacts;
 mod run_context;
 mod runs;
 mod staged_render;
+mod status;
 mod test;
 mod unlock;
 mod virtual_target;
@@ -84,6 +85,9 @@ enum Command {
     /// Break the target's mutation lock left by a killed command (refused while its run
     /// still heartbeats).
     Unlock(unlock::UnlockArgs),
+    /// The target now: its lock, live runs, and per source and model whether rows are
+    /// arriving and how fresh the newest row is against the source's expectation.
+    Status(status::StatusArgs),
 }
 
 /// Parses the arguments, runs the command and returns the process exit code.
@@ -107,6 +111,7 @@ pub fn run() -> ExitCode {
         Command::Audit(args) => audit::run(&args),
         Command::Unlock(args) => unlock::run(&args),
         Command::Runs(command) => runs::run(&command),
+        Command::Status(args) => status::run(&args),
     }
 }
 
@@ -123,7 +128,7 @@ mod tests {
     /// module (`args`, `direct`, `plan_render`, `quality`, ...) or in a library crate.
     #[test]
     fn no_command_module_imports_another() {
-        const COMMANDS: [&str; 13] = [
+        const COMMANDS: [&str; 14] = [
             "audit",
             "build",
             "compile",
@@ -135,6 +140,7 @@ mod tests {
             "plan",
             "reconcile",
             "runs",
+            "status",
             "test",
             "unlock",
         ];

@@ -259,6 +259,7 @@ pub const CODES: &[(&str, &str)] = &[
         "STB-SOURCE-002",
         "a managed landing drifted in a way a build cannot repair",
     ),
+    ("STB-STATUS-001", "stb status --window is not a duration"),
     ("STB-TEST-001", "a SQL test failed or could not run"),
     (
         "STB-WAREHOUSE-001",

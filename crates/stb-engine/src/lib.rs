@@ -6,6 +6,7 @@
 //! holds ([`direct::Reads`], read once at the edge); measuring the shrink guard and
 //! building are the I/O steps after it.
 
+pub mod activity;
 pub mod admission;
 pub mod audits;
 pub mod build;
@@ -17,6 +18,7 @@ pub mod readiness;
 pub mod reconcile;
 pub mod runs;
 pub mod staged;
+pub mod status;
 pub mod unlock;
 
 pub use error::EngineError;

@@ -5,7 +5,8 @@
 //! event's; else it is `running` while its last event (heartbeats come every 10 s) is
 //! younger than 45 s, `unresponsive` until `run_presumed_failed_after`, then
 //! `presumed_failed`. A run that heartbeats again is running again. Cancellation events
-//! written by whoever cancelled it win over the rest.
+//! written by whoever cancelled it win over the rest; a run whose lock an operator broke
+//! (`stb unlock`) is presumed failed from then on, unless it writes again.
 
 use serde::Serialize;
 use stb_warehouse::Client;
@@ -63,6 +64,10 @@ pub fn status(run: &RunRow, windows: Windows) -> &'static str {
             _ => "failed",
         };
     }
+    // `stb unlock` broke its lock: an operator declared it gone (until it speaks again).
+    if run.lock_broken {
+        return "presumed_failed";
+    }
     match run.silent_ms {
         Some(silent) if silent < windows.signal_ms => "running",
         Some(silent) if silent < windows.presumed_failed_ms => "unresponsive",
@@ -78,6 +83,8 @@ pub struct RunSummary {
     pub command: Option<String>,
     pub mode: Option<String>,
     pub display_command: Option<String>,
+    /// Who started it (`user@host (pid N)`, or the dev server's signed-in user).
+    pub owner: Option<String>,
     pub started_at: Option<String>,
     pub last_event_at: Option<String>,
     /// Seconds since its last event, while it has no outcome.
@@ -121,6 +128,7 @@ pub fn summarise(run: &RunRow, windows: Windows) -> RunSummary {
         command: run.command.clone().or_else(|| field("command")),
         mode: run.mode.clone().or_else(|| field("mode")),
         display_command: field("displayCommand"),
+        owner: field("owner"),
         started_at: run.started_at.clone(),
         last_event_at: run.last_event_at.clone(),
         silent_seconds: matches!(status, "running" | "unresponsive" | "presumed_failed")

@@ -85,6 +85,31 @@ pub struct ClickHouseOptions {
     pub password: Option<String>,
     /// How often Kafka engine tables push rows into their materialized views.
     pub stream_flush_interval_ms: u32,
+    /// Which system logs the engine keeps.
+    pub system_logs: SystemLogs,
+}
+
+/// The system logs a server keeps: all of them for the local stack; less for tests of how
+/// StreamBuild does on a server configured to keep less.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum SystemLogs {
+    /// `query_log`, `part_log` and `query_views_log`.
+    #[default]
+    All,
+    /// `query_log` and `part_log`, no `query_views_log`.
+    PartLog,
+    /// None.
+    None,
+}
+
+impl SystemLogs {
+    fn as_arg(self) -> &'static str {
+        match self {
+            Self::All => "all",
+            Self::PartLog => "part_log",
+            Self::None => "none",
+        }
+    }
 }
 
 impl Default for ClickHouseOptions {
@@ -94,6 +119,7 @@ impl Default for ClickHouseOptions {
             user: "default".to_owned(),
             password: None,
             stream_flush_interval_ms: 500,
+            system_logs: SystemLogs::All,
         }
     }
 }
@@ -155,7 +181,9 @@ pub fn start(
         .arg("--engine-log")
         .arg(layout.logs_dir().join("clickhouse-engine.log"))
         .arg("--stream-flush-interval-ms")
-        .arg(options.stream_flush_interval_ms.to_string());
+        .arg(options.stream_flush_interval_ms.to_string())
+        .arg("--system-logs")
+        .arg(options.system_logs.as_arg());
     let pid = process::spawn_service(command, &log)?;
     let marker = layout.state_dir.to_string_lossy().into_owned();
     wait_until_ready(pid, &marker, &ready_file, &log).inspect_err(|_| {

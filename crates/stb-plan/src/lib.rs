@@ -6,6 +6,7 @@ pub mod direct;
 pub mod drift;
 pub mod options;
 pub mod replay;
+pub mod replay_progress;
 pub mod seed;
 pub mod shrink;
 pub mod sql_change;

@@ -91,6 +91,8 @@ pub struct ProjectDefaults {
     /// `[defaults] run_presumed_failed_after` in seconds (default 600): a silent run is
     /// `unresponsive` until then, `presumed_failed` after.
     pub run_presumed_failed_after_seconds: u64,
+    /// `[defaults.freshness]`: the expectation of every source without its own.
+    pub freshness: Option<crate::policies::Freshness>,
     pub table_prefix: String,
     pub view_prefix: String,
     pub pipeline_reference_scope: bool,
@@ -267,6 +269,13 @@ pub fn discover(options: &DiscoverOptions) -> Result<Project, Diagnostics> {
             })
             .unwrap_or_default(),
         run_presumed_failed_after_seconds: config.run_presumed_failed_after.unwrap_or(600),
+        freshness: config.freshness.as_ref().and_then(|node| {
+            crate::policies::freshness(
+                &mut Reader::new(project_config::FILE_NAME, &mut Diagnostics::new()),
+                node,
+                "defaults.freshness",
+            )
+        }),
         replay_policy: crate::policies::replay_policy(
             &mut Reader::new(project_config::FILE_NAME, &mut Diagnostics::new()),
             config.replay_on_change.as_ref(),

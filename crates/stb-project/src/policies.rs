@@ -168,11 +168,18 @@ pub(crate) fn positive_duration(reader: &mut Reader<'_>, node: &Node, what: &str
     Some(seconds)
 }
 
+/// A source's freshness expectation: how old its newest row may be before it is lagging
+/// (`warn_after`) or stalled (`error_after`), in seconds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize)]
+pub struct Freshness {
+    pub warn_after_seconds: Option<u64>,
+    pub error_after_seconds: Option<u64>,
+}
+
 /// `{warn_after, error_after}`: at least one, both durations > 0, warn ≤ error.
-pub(crate) fn freshness(reader: &mut Reader<'_>, node: &Node, what: &str) {
-    if reader.table(node, what).is_none() {
-        return;
-    }
+pub(crate) fn freshness(reader: &mut Reader<'_>, node: &Node, what: &str) -> Option<Freshness> {
+    let before = reader.diagnostics.len();
+    reader.table(node, what)?;
     reader.allowed_keys(node, what, &["warn_after", "error_after"]);
     let warn = node
         .get("warn_after")
@@ -198,6 +205,10 @@ pub(crate) fn freshness(reader: &mut Reader<'_>, node: &Node, what: &str) {
             "warn before you fail: make warn_after the shorter one",
         );
     }
+    (reader.diagnostics.len() == before).then_some(Freshness {
+        warn_after_seconds: warn,
+        error_after_seconds: error,
+    })
 }
 
 /// Audit defaults of a project or pipeline: unset keys inherit.

@@ -143,6 +143,8 @@ pub struct ProjectConfig {
     pub deployment_readiness: Option<Node>,
     /// `[defaults] run_presumed_failed_after`, in seconds, when valid.
     pub run_presumed_failed_after: Option<u64>,
+    /// `[defaults.freshness]`, as written (validated above).
+    pub freshness: Option<Node>,
     /// `[defaults] replay_on_change` and `bounded_replay_fallback`.
     pub replay_on_change: Option<Node>,
     pub bounded_replay_fallback: Option<Node>,
@@ -261,6 +263,7 @@ pub(crate) fn read(reader: &mut Reader<'_>, root: &Node) -> Option<ProjectConfig
             .and_then(|node| node.as_str())
             .and_then(crate::parse_duration)
             .filter(|seconds| *seconds > 45),
+        freshness: defaults.and_then(|d| d.get("freshness")).cloned(),
         replay_on_change: defaults.and_then(|d| d.get("replay_on_change")).cloned(),
         bounded_replay_fallback: defaults
             .and_then(|d| d.get("bounded_replay_fallback"))
@@ -556,7 +559,7 @@ fn read_defaults(reader: &mut Reader<'_>, node: &Node) -> DefaultsRead {
             .push(("bounded_replay_fallback".to_owned(), fallback.position));
     }
     if let Some(freshness) = node.get("freshness") {
-        policies::freshness(reader, freshness, "defaults.freshness");
+        let _ = policies::freshness(reader, freshness, "defaults.freshness");
     }
     if let Some(audits) = node.get("audits") {
         let _ = policies::audit_defaults(reader, audits, "defaults.audits");

@@ -104,6 +104,9 @@ pub struct Source {
     /// Adopted sources: role -> physical column.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub columns: Vec<(String, String)>,
+    /// Its own `freshness` (it replaces `[defaults.freshness]` wholesale).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub freshness: Option<policies::Freshness>,
     /// Managed Kafka sources: what the landing objects are built from.
     #[serde(skip)]
     pub kafka: Option<KafkaConfig>,
@@ -521,9 +524,9 @@ fn kafka(
         policies::retention(reader, retention, "source retention");
     }
     let retention = item.get("retention").and_then(retention_setting);
-    if let Some(freshness) = item.get("freshness") {
-        policies::freshness(reader, freshness, "source freshness");
-    }
+    let freshness = item
+        .get("freshness")
+        .and_then(|node| policies::freshness(reader, node, "source freshness"));
     let replay_boundary = boundary(reader, item, SourceKind::Kafka).map(|(mode, _)| mode);
     Some(Source {
         name: name?,
@@ -534,6 +537,7 @@ fn kafka(
         table_name: None,
         replay_boundary: Some(replay_boundary?),
         columns: Vec::new(),
+        freshness,
         postgres: None,
         kafka: Some(KafkaConfig {
             broker_list,
@@ -802,9 +806,9 @@ fn adopted(
             None
         }
     };
-    if let Some(freshness) = item.get("freshness") {
-        policies::freshness(reader, freshness, "source freshness");
-    }
+    let freshness = item
+        .get("freshness")
+        .and_then(|node| policies::freshness(reader, node, "source freshness"));
     let (mode, columns) = boundary(reader, item, SourceKind::StreamTable)?;
     Some(Source {
         name: name?,
@@ -815,6 +819,7 @@ fn adopted(
         table_name: Some(table_name?),
         replay_boundary: Some(mode),
         columns,
+        freshness,
         kafka: None,
         postgres: None,
     })
@@ -845,6 +850,9 @@ fn postgres(
             None
         }
     };
+    let freshness = item
+        .get("freshness")
+        .and_then(|node| policies::freshness(reader, node, "source freshness"));
     let mut complete = true;
     let mut values = std::collections::BTreeMap::new();
     for key in ["host", "database", "table", "user", "refresh"] {
@@ -946,6 +954,7 @@ fn postgres(
         table_name: table,
         replay_boundary: None,
         columns: Vec::new(),
+        freshness,
         kafka: None,
         postgres: Some(postgres),
     })

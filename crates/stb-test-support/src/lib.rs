@@ -12,6 +12,7 @@ pub mod kafka;
 mod private_server;
 
 pub use private_server::PrivateClickHouse;
+pub use stb_localstack::clickhouse::SystemLogs;
 
 use std::sync::OnceLock;
 use std::time::Duration;

@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use stb_localstack::clickhouse::{self, ClickHouseOptions, StartedClickHouse};
+use stb_localstack::clickhouse::{self, ClickHouseOptions, StartedClickHouse, SystemLogs};
 use stb_localstack::{Layout, Silent, process};
 
 /// A private server in a temporary state directory, stopped when dropped.
@@ -20,16 +20,32 @@ impl PrivateClickHouse {
     /// When the server cannot start.
     #[must_use]
     pub fn start(user: &str, password: Option<&str>) -> Self {
-        // Shares the cached Python environment; the test stack has made sure it exists.
-        let _ = crate::stack();
-        let dir = tempfile::tempdir().expect("a temporary state directory");
-        let layout = Layout::with_state_dir(dir.path());
-        let options = ClickHouseOptions {
+        Self::start_with(ClickHouseOptions {
             port: 0,
             user: user.to_owned(),
             password: password.map(str::to_owned),
             ..ClickHouseOptions::default()
-        };
+        })
+    }
+
+    /// Starts a server for the `default` user that keeps only `logs`.
+    ///
+    /// # Panics
+    /// When the server cannot start.
+    #[must_use]
+    pub fn with_system_logs(logs: SystemLogs) -> Self {
+        Self::start_with(ClickHouseOptions {
+            port: 0,
+            system_logs: logs,
+            ..ClickHouseOptions::default()
+        })
+    }
+
+    fn start_with(options: ClickHouseOptions) -> Self {
+        // Shares the cached Python environment; the test stack has made sure it exists.
+        let _ = crate::stack();
+        let dir = tempfile::tempdir().expect("a temporary state directory");
+        let layout = Layout::with_state_dir(dir.path());
         let started = clickhouse::start(&layout, &options, &mut Silent).unwrap_or_else(|e| {
             panic!(
                 "private server: error[{}]: {e}\n  hint: {}",

@@ -25,6 +25,8 @@ pub struct RunRow {
     pub written_rows: u64,
     /// The last `cancellation_*` event's kind, if any.
     pub cancellation: Option<String>,
+    /// An operator broke its lock (`stb unlock`) after its last own event: declared gone.
+    pub lock_broken: bool,
     /// The invocation row, once written.
     pub command: Option<String>,
     pub mode: Option<String>,
@@ -125,7 +127,8 @@ fn read(
          anyIf(payload_json, event_kind = 'run_completed') AS completed, \
          countIf(event_kind = 'statement_completed') AS statements, \
          sumIf(JSONExtractUInt(payload_json, 'writtenRows'), event_kind = 'statement_completed') AS written, \
-         argMaxIf(event_kind, sequence, startsWith(event_kind, 'cancellation_')) AS cancellation \
+         argMaxIf(event_kind, sequence, startsWith(event_kind, 'cancellation_')) AS cancellation, \
+         countIf(event_kind = 'lock_broken') > 0 AND maxIf(emitted_at, event_kind = 'lock_broken') >= maxIf(emitted_at, event_kind NOT IN {FOREIGN_EVENTS}) AS lock_broken \
          FROM {}{filter} GROUP BY invocation_id{having} ORDER BY min(emitted_at) DESC LIMIT {limit}",
         stb_ddl::QualifiedName::new(database, EVENTS)
     ))?;
@@ -144,6 +147,7 @@ fn read(
                 .and_then(|v| v.parse().ok())
                 .unwrap_or(0),
             cancellation: text(&events, r, "cancellation"),
+            lock_broken: text(&events, r, "lock_broken").as_deref() == Some("1"),
             ..RunRow::default()
         })
         .collect();

@@ -1,6 +1,7 @@
 //! What a build shows while it runs: with `--events`, every event as a JSON line on
 //! stdout; at a terminal, a live line on stderr for a long statement (rows read of the
-//! warehouse's estimate, the share done and the time so far).
+//! warehouse's estimate, the share done, for an offsets replay the share of its window
+//! written and an ETA, and the time so far).
 
 use std::io::{IsTerminal, Write};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -30,10 +31,11 @@ pub(super) fn event_hook(events: bool, json: bool) -> Option<EventHook> {
                     .unwrap_or_default();
                 let _ = write!(
                     err,
-                    "\r\x1b[K  {}: {} of ~{} rows read{percent}, {:.0} s",
+                    "\r\x1b[K  {}: {} of ~{} rows read{percent}{}, {:.0} s",
                     line["displayName"].as_str().unwrap_or("statement"),
                     line["readRows"],
                     line["totalRowsApprox"],
+                    replayed(line),
                     line["elapsedMs"].as_f64().unwrap_or(0.0) / 1000.0
                 );
                 let _ = err.flush();
@@ -45,4 +47,16 @@ pub(super) fn event_hook(events: bool, json: bool) -> Option<EventHook> {
             _ => {}
         }
     }))
+}
+
+/// `, 38% of the replay window written, ETA 4 s` for an offsets replay's progress.
+fn replayed(line: &serde_json::Value) -> String {
+    let Some(percent) = line["replayPercent"].as_f64() else {
+        return String::new();
+    };
+    let eta = line["etaMs"]
+        .as_f64()
+        .map(|ms| format!(", ETA {:.0} s", ms / 1000.0))
+        .unwrap_or_default();
+    format!(", {percent:.0}% of the replay window written{eta}")
 }

@@ -27,6 +27,12 @@ fn a_silent_run_is_running_then_unresponsive_then_presumed_failed_and_recovers()
     // Status is derived on read: a heartbeat makes it running again.
     assert_eq!(status(&silent(10), WINDOWS), "running");
     assert_eq!(status(&RunRow::default(), WINDOWS), "presumed_failed");
+    // An operator broke its lock: gone, whatever its silence says.
+    let broken = RunRow {
+        lock_broken: true,
+        ..silent(50_000)
+    };
+    assert_eq!(status(&broken, WINDOWS), "presumed_failed");
 }
 
 #[test]

@@ -251,6 +251,24 @@ fn the_full_project_discovers_cleanly() {
     let readiness = project.defaults.deployment_readiness;
     assert_eq!(readiness.maximum_lag_seconds, 120);
     assert!((readiness.minimum_staged_row_ratio - 0.25).abs() < f64::EPSILON);
+    // Freshness expectations, typed: the project's default and a source's own.
+    let expect = |warn, error| {
+        Some(stb_project::policies::Freshness {
+            warn_after_seconds: Some(warn),
+            error_after_seconds: Some(error),
+        })
+    };
+    assert_eq!(project.defaults.freshness, expect(60, 300));
+    let source = |name: &str| {
+        project
+            .sources
+            .iter()
+            .find(|s| s.name == name)
+            .expect("source")
+            .freshness
+    };
+    assert_eq!(source("orders"), expect(30, 120));
+    assert_eq!(source("customers"), None, "the default applies, not copied");
 }
 
 #[test]

@@ -18,5 +18,6 @@ mod quality;
 mod reconcile;
 mod runs;
 mod shrink;
+mod status;
 mod unlock;
 mod virtual_plan;

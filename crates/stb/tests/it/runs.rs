@@ -235,6 +235,25 @@ fn a_long_replay_reports_its_progress_as_events_and_at_a_terminal() {
         "{last}"
     );
     assert!(last["queryId"].is_string(), "{last}");
+    // The share of the replay window in the target: over the 3 partitions' 1,000,000
+    // offsets each, never going backwards.
+    let shares: Vec<f64> = progress
+        .iter()
+        .map(|e| {
+            assert_eq!(e["replayOffsetsTotal"], 3_000_000, "{e}");
+            e["replayPercent"].as_f64().expect("a share")
+        })
+        .collect();
+    assert!(
+        shares.windows(2).all(|w| w[0] <= w[1]) && shares.iter().all(|p| (0.0..=100.0).contains(p)),
+        "{shares:?}"
+    );
+    // An ETA once something is written.
+    for event in &progress {
+        if event["replayOffsetsDone"].as_u64().is_some_and(|d| d > 0) {
+            assert!(event["etaMs"].is_u64(), "{event}");
+        }
+    }
     // The warehouse keeps the same events.
     let kept = stb_test_support::execute(&format!(
         "SELECT count() FROM {}._streambuild_run_events WHERE event_kind = 'statement_progress' FORMAT TSV",
@@ -247,4 +266,5 @@ fn a_long_replay_reports_its_progress_as_events_and_at_a_terminal() {
     assert_eq!(code, 0, "{shown}");
     assert!(shown.contains("replay_heavy: "), "{shown}");
     assert!(shown.contains("rows read"), "{shown}");
+    assert!(shown.contains("% of the replay window written"), "{shown}");
 }
