@@ -250,9 +250,9 @@ pub struct LockWait<'a> {
 /// How often a waiting build tries the lock again.
 const RETRY: Duration = Duration::from_millis(500);
 
-/// Takes `database`'s lock for the first of runs `own`, waiting while a live run that does not overlap
-/// this build holds it. Every retry admits the build again: a run that started since (and
-/// overlaps) refuses it, since its plan may now be wrong.
+/// Takes `database`'s lock for the first of runs `own` (a mixed build has two), waiting
+/// while a live run that does not overlap this build holds it. Every retry admits the
+/// build again: a run that started since and overlaps refuses it (its plan may be wrong).
 ///
 /// # Errors
 /// An overlapping run ([`OVERLAP_CODE`]); the lock's run stopped signalling
@@ -281,10 +281,11 @@ pub fn acquire<'c>(
             Some((state @ ("unresponsive" | "presumed_failed"), run)) => {
                 return Err(stale_lock(database, &holder, state, run, wait.windows));
             }
-            // Ended, but its lock is not given back yet: a moment more.
-            Some((_, _)) => {}
-            // A command that records no run (promote, rollback, janitor): they are short.
-            None if waiting_since.elapsed().as_millis()
+            // Ended but not given back yet (its release is a moment away), or held by a
+            // command that records no run (promote, rollback, janitor: short ones). Either
+            // is waited for at most the signal window: a lock an ended run failed to give
+            // back stays until `stb unlock`.
+            _ if waiting_since.elapsed().as_millis()
                 > u128::try_from(wait.windows.signal_ms).unwrap_or(45_000) =>
             {
                 return Err(EngineError::from(&LockError::Held {
@@ -292,7 +293,7 @@ pub fn acquire<'c>(
                     owner: holder,
                 }));
             }
-            None => {}
+            _ => {}
         }
         if told.as_deref() != Some(holder.as_str()) {
             let owner = run

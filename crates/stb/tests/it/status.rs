@@ -112,6 +112,18 @@ fn freshness(status: &Value, list: &str, name: &str) -> String {
         .to_owned()
 }
 
+/// The logs the status says the warehouse keeps.
+fn assert_logs(status: &Value, query_views_log: bool, part_log: bool) {
+    assert_eq!(
+        (
+            &status["capabilities"]["query_views_log"],
+            &status["capabilities"]["part_log"]
+        ),
+        (&Value::from(query_views_log), &Value::from(part_log)),
+        "{status}"
+    );
+}
+
 fn pair(state: &str, source: &str) -> (String, String) {
     (state.to_owned(), source.to_owned())
 }
@@ -158,8 +170,7 @@ fn status_reports_activity_from_the_views_log_and_the_part_log_and_freshness_fro
 
     let port = stb_test_support::stack().clickhouse_port;
     let now = status(dir.path(), port);
-    assert_eq!(now["capabilities"]["query_views_log"], true, "{now}");
-    assert_eq!(now["capabilities"]["part_log"], true);
+    assert_logs(&now, true, true);
     assert!(now["lock_holder"].is_null(), "{now}");
     // A virtual model is read through its active copy, where the views write.
     let clean = entry(&now, "models", "clean");
@@ -282,11 +293,7 @@ fn on_private_server(logs: SystemLogs) -> (PrivateClickHouse, Value) {
 #[test]
 fn without_the_views_log_the_part_log_speaks_and_without_logs_part_times_do() {
     let (_server, part_log) = on_private_server(SystemLogs::PartLog);
-    assert_eq!(
-        part_log["capabilities"]["query_views_log"], false,
-        "{part_log}"
-    );
-    assert_eq!(part_log["capabilities"]["part_log"], true);
+    assert_logs(&part_log, false, true);
     // The view's writes into copy are new parts.
     assert_eq!(
         activity(&part_log, "models", "copy"),
@@ -307,11 +314,7 @@ fn without_the_views_log_the_part_log_speaks_and_without_logs_part_times_do() {
     );
 
     let (_server, no_logs) = on_private_server(SystemLogs::None);
-    assert_eq!(
-        no_logs["capabilities"]["query_views_log"], false,
-        "{no_logs}"
-    );
-    assert_eq!(no_logs["capabilities"]["part_log"], false);
+    assert_logs(&no_logs, false, false);
     assert_eq!(
         activity(&no_logs, "models", "copy"),
         pair("moving", "system_parts")
