@@ -32,6 +32,11 @@ command -v python3 >/dev/null || missing+=(python3)
 if command -v python3 >/dev/null && ! python3 -c 'import venv, ensurepip' 2>/dev/null; then
   missing+=(python3-venv)
 fi
+# The control store's PostgreSQL tests run a real server, and `script` (util-linux) drives
+# a terminal for the interactive commands' tests.
+ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || missing+=(postgresql)
+command -v psql >/dev/null || missing+=(postgresql-client)
+command -v script >/dev/null || missing+=(util-linux)
 if ((${#missing[@]})); then
   echo "installing: ${missing[*]}"
   sudo_cmd=()
@@ -51,7 +56,10 @@ step "clippy"
 cargo clippy --workspace --all-targets --locked -- -D warnings
 
 stb="$CARGO_TARGET_DIR/debug/stb"
-stop_stack() { "$stb" local down --state-dir "$STB_TEST_STACK_DIR" >/dev/null 2>&1 || true; }
+stop_stack() {
+  "$stb" local down --state-dir "$STB_TEST_STACK_DIR" >/dev/null 2>&1 || true
+  "$repo/scripts/test-postgres.sh" stop || true
+}
 # Leave the stack running for the next local run, but never behind a CI job.
 if [ "${CI:-}" = "true" ]; then trap stop_stack EXIT; fi
 
@@ -59,6 +67,11 @@ step "starting the local test stack in $STB_TEST_STACK_DIR"
 stack_start=$(date +%s%N)
 "$stb" local up --state-dir "$STB_TEST_STACK_DIR" --clickhouse-port 0 --kafka-port 0
 echo "stack ready in $(( ($(date +%s%N) - stack_start) / 1000000 )) ms"
+
+step "starting the control store's test PostgreSQL server"
+STB_TEST_POSTGRES_URL="$("$repo/scripts/test-postgres.sh" start)"
+export STB_TEST_POSTGRES_URL
+echo "PostgreSQL at $STB_TEST_POSTGRES_URL"
 
 step "Python unit tests of the local ClickHouse server"
 "$STB_VENV/bin/python" -m pip install --quiet --disable-pip-version-check pytest==9.2.0

@@ -12,6 +12,7 @@ use stb_engine::destruction::{
 };
 
 use crate::args::{ConnectionArgs, ProjectArgs};
+use crate::control::{ControlArgs, NOT_ADMIN_CODE, local_admin};
 use crate::output::{Failure, ask, fail, print_json};
 
 /// Standard input is not a terminal.
@@ -29,6 +30,8 @@ pub(crate) struct DestroyArgs {
     /// Also drop what older manifests recorded for these pipelines.
     #[arg(long)]
     include_orphans: bool,
+    #[command(flatten)]
+    control: ControlArgs,
     /// Print the result as JSON on stdout (the questions go to stderr).
     #[arg(long)]
     json: bool,
@@ -40,6 +43,8 @@ pub(crate) struct ResetArgs {
     project: ProjectArgs,
     #[command(flatten)]
     connection: ConnectionArgs,
+    #[command(flatten)]
+    control: ControlArgs,
     /// Print the result as JSON on stdout (the questions go to stderr).
     #[arg(long)]
     json: bool,
@@ -66,6 +71,7 @@ pub(crate) fn destroy(args: &DestroyArgs) -> ExitCode {
     destruct(
         &args.project,
         &args.connection,
+        &args.control,
         Operation::DestroyPipelines,
         &pipelines,
         args.include_orphans,
@@ -80,6 +86,7 @@ pub(crate) fn reset(args: &ResetArgs) -> ExitCode {
     destruct(
         &args.project,
         &args.connection,
+        &args.control,
         Operation::ResetTarget,
         &[],
         false,
@@ -103,6 +110,7 @@ fn refuse_without_terminal(json: bool) -> Option<ExitCode> {
 fn destruct(
     project_args: &ProjectArgs,
     connection: &ConnectionArgs,
+    control: &ControlArgs,
     operation: Operation,
     pipelines: &[String],
     include_orphans: bool,
@@ -111,6 +119,13 @@ fn destruct(
     let (project, compiled) = match project_args.compile(json) {
         Ok(compiled) => compiled,
         Err(code) => return code,
+    };
+    // Only an active admin of the control store may destroy; checked again after the
+    // review, so an account disabled meanwhile drops nothing.
+    let store_url = control.url(&project.root);
+    let admin = match local_admin(&store_url) {
+        Ok(admin) => admin,
+        Err(failure) => return fail(&failure, json),
     };
     let (client, database) = match connection.connect(&project) {
         Ok(connected) => connected,
@@ -151,6 +166,18 @@ fn destruct(
             ));
             return ExitCode::from(1);
         }
+    }
+    match local_admin(&store_url) {
+        Ok(still) if still.id == admin.id => {}
+        Ok(_) => {
+            let failure = Failure {
+                code: NOT_ADMIN_CODE,
+                message: "the admin account changed during the review; nothing was dropped".into(),
+                hint: "run the command again".into(),
+            };
+            return fail(&failure, json);
+        }
+        Err(failure) => return fail(&failure, json),
     }
     let client = std::sync::Arc::new(client);
     let invocation_id = uuid::Uuid::new_v4().to_string();

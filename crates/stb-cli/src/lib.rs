@@ -1,9 +1,11 @@
 //! The `stb` command line: argument parsing, dispatch and output.
 
+mod admin;
 mod args;
 mod audit;
 mod build;
 mod compile;
+mod control;
 mod deployment;
 mod destruction;
 mod direct;
@@ -18,6 +20,7 @@ mod reconcile;
 mod run_artifacts;
 mod run_context;
 mod runs;
+mod secret_input;
 mod staged_render;
 mod status;
 mod test;
@@ -85,6 +88,9 @@ enum Command {
     /// Break the target's mutation lock left by a killed command (refused while its run
     /// still heartbeats).
     Unlock(unlock::UnlockArgs),
+    /// Accounts of the control store (users, system roles, passwords) for `stb dev`;
+    /// never opens a warehouse connection.
+    Admin(admin::AdminArgs),
     /// The target now: its lock, live runs, and per source and model whether rows are
     /// arriving and how fresh the newest row is against the source's expectation.
     Status(status::StatusArgs),
@@ -112,6 +118,7 @@ pub fn run() -> ExitCode {
         Command::Unlock(args) => unlock::run(&args),
         Command::Runs(command) => runs::run(&command),
         Command::Status(args) => status::run(&args),
+        Command::Admin(args) => admin::run(&args),
     }
 }
 
@@ -128,7 +135,8 @@ mod tests {
     /// module (`args`, `direct`, `plan_render`, `quality`, ...) or in a library crate.
     #[test]
     fn no_command_module_imports_another() {
-        const COMMANDS: [&str; 14] = [
+        const COMMANDS: [&str; 15] = [
+            "admin",
             "audit",
             "build",
             "compile",

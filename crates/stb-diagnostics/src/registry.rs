@@ -5,6 +5,10 @@
 /// (code, what it means), ordered by family then number.
 pub const CODES: &[(&str, &str)] = &[
     (
+        "STB-ADMIN-001",
+        "stb admin could not read a password: empty input, or the two typed at the prompt differ",
+    ),
+    (
         "STB-AUDIT-001",
         "an error-severity audit failed, or an audit the warehouse refuses to run",
     ),
@@ -80,6 +84,27 @@ pub const CODES: &[(&str, &str)] = &[
     ("STB-CONFIG-011", "a key that must be a literal uses ${...}"),
     ("STB-CONFIG-012", "a required key is missing"),
     (
+        "STB-CONTROL-001",
+        "the control store cannot be reached or failed",
+    ),
+    (
+        "STB-CONTROL-002",
+        "the control store's schema is newer than this stb",
+    ),
+    ("STB-CONTROL-003", "no such user, role or assignment"),
+    (
+        "STB-CONTROL-004",
+        "the account or assignment exists already",
+    ),
+    (
+        "STB-CONTROL-005",
+        "an invalid username, password, role or store URL",
+    ),
+    (
+        "STB-CONTROL-006",
+        "the last active admin cannot be disabled or lose the admin role",
+    ),
+    (
         "STB-DEPLOY-001",
         "the deployment is unknown or incomplete (its build did not finish)",
     ),
@@ -102,6 +127,10 @@ pub const CODES: &[(&str, &str)] = &[
     (
         "STB-DESTROY-002",
         "stb destroy or stb reset-target without a terminal on standard input",
+    ),
+    (
+        "STB-DESTROY-003",
+        "stb destroy or stb reset-target run by a local user who is not an active admin in the control store",
     ),
     (
         "STB-DISCOVER-001",

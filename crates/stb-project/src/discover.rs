@@ -451,6 +451,15 @@ fn sql_files_under(
         .collect()
 }
 
+/// The project's directory: `--project-dir` when given (it must hold the project file),
+/// else the nearest directory upwards from the working directory that holds one.
+///
+/// # Errors
+/// No project file where it was looked for.
+pub fn project_root(options: &DiscoverOptions) -> Result<PathBuf, Diagnostic> {
+    find_root(options)
+}
+
 fn find_root(options: &DiscoverOptions) -> Result<PathBuf, Diagnostic> {
     if let Some(dir) = &options.project_dir {
         let dir = if dir.is_absolute() {

@@ -20,7 +20,7 @@ pub mod tree;
 use std::path::Path;
 
 pub use discover::{
-    DiscoverOptions, MacroSummary, Project, ProjectDefaults, discover, vars_from_json,
+    DiscoverOptions, MacroSummary, Project, ProjectDefaults, discover, project_root, vars_from_json,
 };
 pub use reader::{is_identifier, parse_duration};
 use stb_diagnostics::{Diagnostic, Diagnostics, Location};

@@ -9,8 +9,10 @@
 //!   integration test never silently skips.
 
 pub mod kafka;
+mod postgres;
 mod private_server;
 
+pub use postgres::{postgres_database_url, postgres_url};
 pub use private_server::PrivateClickHouse;
 pub use stb_localstack::clickhouse::SystemLogs;
 

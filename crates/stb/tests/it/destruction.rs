@@ -12,6 +12,16 @@ use stb_test_support::{TestDatabase, execute};
 use crate::deployments::{events_table, insert, mixed_project, ok_json, promote};
 
 /// Runs `stb <args>` on the project in `dir` at a pseudo-terminal, typing `input`.
+/// The OS user `at_terminal` runs as.
+const OPERATOR: &str = "destroyer";
+
+/// `stb admin <args>` on the project in `dir`'s control store, `input` on stdin.
+fn admin(dir: &Path, args: &[&str], input: &str) -> std::process::Output {
+    let mut command = vec!["admin"];
+    command.extend_from_slice(args);
+    stb_test_support::stb_on_project(dir, &command, input)
+}
+
 pub(crate) fn at_terminal(dir: &Path, args: &[&str], input: &str) -> (i32, String) {
     let stb = assert_cmd::cargo::cargo_bin("stb");
     let quote = |text: &str| format!("'{}'", text.replace('\'', "'\\''"));
@@ -25,6 +35,9 @@ pub(crate) fn at_terminal(dir: &Path, args: &[&str], input: &str) -> (i32, Strin
     let mut child = Command::new("script")
         .args(["-qec", &line, "/dev/null"])
         .envs(stb_test_support::warehouse_env())
+        // The local account the control store must know as an admin to destroy.
+        .env("USER", OPERATOR)
+        .env("LOGNAME", OPERATOR)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -77,8 +90,36 @@ fn a_pipeline_is_destroyed_only_when_reviewed_and_typed_at_a_terminal() {
     let error: serde_json::Value = serde_json::from_slice(&piped.stdout).expect("JSON");
     assert_eq!(error["error"]["code"], "STB-DESTROY-002");
 
-    // A wrong challenge drops nothing; neither does declining the review.
+    // Only an active admin of the control store may destroy.
     let destroy = ["destroy", "--select", "pipeline:pl__d"];
+    let (code, output) = at_terminal(dir.path(), &destroy, "y\npl__d\n");
+    assert_eq!(code, 1, "{output}");
+    assert!(output.contains("STB-DESTROY-003"), "{output}");
+    assert!(output.contains("'destroyer' is not an account"), "{output}");
+    let created = admin(
+        dir.path(),
+        &[
+            "create-user",
+            "--username",
+            OPERATOR,
+            "--authentication-source",
+            "password",
+        ],
+        "a long enough password\n",
+    );
+    assert!(created.status.success(), "{created:?}");
+    let (code, output) = at_terminal(dir.path(), &destroy, "y\npl__d\n");
+    assert_eq!(code, 1, "{output}");
+    assert!(output.contains("is not an admin"), "{output}");
+    assert_eq!(relations(&db.name), before);
+    let granted = admin(
+        dir.path(),
+        &["grant-role", "--username", OPERATOR, "--role", "admin"],
+        "",
+    );
+    assert!(granted.status.success(), "{granted:?}");
+
+    // A wrong challenge drops nothing; neither does declining the review.
     let (code, output) = at_terminal(dir.path(), &destroy, "y\npl__x\n");
     assert_eq!(code, 1, "{output}");
     assert!(output.contains("Destruction cancelled"), "{output}");

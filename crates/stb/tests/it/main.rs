@@ -2,6 +2,7 @@
 //! Tests that need the warehouse or the broker use the shared local test stack
 //! (`stb_test_support::stack()`), which they start when it is not running.
 
+mod admin;
 mod admission;
 mod build;
 mod build_kafka;

@@ -1,0 +1,258 @@
+//! The control store: who may use `stb dev` and what they may do. Accounts, password
+//! credentials, external identities, sessions, system roles, project-role assignments, the
+//! account audit log and durable destruction plans, in SQLite (a file in the project by
+//! default) or PostgreSQL (shared installs).
+//!
+//! Never in ClickHouse: these rules need transactions, unique constraints and row locks,
+//! identity must work while the warehouse is down, and resetting a target must not be able
+//! to delete the accounts that authorised it.
+//!
+//! One SQL text serves both backends through sqlx's `Any` driver: timestamps are UTC epoch
+//! milliseconds (`BIGINT`) and flags are integers, so comparisons mean the same on both;
+//! placeholders are `$1, $2, …` in order of first use, which SQLite numbers the same way.
+
+mod accounts;
+mod error;
+mod migrations;
+mod password;
+mod project_roles;
+mod sessions;
+
+use std::path::Path;
+
+pub use accounts::{AuditEntry, NewUser, Source, User};
+pub use error::{ErrorKind, StoreError};
+pub use password::{MAX_PASSWORD_LENGTH, MIN_PASSWORD_LENGTH, canonical_username};
+pub use project_roles::Assignment;
+pub use sessions::{NewSession, ResolvedSession};
+use sqlx::AnyPool;
+use sqlx::any::AnyPoolOptions;
+
+/// The two system roles.
+pub const ADMIN: &str = "admin";
+pub const VIEWER: &str = "viewer";
+
+/// Which database holds the store.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Backend {
+    Sqlite,
+    Postgres,
+}
+
+/// An open, migrated control store.
+#[derive(Debug, Clone)]
+pub struct ControlStore {
+    pool: AnyPool,
+    backend: Backend,
+    /// The URL with its credentials removed: safe to show.
+    shown: String,
+}
+
+/// `sqlite:///<project>/.streambuild/control.db`: the store a project uses by default.
+#[must_use]
+pub fn default_url(project_dir: &Path) -> String {
+    format!(
+        "sqlite:///{}",
+        project_dir
+            .join(".streambuild")
+            .join("control.db")
+            .display()
+            .to_string()
+            .trim_start_matches('/')
+    )
+}
+
+/// `url` with any password replaced, for messages.
+#[must_use]
+pub fn redacted(url: &str) -> String {
+    let Some((scheme, rest)) = url.split_once("://") else {
+        return url.to_owned();
+    };
+    match rest.rsplit_once('@') {
+        Some((credentials, host)) => {
+            let user = credentials.split(':').next().unwrap_or_default();
+            format!("{scheme}://{user}:***@{host}")
+        }
+        None => url.to_owned(),
+    }
+}
+
+/// The sqlx URL and backend for a control-store URL as users write it (SQLAlchemy-style
+/// `sqlite:///abs/path`, `sqlite://` for memory, `postgresql+psycopg://…` are accepted).
+fn driver_url(url: &str) -> Result<(String, Backend), StoreError> {
+    let url = url.trim();
+    if let Some(rest) = url.strip_prefix("sqlite:") {
+        let path = rest.trim_start_matches("//");
+        if path.is_empty() || path == "/:memory:" || path == ":memory:" {
+            return Ok(("sqlite::memory:".to_owned(), Backend::Sqlite));
+        }
+        let path = Path::new(path);
+        if let Some(parent) = path.parent() {
+            std::fs::create_dir_all(parent).map_err(|e| {
+                StoreError::new(
+                    ErrorKind::Unavailable,
+                    format!("cannot create {}: {e}", parent.display()),
+                )
+            })?;
+        }
+        return Ok((
+            format!("sqlite://{}?mode=rwc", path.display()),
+            Backend::Sqlite,
+        ));
+    }
+    for prefix in [
+        "postgresql+psycopg://",
+        "postgresql+psycopg2://",
+        "postgresql://",
+        "postgres://",
+    ] {
+        if let Some(rest) = url.strip_prefix(prefix) {
+            return Ok((format!("postgres://{rest}"), Backend::Postgres));
+        }
+    }
+    Err(StoreError::new(
+        ErrorKind::Validation,
+        format!(
+            "unsupported control store URL '{}': use sqlite:///<path> or postgresql://…",
+            redacted(url)
+        ),
+    ))
+}
+
+impl ControlStore {
+    /// Opens the store at `url` and brings its schema up to date.
+    ///
+    /// # Errors
+    /// The URL is not supported, the database cannot be reached, or its schema is newer
+    /// than this tool knows.
+    pub async fn open(url: &str) -> Result<Self, StoreError> {
+        sqlx::any::install_default_drivers();
+        let (driver, backend) = driver_url(url)?;
+        // An in-memory database exists once per connection: keep one.
+        let connections = if driver == "sqlite::memory:" { 1 } else { 5 };
+        let pool = AnyPoolOptions::new()
+            .max_connections(connections)
+            .acquire_timeout(std::time::Duration::from_secs(30))
+            .connect(&driver)
+            .await
+            .map_err(|e| StoreError::unavailable(&redacted(url), &e))?;
+        let store = Self {
+            pool,
+            backend,
+            shown: redacted(url),
+        };
+        migrations::migrate(&store).await?;
+        if let Some(path) = driver
+            .strip_prefix("sqlite://")
+            .and_then(|p| p.strip_suffix("?mode=rwc"))
+        {
+            owner_only(Path::new(path));
+        }
+        Ok(store)
+    }
+
+    /// A transaction that will write: on SQLite it takes the write lock at once (`BEGIN
+    /// IMMEDIATE`), so two writers wait for each other instead of deadlocking when both
+    /// read first.
+    pub(crate) async fn write(&self) -> Result<sqlx::Transaction<'static, sqlx::Any>, StoreError> {
+        Ok(match self.backend {
+            Backend::Sqlite => self.pool.begin_with("BEGIN IMMEDIATE").await?,
+            Backend::Postgres => self.pool.begin().await?,
+        })
+    }
+
+    #[must_use]
+    pub fn backend(&self) -> Backend {
+        self.backend
+    }
+
+    /// The URL, credentials removed.
+    #[must_use]
+    pub fn shown_url(&self) -> &str {
+        &self.shown
+    }
+
+    /// The schema version of each component, as stored.
+    ///
+    /// # Errors
+    /// The store cannot be read.
+    pub async fn schema_versions(&self) -> Result<Vec<(String, i64)>, StoreError> {
+        use sqlx::Row;
+        let rows = sqlx::query(
+            "SELECT component, version FROM streambuild_schema_versions ORDER BY component",
+        )
+        .fetch_all(&self.pool)
+        .await?;
+        rows.iter()
+            .map(|row| Ok((row.try_get("component")?, row.try_get("version")?)))
+            .collect()
+    }
+
+    /// Closes every connection.
+    pub async fn close(&self) {
+        self.pool.close().await;
+    }
+}
+
+/// Password hashes and session hashes live in the file: readable by its owner only.
+fn owner_only(path: &Path) {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt as _;
+        let _ = std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600));
+    }
+    #[cfg(not(unix))]
+    let _ = path;
+}
+
+/// Milliseconds since the Unix epoch, now.
+pub(crate) fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn urls_as_users_write_them_map_to_drivers() {
+        assert_eq!(
+            driver_url("sqlite://").expect("memory"),
+            ("sqlite::memory:".to_owned(), Backend::Sqlite)
+        );
+        assert_eq!(
+            driver_url("sqlite:///:memory:").expect("memory").0,
+            "sqlite::memory:"
+        );
+        assert_eq!(
+            driver_url("postgresql+psycopg://u:secret@localhost:5432/db")
+                .expect("pg")
+                .0,
+            "postgres://u:secret@localhost:5432/db"
+        );
+        assert!(driver_url("mysql://x").is_err());
+        let dir = tempfile::tempdir().expect("dir");
+        let url = default_url(dir.path());
+        assert!(url.starts_with("sqlite:///"), "{url}");
+        let (driver, backend) = driver_url(&url).expect("file");
+        assert_eq!(backend, Backend::Sqlite);
+        assert!(
+            driver.ends_with("/.streambuild/control.db?mode=rwc"),
+            "{driver}"
+        );
+        assert!(dir.path().join(".streambuild").is_dir(), "parent created");
+    }
+
+    #[test]
+    fn passwords_never_show_in_a_shown_url() {
+        assert_eq!(
+            redacted("postgresql://stb:hunter2-long@db:5432/ctl"),
+            "postgresql://stb:***@db:5432/ctl"
+        );
+        assert_eq!(redacted("sqlite:///x/control.db"), "sqlite:///x/control.db");
+        let error = driver_url("mysql://root:pw@h/db").expect_err("unsupported");
+        assert!(!error.to_string().contains("pw@"), "{error}");
+    }
+}
