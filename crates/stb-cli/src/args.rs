@@ -78,7 +78,7 @@ pub(crate) struct TargetArgs {
     pub(crate) json: bool,
 }
 
-#[derive(Debug, Args)]
+#[derive(Debug, Clone, Args)]
 pub(crate) struct ConnectionArgs {
     /// ClickHouse host (env STREAMBUILD_CLICKHOUSE_HOST).
     #[arg(long, value_name = "HOST")]

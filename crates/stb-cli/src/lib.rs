@@ -8,6 +8,7 @@ mod compile;
 mod control;
 mod deployment;
 mod destruction;
+mod dev;
 mod direct;
 mod discover;
 mod local;
@@ -88,6 +89,9 @@ enum Command {
     /// Break the target's mutation lock left by a killed command (refused while its run
     /// still heartbeats).
     Unlock(unlock::UnlockArgs),
+    /// Serve the JSON API for this project on 127.0.0.1:8000 (authentication, runs,
+    /// status); the web pages come later (docs/dev-server.md).
+    Dev(dev::DevArgs),
     /// Accounts of the control store (users, system roles, passwords) for `stb dev`;
     /// never opens a warehouse connection.
     Admin(admin::AdminArgs),
@@ -119,6 +123,7 @@ pub fn run() -> ExitCode {
         Command::Runs(command) => runs::run(&command),
         Command::Status(args) => status::run(&args),
         Command::Admin(args) => admin::run(&args),
+        Command::Dev(args) => dev::run(&args),
     }
 }
 
@@ -135,13 +140,14 @@ mod tests {
     /// module (`args`, `direct`, `plan_render`, `quality`, ...) or in a library crate.
     #[test]
     fn no_command_module_imports_another() {
-        const COMMANDS: [&str; 15] = [
+        const COMMANDS: [&str; 16] = [
             "admin",
             "audit",
             "build",
             "compile",
             "deployment",
             "destruction",
+            "dev",
             "discover",
             "local",
             "maintenance",

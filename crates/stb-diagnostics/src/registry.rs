@@ -133,6 +133,11 @@ pub const CODES: &[(&str, &str)] = &[
         "stb destroy or stb reset-target run by a local user who is not an active admin in the control store",
     ),
     (
+        "STB-DEV-001",
+        "stb dev refuses a setting: disabled authentication beyond loopback, insecure cookies beyond loopback, a session lifetime of 0, or a default proxy role other than viewer",
+    ),
+    ("STB-DEV-002", "stb dev cannot listen on its address"),
+    (
         "STB-DISCOVER-001",
         "the project has no pipelines/ directory",
     ),

@@ -10,6 +10,7 @@ mod deployment_audit;
 mod deployments;
 mod deployments_kafka;
 mod destruction;
+mod dev_server;
 mod discover;
 mod dst;
 mod fan_in;

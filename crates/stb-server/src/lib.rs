@@ -1,0 +1,66 @@
+//! `stb dev`'s HTTP server: the JSON API under `/api`, behind one authentication mode,
+//! CSRF proofs on unsafe methods, login throttling and security headers on every answer.
+//! Unknown `/api` paths answer JSON 404.
+//!
+//! The warehouse is reached lazily: the server starts and answers while ClickHouse is down,
+//! a background worker keeps trying (1 s doubling to 30 s, then a probe every 10 s), and
+//! read routes open a fresh connection per request on a blocking thread.
+
+pub mod auth;
+pub mod error;
+mod headers;
+mod routes;
+pub mod throttle;
+pub mod warehouse;
+
+use std::sync::{Arc, Mutex};
+
+use axum::Router;
+use serde::Serialize;
+use stb_control::ControlStore;
+
+pub use auth::{AuthConfig, AuthMode, Principal, UnknownUserPolicy};
+pub use warehouse::{Connect, WarehouseStatus};
+
+/// How the project compiled when the server started.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CompileStatus {
+    /// `ok` or `failing`.
+    pub state: &'static str,
+    pub compiled_at_ms: u128,
+    pub models: usize,
+    pub sources: usize,
+    pub error: Option<serde_json::Value>,
+}
+
+/// Everything the handlers share.
+pub struct AppState {
+    pub store: ControlStore,
+    pub auth: AuthConfig,
+    pub project_name: String,
+    pub target_name: String,
+    pub database: String,
+    pub compile: CompileStatus,
+    pub throttle: Mutex<throttle::Throttle>,
+    pub warehouse: Arc<warehouse::Warehouse>,
+    pub run_windows: stb_engine::runs::Windows,
+}
+
+/// The whole application: API routes, authentication, headers, JSON 404.
+pub fn router(state: Arc<AppState>) -> Router {
+    routes::api(Arc::clone(&state))
+        .fallback(routes::not_found)
+        .layer(axum::middleware::from_fn(headers::security_headers))
+        .with_state(state)
+}
+
+/// Whether `host` is a loopback address (`localhost`, `127.x`, `::1`).
+#[must_use]
+pub fn is_loopback(host: &str) -> bool {
+    let host = host.trim_start_matches('[').trim_end_matches(']');
+    host.eq_ignore_ascii_case("localhost")
+        || host
+            .parse::<std::net::IpAddr>()
+            .is_ok_and(|ip| ip.is_loopback())
+}

@@ -1,0 +1,290 @@
+//! The API routes and the authentication layer in front of them.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use axum::extract::{Path, Query, Request, State};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::middleware::{Next, from_fn_with_state};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::{Extension, Json, Router};
+use serde::Deserialize;
+
+use crate::AppState;
+use crate::auth::{
+    self, AuthMode, Principal, SESSION_COOKIE, authenticate, check_csrf, cleared_cookie,
+    session_cookie,
+};
+use crate::error::ApiError;
+
+type Shared = State<Arc<AppState>>;
+
+/// Where a request came from (the TCP peer), for login throttling.
+#[derive(Debug, Clone)]
+pub(crate) struct Peer(pub(crate) String);
+
+pub(crate) fn api(state: Arc<AppState>) -> Router<Arc<AppState>> {
+    let public = Router::new()
+        .route("/api/auth/config", get(auth_config))
+        .route("/api/auth/login", post(login));
+    let authenticated = Router::new()
+        .route("/api/auth/me", get(me))
+        .route("/api/auth/logout", post(logout))
+        .route("/api/status", get(status))
+        .route("/api/runs", get(runs))
+        .route("/api/runs/{invocation_id}", get(run))
+        .route("/api/admin/audit", get(admin_audit))
+        .route_layer(from_fn_with_state(state, require_identity));
+    public
+        .merge(authenticated)
+        .layer(axum::middleware::from_fn(peer_address))
+}
+
+/// Unknown paths: JSON 404.
+pub(crate) async fn not_found() -> ApiError {
+    ApiError::not_found()
+}
+
+async fn peer_address(mut request: Request, next: Next) -> Response {
+    let peer = request
+        .extensions()
+        .get::<axum::extract::ConnectInfo<std::net::SocketAddr>>()
+        .map_or_else(|| "unknown".to_owned(), |info| info.0.ip().to_string());
+    request.extensions_mut().insert(Peer(peer));
+    next.run(request).await
+}
+
+/// Every route behind it has an identity; unsafe methods also carry the CSRF proof.
+async fn require_identity(
+    State(state): Shared,
+    mut request: Request,
+    next: Next,
+) -> Result<Response, ApiError> {
+    let principal = authenticate(&state.auth, &state.store, request.headers()).await?;
+    if auth::is_unsafe(request.method()) {
+        check_csrf(state.auth.mode, &principal, request.headers())?;
+    }
+    request.extensions_mut().insert(principal);
+    Ok(next.run(request).await)
+}
+
+async fn auth_config(State(state): Shared) -> Json<serde_json::Value> {
+    Json(serde_json::json!({
+        "mode": state.auth.mode,
+        "loginRequired": state.auth.mode == AuthMode::Password,
+        "proxyLogoutUrl": state.auth.proxy_logout_url,
+    }))
+}
+
+fn session_payload(state: &AppState, principal: &Principal) -> serde_json::Value {
+    serde_json::json!({
+        "mode": state.auth.mode,
+        "user": principal,
+        "roles": principal.roles,
+        "csrfToken": principal.csrf_token,
+    })
+}
+
+#[derive(Deserialize)]
+struct Login {
+    username: String,
+    password: String,
+}
+
+async fn login(
+    State(state): Shared,
+    Extension(peer): Extension<Peer>,
+    headers: HeaderMap,
+    Json(body): Json<Login>,
+) -> Result<Response, ApiError> {
+    if state.auth.mode != AuthMode::Password {
+        return Err(ApiError::not_found());
+    }
+    let invalid = || ApiError::unauthenticated("Invalid username or password");
+    let too_many = || {
+        ApiError::new(
+            StatusCode::TOO_MANY_REQUESTS,
+            "Too many login attempts; try again later",
+        )
+    };
+    let allowed = state
+        .throttle
+        .lock()
+        .map(|mut t| t.allows(&body.username, &peer.0, Instant::now()))
+        .unwrap_or(false);
+    if !allowed {
+        return Err(too_many());
+    }
+    if body.username.is_empty()
+        || body.username.chars().count() > 128
+        || body.password.is_empty()
+        || body.password.chars().count() > stb_control::MAX_PASSWORD_LENGTH
+    {
+        if let Ok(mut throttle) = state.throttle.lock() {
+            throttle.failed(&body.username, &peer.0, Instant::now());
+        }
+        return Err(invalid());
+    }
+    let verified = state
+        .store
+        .verify_password(&body.username, &body.password)
+        .await
+        .map_err(|e| ApiError::service_unavailable(e.message))?;
+    let Some(user) = verified else {
+        if let Ok(mut throttle) = state.throttle.lock() {
+            throttle.failed(&body.username, &peer.0, Instant::now());
+        }
+        return Err(invalid());
+    };
+    if let Ok(mut throttle) = state.throttle.lock() {
+        throttle.succeeded(&body.username);
+    }
+    // A session the browser already had is ended: signing in always starts a new one
+    // (a planted cookie cannot become a signed-in session).
+    if let Some(old) = auth::cookie(&headers, SESSION_COOKIE) {
+        let _ = state.store.revoke_session(&old).await;
+    }
+    let ttl_ms =
+        i64::try_from(state.auth.session_ttl_seconds.saturating_mul(1000)).unwrap_or(i64::MAX);
+    let session = state
+        .store
+        .create_session(&user.id, ttl_ms)
+        .await
+        .map_err(|e| ApiError::service_unavailable(e.message))?;
+    let principal = Principal {
+        id: user.id.clone(),
+        username: user.username.clone(),
+        display_name: user.display_name.clone(),
+        email: user.email.clone(),
+        authentication_source: "password",
+        roles: user.roles.clone(),
+        csrf_token: Some(session.csrf_token.clone()),
+        session_token: None,
+    };
+    let mut response = Json(session_payload(&state, &principal)).into_response();
+    let cookie = HeaderValue::from_str(&session_cookie(&session.token, &state.auth))
+        .map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))?;
+    response.headers_mut().insert(header::SET_COOKIE, cookie);
+    Ok(response)
+}
+
+async fn me(State(state): Shared, Extension(principal): Extension<Principal>) -> Response {
+    Json(session_payload(&state, &principal)).into_response()
+}
+
+async fn logout(
+    State(state): Shared,
+    Extension(principal): Extension<Principal>,
+) -> Result<Response, ApiError> {
+    if let Some(token) = &principal.session_token {
+        state
+            .store
+            .revoke_session(token)
+            .await
+            .map_err(|e| ApiError::service_unavailable(e.message))?;
+    }
+    let mut response = Json(serde_json::json!({"status": "ok"})).into_response();
+    if state.auth.mode == AuthMode::Password
+        && let Ok(cookie) = HeaderValue::from_str(&cleared_cookie(&state.auth))
+    {
+        response.headers_mut().insert(header::SET_COOKIE, cookie);
+    }
+    Ok(response)
+}
+
+async fn status(State(state): Shared) -> Json<serde_json::Value> {
+    Json(serde_json::json!({
+        "toolVersion": env!("CARGO_PKG_VERSION"),
+        "project": {
+            "name": state.project_name,
+            "target": state.target_name,
+            "database": state.database,
+        },
+        "compile": state.compile,
+        "warehouse": state.warehouse.snapshot(),
+    }))
+}
+
+#[derive(Deserialize)]
+struct RunsQuery {
+    limit: Option<usize>,
+}
+
+fn engine_error(error: &stb_engine::EngineError) -> ApiError {
+    let status = match error.code {
+        stb_engine::runs::RUN_CODE => StatusCode::NOT_FOUND,
+        code if code.starts_with("STB-WAREHOUSE") => StatusCode::BAD_GATEWAY,
+        _ => StatusCode::BAD_REQUEST,
+    };
+    ApiError {
+        status,
+        detail: serde_json::json!({
+            "message": error.message,
+            "code": error.code,
+            "hint": error.hint,
+        }),
+    }
+}
+
+async fn runs(
+    State(state): Shared,
+    Query(query): Query<RunsQuery>,
+) -> Result<Json<serde_json::Value>, ApiError> {
+    let limit = query.limit.unwrap_or(50).clamp(1, 500);
+    let database = state.database.clone();
+    let windows = state.run_windows;
+    let runs = state
+        .warehouse
+        .read(move |client| {
+            stb_engine::runs::list(client, &database, limit, windows).map_err(|e| engine_error(&e))
+        })
+        .await?;
+    Ok(Json(
+        serde_json::json!({"database": state.database, "runs": runs}),
+    ))
+}
+
+async fn run(
+    State(state): Shared,
+    Path(invocation_id): Path<String>,
+) -> Result<Json<stb_engine::runs::RunDetail>, ApiError> {
+    let database = state.database.clone();
+    let windows = state.run_windows;
+    let detail = state
+        .warehouse
+        .read(move |client| {
+            stb_engine::runs::show(client, &database, &invocation_id, windows)
+                .map_err(|e| engine_error(&e))
+        })
+        .await?;
+    Ok(Json(detail))
+}
+
+/// 403 for anyone but a system admin, in the shape the UI mirrors.
+fn require_admin(principal: &Principal) -> Result<(), ApiError> {
+    if principal.is_admin() {
+        return Ok(());
+    }
+    Err(ApiError {
+        status: StatusCode::FORBIDDEN,
+        detail: serde_json::json!({
+            "message": "This action requires a StreamBuild system administrator",
+            "reason": "system_admin_required",
+            "permission": "account.manage",
+        }),
+    })
+}
+
+async fn admin_audit(
+    State(state): Shared,
+    Extension(principal): Extension<Principal>,
+) -> Result<Json<serde_json::Value>, ApiError> {
+    require_admin(&principal)?;
+    let log = state
+        .store
+        .audit_log(500)
+        .await
+        .map_err(|e| ApiError::service_unavailable(e.message))?;
+    Ok(Json(serde_json::to_value(log).unwrap_or_default()))
+}

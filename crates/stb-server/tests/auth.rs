@@ -1,0 +1,458 @@
+//! Authentication, CSRF, sessions, throttling and headers, through the real router with a
+//! real (in-memory SQLite) control store; the warehouse is down, which the server survives.
+
+use std::sync::{Arc, Mutex};
+
+use axum::body::Body;
+use axum::http::{Method, Request, StatusCode, header};
+use http_body_util::BodyExt as _;
+use serde_json::Value;
+use stb_control::{ControlStore, NewUser, Source};
+use stb_server::{AppState, AuthConfig, AuthMode, CompileStatus, UnknownUserPolicy};
+use tower::ServiceExt as _;
+
+const PASSWORD: &str = "correct horse battery";
+
+async fn app(auth: AuthConfig) -> (axum::Router, ControlStore) {
+    let store = ControlStore::open("sqlite://").await.expect("store");
+    for (name, roles) in [("alice", vec!["admin".to_owned()]), ("bob", vec![])] {
+        store
+            .create_user(
+                &NewUser {
+                    username: name.into(),
+                    display_name: None,
+                    email: None,
+                    source: Source::Password(PASSWORD.into()),
+                    roles,
+                },
+                None,
+            )
+            .await
+            .expect("user");
+    }
+    let connect: stb_server::Connect = Arc::new(|| Err("the warehouse is down".to_owned()));
+    let state = Arc::new(AppState {
+        store: store.clone(),
+        auth,
+        project_name: "shop".into(),
+        target_name: "dev".into(),
+        database: "shop_dev".into(),
+        compile: CompileStatus {
+            state: "ok",
+            compiled_at_ms: 0,
+            models: 3,
+            sources: 1,
+            error: None,
+        },
+        throttle: Mutex::default(),
+        warehouse: Arc::new(stb_server::warehouse::Warehouse::new(connect, "shop_dev")),
+        run_windows: stb_engine::runs::Windows {
+            signal_ms: 45_000,
+            presumed_failed_ms: 600_000,
+        },
+    });
+    (stb_server::router(state), store)
+}
+
+fn config(mode: AuthMode) -> AuthConfig {
+    AuthConfig {
+        mode,
+        ..AuthConfig::default()
+    }
+}
+
+struct Answer {
+    status: StatusCode,
+    headers: axum::http::HeaderMap,
+    body: Value,
+}
+
+async fn call(app: &axum::Router, request: Request<Body>) -> Answer {
+    let response = app.clone().oneshot(request).await.expect("answered");
+    let status = response.status();
+    let headers = response.headers().clone();
+    let bytes = response
+        .into_body()
+        .collect()
+        .await
+        .expect("body")
+        .to_bytes();
+    Answer {
+        status,
+        headers,
+        body: serde_json::from_slice(&bytes).unwrap_or(Value::Null),
+    }
+}
+
+fn request(
+    method: Method,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: Option<Value>,
+) -> Request<Body> {
+    let mut builder = Request::builder().method(method).uri(path);
+    for (name, value) in headers {
+        builder = builder.header(*name, *value);
+    }
+    match body {
+        Some(json) => builder
+            .header(header::CONTENT_TYPE, "application/json")
+            .body(Body::from(json.to_string())),
+        None => builder.body(Body::empty()),
+    }
+    .expect("request")
+}
+
+async fn login(app: &axum::Router, username: &str, password: &str, cookie: Option<&str>) -> Answer {
+    let mut headers = Vec::new();
+    let planted;
+    if let Some(token) = cookie {
+        planted = format!("streambuild_session={token}");
+        headers.push(("cookie", planted.as_str()));
+    }
+    call(
+        app,
+        request(
+            Method::POST,
+            "/api/auth/login",
+            &headers,
+            Some(serde_json::json!({"username": username, "password": password})),
+        ),
+    )
+    .await
+}
+
+/// The session token a login answer sets.
+fn token_of(answer: &Answer) -> String {
+    let cookie = answer.headers[header::SET_COOKIE].to_str().expect("cookie");
+    cookie
+        .split(';')
+        .next()
+        .and_then(|pair| pair.strip_prefix("streambuild_session="))
+        .expect("the session cookie")
+        .to_owned()
+}
+
+async fn me(app: &axum::Router, token: &str) -> Answer {
+    let cookie = format!("streambuild_session={token}");
+    call(
+        app,
+        request(Method::GET, "/api/auth/me", &[("cookie", &cookie)], None),
+    )
+    .await
+}
+
+#[tokio::test]
+async fn disabled_mode_is_a_local_admin_and_unknown_api_paths_are_json_404() {
+    let (app, _) = app(config(AuthMode::Disabled)).await;
+    let me = call(&app, request(Method::GET, "/api/auth/me", &[], None)).await;
+    assert_eq!(me.status, StatusCode::OK);
+    assert_eq!(me.body["user"]["username"], "local");
+    assert_eq!(me.body["roles"], serde_json::json!(["admin"]));
+    assert_eq!(me.body["csrfToken"], Value::Null);
+    // No CSRF proof in this mode.
+    let out = call(&app, request(Method::POST, "/api/auth/logout", &[], None)).await;
+    assert_eq!(out.status, StatusCode::OK);
+    let missing = call(&app, request(Method::GET, "/api/nope", &[], None)).await;
+    assert_eq!(missing.status, StatusCode::NOT_FOUND);
+    assert_eq!(missing.body, serde_json::json!({"detail": "Not Found"}));
+    // Security headers on every answer.
+    for answer in [&me, &missing] {
+        let csp = answer.headers[header::CONTENT_SECURITY_POLICY]
+            .to_str()
+            .expect("csp");
+        assert!(csp.contains("frame-ancestors 'none'"), "{csp}");
+        assert!(csp.contains("default-src 'self'"), "{csp}");
+        assert_eq!(answer.headers[header::X_CONTENT_TYPE_OPTIONS], "nosniff");
+        assert_eq!(answer.headers[header::REFERRER_POLICY], "no-referrer");
+        assert_eq!(answer.headers[header::X_FRAME_OPTIONS], "DENY");
+        assert_eq!(answer.headers[header::CACHE_CONTROL], "no-store");
+    }
+    // The warehouse is down: the server says so and keeps serving.
+    let status = call(&app, request(Method::GET, "/api/status", &[], None)).await;
+    assert_eq!(status.status, StatusCode::OK);
+    assert_eq!(status.body["warehouse"]["connected"], false);
+    assert_eq!(status.body["compile"]["state"], "ok");
+    let runs = call(&app, request(Method::GET, "/api/runs", &[], None)).await;
+    assert_eq!(
+        runs.status,
+        StatusCode::SERVICE_UNAVAILABLE,
+        "{:?}",
+        runs.body
+    );
+}
+
+#[tokio::test]
+async fn password_sessions_have_safe_cookies_csrf_and_rotate_at_login() {
+    let (app, store) = app(config(AuthMode::Password)).await;
+    let config = call(&app, request(Method::GET, "/api/auth/config", &[], None)).await;
+    assert_eq!(config.body["loginRequired"], true);
+    let anonymous = call(&app, request(Method::GET, "/api/auth/me", &[], None)).await;
+    assert_eq!(anonymous.status, StatusCode::UNAUTHORIZED);
+    assert_eq!(anonymous.headers[header::WWW_AUTHENTICATE], "Session");
+    // One message for every failure.
+    for (name, password) in [("bob", "wrong password!"), ("nobody", PASSWORD)] {
+        let refused = login(&app, name, password, None).await;
+        assert_eq!(refused.status, StatusCode::UNAUTHORIZED);
+        assert_eq!(refused.body["detail"], "Invalid username or password");
+        assert!(refused.headers.get(header::SET_COOKIE).is_none());
+    }
+    let signed_in = login(&app, "bob", PASSWORD, None).await;
+    assert_eq!(signed_in.status, StatusCode::OK, "{:?}", signed_in.body);
+    let cookie = signed_in.headers[header::SET_COOKIE]
+        .to_str()
+        .expect("cookie");
+    for attribute in [
+        "HttpOnly",
+        "Secure",
+        "SameSite=Lax",
+        "Path=/",
+        "Max-Age=43200",
+    ] {
+        assert!(cookie.contains(attribute), "{attribute} in {cookie}");
+    }
+    let token = token_of(&signed_in);
+    let csrf = signed_in.body["csrfToken"]
+        .as_str()
+        .expect("csrf")
+        .to_owned();
+    let mine = me(&app, &token).await;
+    assert_eq!(mine.status, StatusCode::OK);
+    assert_eq!(mine.body["user"]["username"], "bob");
+    assert_eq!(mine.body["csrfToken"], csrf.as_str());
+    // Unsafe methods need the session's CSRF token.
+    let session_cookie = format!("streambuild_session={token}");
+    for proof in [None, Some("wrong")] {
+        let mut headers = vec![("cookie", session_cookie.as_str())];
+        if let Some(proof) = proof {
+            headers.push(("x-streambuild-csrf", proof));
+        }
+        let refused = call(
+            &app,
+            request(Method::POST, "/api/auth/logout", &headers, None),
+        )
+        .await;
+        assert_eq!(refused.status, StatusCode::FORBIDDEN);
+        assert_eq!(refused.body["detail"], "Missing or invalid CSRF token");
+    }
+    // Not an admin.
+    let audit = call(
+        &app,
+        request(
+            Method::GET,
+            "/api/admin/audit",
+            &[("cookie", &session_cookie)],
+            None,
+        ),
+    )
+    .await;
+    assert_eq!(audit.status, StatusCode::FORBIDDEN);
+    assert_eq!(audit.body["detail"]["reason"], "system_admin_required");
+    // Logout ends the session and clears the cookie.
+    let out = call(
+        &app,
+        request(
+            Method::POST,
+            "/api/auth/logout",
+            &[("cookie", &session_cookie), ("x-streambuild-csrf", &csrf)],
+            None,
+        ),
+    )
+    .await;
+    assert_eq!(out.status, StatusCode::OK);
+    assert!(
+        out.headers[header::SET_COOKIE]
+            .to_str()
+            .expect("cookie")
+            .contains("Max-Age=0")
+    );
+    assert_eq!(me(&app, &token).await.status, StatusCode::UNAUTHORIZED);
+
+    // Session fixation: a cookie planted before sign-in never becomes the session.
+    let planted = token_of(&login(&app, "bob", PASSWORD, None).await);
+    let fresh = login(&app, "alice", PASSWORD, Some(&planted)).await;
+    let fresh_token = token_of(&fresh);
+    assert_ne!(fresh_token, planted);
+    assert_eq!(me(&app, &planted).await.status, StatusCode::UNAUTHORIZED);
+    assert_eq!(
+        me(&app, &fresh_token).await.body["user"]["username"],
+        "alice"
+    );
+    let audit = call(
+        &app,
+        request(
+            Method::GET,
+            "/api/admin/audit",
+            &[("cookie", &format!("streambuild_session={fresh_token}"))],
+            None,
+        ),
+    )
+    .await;
+    assert_eq!(audit.status, StatusCode::OK, "an admin reads the audit log");
+    // Disabling a user ends its sessions.
+    let bobs = token_of(&login(&app, "bob", PASSWORD, None).await);
+    store.set_active("bob", false, None).await.expect("disable");
+    assert_eq!(me(&app, &bobs).await.status, StatusCode::UNAUTHORIZED);
+}
+
+#[tokio::test]
+async fn failed_logins_are_throttled_before_the_password_is_checked() {
+    let (app, _) = app(config(AuthMode::Password)).await;
+    for _ in 0..5 {
+        let refused = login(&app, "Bob", "wrong password!", None).await;
+        assert_eq!(refused.status, StatusCode::UNAUTHORIZED);
+    }
+    let throttled = login(&app, " BOB ", PASSWORD, None).await;
+    assert_eq!(throttled.status, StatusCode::TOO_MANY_REQUESTS);
+    assert_eq!(
+        throttled.body["detail"],
+        "Too many login attempts; try again later"
+    );
+    // Another user is not held back by bob's failures (their address differs in real use;
+    // here every request shares one, which allows 20).
+    assert_eq!(
+        login(&app, "alice", PASSWORD, None).await.status,
+        StatusCode::OK
+    );
+}
+
+#[tokio::test]
+async fn sessions_expire_and_insecure_cookies_drop_secure() {
+    let (app, _) = app(AuthConfig {
+        session_ttl_seconds: 1,
+        insecure_cookie: true,
+        ..config(AuthMode::Password)
+    })
+    .await;
+    let signed_in = login(&app, "bob", PASSWORD, None).await;
+    let cookie = signed_in.headers[header::SET_COOKIE]
+        .to_str()
+        .expect("cookie");
+    assert!(!cookie.contains("Secure"), "{cookie}");
+    assert!(cookie.contains("Max-Age=1"), "{cookie}");
+    let token = token_of(&signed_in);
+    assert_eq!(me(&app, &token).await.status, StatusCode::OK);
+    tokio::time::sleep(std::time::Duration::from_millis(1200)).await;
+    assert_eq!(me(&app, &token).await.status, StatusCode::UNAUTHORIZED);
+}
+
+#[tokio::test]
+async fn a_trusted_proxy_names_the_user_and_unsafe_methods_carry_its_proof() {
+    let (app, store) = app(config(AuthMode::TrustedProxy)).await;
+    let missing = call(&app, request(Method::GET, "/api/auth/me", &[], None)).await;
+    assert_eq!(missing.status, StatusCode::UNAUTHORIZED);
+    assert_eq!(
+        missing.body["detail"],
+        "Trusted proxy did not provide required header 'x-streambuild-user'"
+    );
+    let invalid = call(
+        &app,
+        request(
+            Method::GET,
+            "/api/auth/me",
+            &[("x-streambuild-user", "-x")],
+            None,
+        ),
+    )
+    .await;
+    assert_eq!(invalid.status, StatusCode::UNAUTHORIZED);
+    // Eight first requests at once: one viewer account.
+    let first: Vec<_> = (0..8)
+        .map(|_| {
+            let app = app.clone();
+            tokio::spawn(async move {
+                call(
+                    &app,
+                    request(
+                        Method::GET,
+                        "/api/auth/me",
+                        &[("x-streambuild-user", " NewBie ")],
+                        None,
+                    ),
+                )
+                .await
+            })
+        })
+        .collect();
+    let mut ids = std::collections::BTreeSet::new();
+    for answer in first {
+        let answer = answer.await.expect("task");
+        assert_eq!(answer.status, StatusCode::OK, "{:?}", answer.body);
+        ids.insert(
+            answer.body["user"]["id"]
+                .as_str()
+                .unwrap_or_default()
+                .to_owned(),
+        );
+        assert_eq!(answer.body["roles"], serde_json::json!(["viewer"]));
+        assert_eq!(answer.body["user"]["authenticationSource"], "trusted_proxy");
+    }
+    assert_eq!(ids.len(), 1);
+    let user = [("x-streambuild-user", "newbie")];
+    let refused = call(&app, request(Method::POST, "/api/auth/logout", &user, None)).await;
+    assert_eq!(refused.status, StatusCode::FORBIDDEN);
+    assert_eq!(
+        refused.body["detail"],
+        "Missing trusted-proxy request proof"
+    );
+    let proved = call(
+        &app,
+        request(
+            Method::POST,
+            "/api/auth/logout",
+            &[user[0], ("x-streambuild-csrf", "trusted-proxy")],
+            None,
+        ),
+    )
+    .await;
+    assert_eq!(proved.status, StatusCode::OK);
+    // A password account's name is never taken over through the header.
+    let spoofed = call(
+        &app,
+        request(
+            Method::GET,
+            "/api/auth/me",
+            &[("x-streambuild-user", "alice")],
+            None,
+        ),
+    )
+    .await;
+    assert_eq!(spoofed.status, StatusCode::FORBIDDEN, "{:?}", spoofed.body);
+    // Disabled accounts are refused.
+    store
+        .set_active("newbie", false, None)
+        .await
+        .expect("disable");
+    let disabled = call(&app, request(Method::GET, "/api/auth/me", &user, None)).await;
+    assert_eq!(disabled.status, StatusCode::FORBIDDEN);
+    assert_eq!(disabled.body["detail"], "Account is disabled");
+    // Login is for password mode only.
+    assert_eq!(
+        login(&app, "alice", PASSWORD, None).await.status,
+        StatusCode::NOT_FOUND
+    );
+}
+
+#[tokio::test]
+async fn unknown_proxy_users_are_refused_when_provisioning_is_off() {
+    let (app, _) = app(AuthConfig {
+        unknown_user_policy: UnknownUserPolicy::Deny,
+        ..config(AuthMode::TrustedProxy)
+    })
+    .await;
+    let refused = call(
+        &app,
+        request(
+            Method::GET,
+            "/api/auth/me",
+            &[("x-streambuild-user", "stranger")],
+            None,
+        ),
+    )
+    .await;
+    assert_eq!(refused.status, StatusCode::FORBIDDEN);
+    assert_eq!(
+        refused.body["detail"],
+        "Authenticated proxy user 'stranger' is not provisioned in StreamBuild"
+    );
+}
