@@ -150,6 +150,43 @@ pub(crate) async fn by_id_in(
     }
 }
 
+/// Grants `role` to `user_id` in `tx` (audited).
+async fn insert_role(
+    tx: &mut Transaction<'_, Any>,
+    user_id: &str,
+    role: &str,
+    actor: Option<&str>,
+) -> Result<(), StoreError> {
+    sqlx::query("INSERT INTO streambuild_user_roles (user_id, role_name, assigned_at, assigned_by) VALUES ($1, $2, $3, $4)")
+        .bind(user_id)
+        .bind(role)
+        .bind(now_ms())
+        .bind(actor)
+        .execute(&mut **tx)
+        .await?;
+    audit(
+        tx,
+        "role.granted",
+        actor,
+        Some(user_id),
+        &serde_json::json!({"role": role}),
+    )
+    .await
+}
+
+/// Reads user `id` as `tx` left it, then commits.
+async fn finish(
+    mut tx: Transaction<'_, Any>,
+    id: &str,
+    username: &str,
+) -> Result<User, StoreError> {
+    let user = by_id_in(&mut tx, id)
+        .await?
+        .ok_or_else(|| StoreError::not_found(username))?;
+    tx.commit().await?;
+    Ok(user)
+}
+
 async fn known_role(tx: &mut Transaction<'_, Any>, role: &str) -> Result<(), StoreError> {
     let found = sqlx::query("SELECT name FROM streambuild_roles WHERE name = $1 AND is_system = 1")
         .bind(role)
@@ -283,27 +320,9 @@ impl ControlStore {
         .await?;
         for role in &roles {
             known_role(&mut tx, role).await?;
-            sqlx::query("INSERT INTO streambuild_user_roles (user_id, role_name, assigned_at, assigned_by) VALUES ($1, $2, $3, $4)")
-                .bind(id.as_str())
-                .bind(role.as_str())
-                .bind(now)
-                .bind(actor)
-                .execute(&mut *tx)
-                .await?;
-            audit(
-                &mut tx,
-                "role.granted",
-                actor,
-                Some(&id),
-                &serde_json::json!({"role": role}),
-            )
-            .await?;
+            insert_role(&mut tx, &id, role, actor).await?;
         }
-        let user = by_id_in(&mut tx, &id)
-            .await?
-            .ok_or_else(|| StoreError::not_found(&username))?;
-        tx.commit().await?;
-        Ok(user)
+        finish(tx, &id, &username).await
     }
 
     /// The user `username` names (compared canonically).
@@ -364,11 +383,7 @@ impl ControlStore {
             &serde_json::json!({}),
         )
         .await?;
-        let user = by_id_in(&mut tx, &user.id)
-            .await?
-            .ok_or_else(|| StoreError::not_found(username))?;
-        tx.commit().await?;
-        Ok(user)
+        finish(tx, &user.id, username).await
     }
 
     /// Grants system role `role` to `username` (a no-op when it holds it).
@@ -385,27 +400,9 @@ impl ControlStore {
         let user = Self::existing(&mut tx, username).await?;
         known_role(&mut tx, role).await?;
         if !user.roles.iter().any(|r| r == role) {
-            sqlx::query("INSERT INTO streambuild_user_roles (user_id, role_name, assigned_at, assigned_by) VALUES ($1, $2, $3, $4)")
-                .bind(user.id.as_str())
-                .bind(role)
-                .bind(now_ms())
-                .bind(actor)
-                .execute(&mut *tx)
-                .await?;
-            audit(
-                &mut tx,
-                "role.granted",
-                actor,
-                Some(&user.id),
-                &serde_json::json!({"role": role}),
-            )
-            .await?;
+            insert_role(&mut tx, &user.id, role, actor).await?;
         }
-        let user = by_id_in(&mut tx, &user.id)
-            .await?
-            .ok_or_else(|| StoreError::not_found(username))?;
-        tx.commit().await?;
-        Ok(user)
+        finish(tx, &user.id, username).await
     }
 
     /// Revokes system role `role` from `username`; never the last active admin's `admin`.
@@ -443,11 +440,7 @@ impl ControlStore {
             &serde_json::json!({"role": role}),
         )
         .await?;
-        let user = by_id_in(&mut tx, &user.id)
-            .await?
-            .ok_or_else(|| StoreError::not_found(username))?;
-        tx.commit().await?;
-        Ok(user)
+        finish(tx, &user.id, username).await
     }
 
     /// Sets a new password for `username` and revokes all of its sessions.

@@ -10,8 +10,23 @@ use crate::{Backend, ControlStore, ErrorKind, StoreError};
 /// One step of a component's schema: the statements for each backend.
 struct Migration {
     version: i64,
-    sqlite: &'static [&'static str],
-    postgres: &'static [&'static str],
+    sqlite: Vec<&'static str>,
+    postgres: Vec<&'static str>,
+}
+
+/// Version 1 of the accounts component, with each backend's audit-log table.
+fn accounts_v1(audit: &'static str) -> Vec<&'static str> {
+    vec![
+        USERS,
+        EXTERNAL,
+        CREDENTIALS,
+        SESSIONS,
+        ROLES,
+        USER_ROLES,
+        PROJECT_ROLES,
+        audit,
+        SEED_ROLES,
+    ]
 }
 
 const VERSIONS: &str = "CREATE TABLE IF NOT EXISTS streambuild_schema_versions (\
@@ -71,36 +86,16 @@ fn components() -> [(&'static str, Vec<Migration>); 2] {
             "accounts",
             vec![Migration {
                 version: 1,
-                sqlite: &[
-                    USERS,
-                    EXTERNAL,
-                    CREDENTIALS,
-                    SESSIONS,
-                    ROLES,
-                    USER_ROLES,
-                    PROJECT_ROLES,
-                    AUDIT_SQLITE,
-                    SEED_ROLES,
-                ],
-                postgres: &[
-                    USERS,
-                    EXTERNAL,
-                    CREDENTIALS,
-                    SESSIONS,
-                    ROLES,
-                    USER_ROLES,
-                    PROJECT_ROLES,
-                    AUDIT_POSTGRES,
-                    SEED_ROLES,
-                ],
+                sqlite: accounts_v1(AUDIT_SQLITE),
+                postgres: accounts_v1(AUDIT_POSTGRES),
             }],
         ),
         (
             "destruction_plans",
             vec![Migration {
                 version: 1,
-                sqlite: &[PLANS],
-                postgres: &[PLANS],
+                sqlite: vec![PLANS],
+                postgres: vec![PLANS],
             }],
         ),
     ]
@@ -136,8 +131,8 @@ pub(crate) async fn migrate(store: &ControlStore) -> Result<(), StoreError> {
         }
         for step in steps.iter().filter(|m| m.version > current) {
             let statements = match store.backend {
-                Backend::Sqlite => step.sqlite,
-                Backend::Postgres => step.postgres,
+                Backend::Sqlite => &step.sqlite,
+                Backend::Postgres => &step.postgres,
             };
             for statement in statements {
                 sqlx::query(statement).execute(&mut *tx).await?;
