@@ -25,6 +25,11 @@ pub(crate) struct ProjectArgs {
 }
 
 impl ProjectArgs {
+    /// `--vars` as given.
+    pub(crate) fn vars_json(&self) -> Option<&str> {
+        self.vars.as_deref()
+    }
+
     /// Discovers the project, or reports why not and returns the exit code.
     pub(crate) fn discover(&self, json: bool) -> Result<(DiscoverOptions, Project), ExitCode> {
         let options = self.options()?;

@@ -274,8 +274,47 @@ pub(crate) fn run(args: &DevArgs) -> ExitCode {
         throttle: Mutex::default(),
         warehouse: Arc::new(stb_server::warehouse::Warehouse::new(connect, &database)),
         run_windows: crate::run_context::windows(&project),
+        access: project.access.clone(),
+        launcher: launcher(args, &project, &database),
+        builds: stb_server::launch::Builds::default(),
     });
     runtime.block_on(serve(args, state, &project, compile_ms))
+}
+
+/// How the server runs `stb` for plans, builds and promotions: this binary, pinned to this
+/// project, target and database; connection flags passed as variables.
+fn launcher(
+    args: &DevArgs,
+    project: &stb_project::Project,
+    database: &str,
+) -> stb_server::launch::Launcher {
+    let connection = &args.connection;
+    let env = [
+        ("STREAMBUILD_CLICKHOUSE_HOST", connection.host.clone()),
+        (
+            "STREAMBUILD_CLICKHOUSE_PORT",
+            connection.port.map(|p| p.to_string()),
+        ),
+        (
+            "STREAMBUILD_CLICKHOUSE_USERNAME",
+            connection.username.clone(),
+        ),
+        (
+            "STREAMBUILD_CLICKHOUSE_PASSWORD",
+            connection.password.clone(),
+        ),
+    ]
+    .into_iter()
+    .filter_map(|(name, value)| value.map(|v| (name.to_owned(), v)))
+    .collect();
+    stb_server::launch::Launcher {
+        exe: std::env::current_exe().unwrap_or_else(|_| "stb".into()),
+        project_dir: project.root.clone(),
+        target: project.target.clone(),
+        database: database.to_owned(),
+        vars: args.project.vars_json().map(str::to_owned),
+        env,
+    }
 }
 
 fn now_ms() -> u128 {

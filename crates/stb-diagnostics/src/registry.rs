@@ -5,6 +5,10 @@
 /// (code, what it means), ordered by family then number.
 pub const CODES: &[(&str, &str)] = &[
     (
+        "STB-ACCESS-001",
+        "access.yml is invalid: unknown keys, permissions or pipelines, a permission at the wrong scope, a system role, duplicates",
+    ),
+    (
         "STB-ADMIN-001",
         "stb admin could not read a password: empty input, or the two typed at the prompt differ",
     ),

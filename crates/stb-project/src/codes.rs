@@ -3,6 +3,10 @@
 /// (code, what it means)
 pub const ALL: &[(&str, &str)] = &[
     (
+        ACCESS_POLICY,
+        "access.yml is invalid: unknown keys, permissions or pipelines, a permission at the wrong scope, a system role, duplicates",
+    ),
+    (
         CONFIG_NOT_FOUND,
         "no streambuild_project.toml where one was expected",
     ),
@@ -103,6 +107,7 @@ pub const ALL: &[(&str, &str)] = &[
     ),
 ];
 
+pub const ACCESS_POLICY: &str = "STB-ACCESS-001";
 pub const CONFIG_NOT_FOUND: &str = "STB-CONFIG-001";
 pub const CONFIG_LEGACY_YAML: &str = "STB-CONFIG-002";
 pub const CONFIG_SYNTAX: &str = "STB-CONFIG-003";

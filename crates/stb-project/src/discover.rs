@@ -50,6 +50,8 @@ pub struct Project {
     /// `[targets.X.destruction] max_table_size_to_drop`, in bytes.
     pub max_table_size_to_drop: Option<u64>,
     pub pipelines: Vec<Pipeline>,
+    /// `access.yml`: the project roles `stb dev` authorises with.
+    pub access: Option<crate::access::AccessPolicy>,
     pub sources: Vec<Source>,
     pub macros: Vec<MacroSummary>,
     /// Project-wide settings the compiler needs, resolved for the target.
@@ -359,6 +361,7 @@ pub fn discover(options: &DiscoverOptions) -> Result<Project, Diagnostics> {
         check_naming_macro(name, at, &pipelines, runtime.as_mut(), &mut diagnostics);
     }
     check_namespace(&pipelines, &sources, &mut diagnostics);
+    let access = read_access(&root, &pipelines, &mut diagnostics);
     check_dependencies(&config, &pipelines, &mut diagnostics);
     check_virtual_only_defaults(&config, mode, &pipelines, &mut diagnostics);
     let macros = runtime
@@ -413,7 +416,23 @@ pub fn discover(options: &DiscoverOptions) -> Result<Project, Diagnostics> {
         test_originals,
         audit_files,
         generic_audit_files,
+        access,
     })
+}
+
+/// The project's `access.yml`, when it has one.
+fn read_access(
+    root: &Path,
+    pipelines: &[Pipeline],
+    diagnostics: &mut Diagnostics,
+) -> Option<crate::access::AccessPolicy> {
+    let path = root.join(crate::access::FILE_NAME);
+    if !path.is_file() {
+        return None;
+    }
+    let text = crate::read_text(&path, crate::access::FILE_NAME, diagnostics)?;
+    let names: Vec<String> = pipelines.iter().map(|p| p.name.clone()).collect();
+    crate::access::read(&text, &names, diagnostics)
 }
 
 /// Every `*.sql` under `dir`, recursively, sorted by path components.

@@ -1,6 +1,7 @@
 //! Project discovery: everything StreamBuild learns from a project directory without
 //! opening a connection: configuration, targets, pipelines, models, sources, macros.
 
+pub mod access;
 pub mod codes;
 pub mod connection;
 mod discover;

@@ -7,11 +7,14 @@
 //! read routes open a fresh connection per request on a blocking thread.
 
 pub mod auth;
+pub mod authz;
 pub mod error;
 mod headers;
+pub mod launch;
 mod routes;
 pub mod throttle;
 pub mod warehouse;
+mod work;
 
 use std::sync::{Arc, Mutex};
 
@@ -45,6 +48,11 @@ pub struct AppState {
     pub throttle: Mutex<throttle::Throttle>,
     pub warehouse: Arc<warehouse::Warehouse>,
     pub run_windows: stb_engine::runs::Windows,
+    /// The project's `access.yml`, when it has one.
+    pub access: Option<stb_project::access::AccessPolicy>,
+    /// Runs `stb` itself for plan previews, builds and promotions.
+    pub launcher: launch::Launcher,
+    pub builds: launch::Builds,
 }
 
 /// The whole application: API routes, authentication, headers, JSON 404.

@@ -31,9 +31,17 @@ pub(crate) fn api(state: Arc<AppState>) -> Router<Arc<AppState>> {
     let authenticated = Router::new()
         .route("/api/auth/me", get(me))
         .route("/api/auth/logout", post(logout))
+        .route("/api/auth/capabilities", get(capabilities))
         .route("/api/status", get(status))
         .route("/api/runs", get(runs))
         .route("/api/runs/{invocation_id}", get(run))
+        .route("/api/runs/{invocation_id}/events", get(crate::work::feed))
+        .route("/api/plan", get(crate::work::plan))
+        .route("/api/build", post(crate::work::build))
+        .route(
+            "/api/deployments/{deployment_id}/promote",
+            post(crate::work::promote),
+        )
         .route("/api/admin/audit", get(admin_audit))
         .route_layer(from_fn_with_state(state, require_identity));
     public
@@ -191,6 +199,31 @@ async fn logout(
         response.headers_mut().insert(header::SET_COOKIE, cookie);
     }
     Ok(response)
+}
+
+async fn capabilities(
+    State(state): Shared,
+    Extension(principal): Extension<Principal>,
+) -> Result<Json<crate::authz::Capabilities>, ApiError> {
+    let assigned: Vec<String> = if principal.is_admin() {
+        Vec::new()
+    } else {
+        state
+            .store
+            .project_roles(&principal.id, &state.project_name, &state.target_name)
+            .await
+            .map_err(|e| ApiError::service_unavailable(e.message))?
+            .into_iter()
+            .map(|a| a.role_name)
+            .collect()
+    };
+    Ok(Json(crate::authz::capabilities(
+        principal.is_admin(),
+        state.access.as_ref(),
+        &assigned,
+        &state.project_name,
+        &state.target_name,
+    )))
 }
 
 async fn status(State(state): Shared) -> Json<serde_json::Value> {

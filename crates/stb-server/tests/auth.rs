@@ -14,6 +14,13 @@ use tower::ServiceExt as _;
 const PASSWORD: &str = "correct horse battery";
 
 async fn app(auth: AuthConfig) -> (axum::Router, ControlStore) {
+    app_with(auth, None).await
+}
+
+async fn app_with(
+    auth: AuthConfig,
+    access: Option<stb_project::access::AccessPolicy>,
+) -> (axum::Router, ControlStore) {
     let store = ControlStore::open("sqlite://").await.expect("store");
     for (name, roles) in [("alice", vec!["admin".to_owned()]), ("bob", vec![])] {
         store
@@ -50,6 +57,17 @@ async fn app(auth: AuthConfig) -> (axum::Router, ControlStore) {
             signal_ms: 45_000,
             presumed_failed_ms: 600_000,
         },
+        access,
+        // Never reached here: these tests stop at authentication.
+        launcher: stb_server::launch::Launcher {
+            exe: "/nonexistent/stb".into(),
+            project_dir: "/nonexistent".into(),
+            target: "dev".into(),
+            database: "shop_dev".into(),
+            vars: None,
+            env: Vec::new(),
+        },
+        builds: stb_server::launch::Builds::default(),
     });
     (stb_server::router(state), store)
 }
@@ -454,5 +472,76 @@ async fn unknown_proxy_users_are_refused_when_provisioning_is_off() {
     assert_eq!(
         refused.body["detail"],
         "Authenticated proxy user 'stranger' is not provisioned in StreamBuild"
+    );
+}
+
+#[tokio::test]
+async fn capabilities_mirror_the_project_roles_a_user_holds_here() {
+    use stb_project::access::{AccessPolicy, AccessRole, Grant, GrantScope};
+    let policy = AccessPolicy {
+        fingerprint: String::new(),
+        roles: vec![AccessRole {
+            name: "moving_operator".into(),
+            description: None,
+            grants: vec![
+                Grant {
+                    scope: GrantScope::Pipelines(vec!["pl__moving".into()]),
+                    permissions: vec!["build.direct.run".into(), "pipeline.destroy".into()],
+                },
+                Grant {
+                    scope: GrantScope::Target,
+                    permissions: vec!["build.kill".into()],
+                },
+            ],
+        }],
+    };
+    let (app, store) = app_with(config(AuthMode::Password), Some(policy)).await;
+    let bob = store.find_user("bob").await.expect("read").expect("bob");
+    store
+        .grant_project_role(&bob.id, "shop", "moving_operator", Some("dev"), None)
+        .await
+        .expect("grant");
+    // Pinned to another target: does not count here.
+    store
+        .grant_project_role(&bob.id, "shop", "ghost_role", Some("prod"), None)
+        .await
+        .expect("grant");
+    let token = token_of(&login(&app, "bob", PASSWORD, None).await);
+    let cookie = format!("streambuild_session={token}");
+    let found = call(
+        &app,
+        request(
+            Method::GET,
+            "/api/auth/capabilities",
+            &[("cookie", &cookie)],
+            None,
+        ),
+    )
+    .await;
+    assert_eq!(found.status, StatusCode::OK, "{:?}", found.body);
+    assert_eq!(found.body["systemAdmin"], false);
+    assert_eq!(found.body["permissions"], serde_json::json!(["build.kill"]));
+    assert_eq!(
+        found.body["pipelinePermissions"],
+        serde_json::json!({"build.direct.run": ["pl__moving"]}),
+        "destruction is never shown to a non-admin"
+    );
+    assert_eq!(found.body["staleRoles"], serde_json::json!([]));
+    let admin = token_of(&login(&app, "alice", PASSWORD, None).await);
+    let found = call(
+        &app,
+        request(
+            Method::GET,
+            "/api/auth/capabilities",
+            &[("cookie", &format!("streambuild_session={admin}"))],
+            None,
+        ),
+    )
+    .await;
+    assert_eq!(found.body["systemAdmin"], true);
+    assert!(
+        found.body["permissions"]
+            .as_array()
+            .is_some_and(|p| p.contains(&Value::from("target.reset")))
     );
 }

@@ -1,5 +1,6 @@
-//! `stb dev` end to end: it refuses unsafe settings, starts on a free port, reaches the
-//! warehouse in the background, serves runs to a password session, and stops on SIGTERM.
+//! `stb dev` end to end: it refuses unsafe settings; started on a free port with password
+//! sign-in, it reaches the warehouse in the background, previews a plan, builds a virtual
+//! deployment whose events it streams live, promotes it, and stops on SIGTERM.
 
 use std::io::{BufRead as _, BufReader};
 use std::process::{Command, Stdio};
@@ -8,7 +9,7 @@ use std::time::Duration;
 use serde_json::Value;
 use stb_test_support::{TestDatabase, wait_for};
 
-use crate::deployments::{events_table, insert, ok_json, project};
+use crate::deployments::{events_table, insert, project};
 
 fn dev(dir: &std::path::Path, args: &[&str]) -> Command {
     let mut command = Command::new(assert_cmd::cargo::cargo_bin("stb"));
@@ -65,13 +66,11 @@ fn unsafe_settings_are_refused_before_anything_starts() {
 }
 
 #[test]
-fn the_server_signs_in_serves_runs_and_stops_on_sigterm() {
+fn plan_build_live_events_and_promote_through_the_api() {
     let db = TestDatabase::create("dev");
     events_table(&db.name);
     insert(&db.name, 0, 10);
     let dir = project(&db.name);
-    let built = ok_json(dir.path(), &["build", "--auto-approve", "--json"]);
-    assert_eq!(built["status"], "succeeded");
     let created = stb_test_support::stb_on_project(
         dir.path(),
         &[
@@ -113,53 +112,136 @@ fn the_server_signs_in_serves_runs_and_stops_on_sigterm() {
         }
     };
     let http = stb_test_support::http();
-    let get = |path: &str, cookie: Option<&str>| {
-        let mut request = http.get(format!("{api}{path}"));
-        if let Some(cookie) = cookie {
-            request = request.header("cookie", cookie);
+    let send = |method: &str, path: &str, session: Option<(&str, &str)>, body: Option<&str>| {
+        let mut request = match method {
+            "POST" => http.post(format!("{api}{path}")),
+            _ => http.get(format!("{api}{path}")),
+        };
+        if let Some((cookie, csrf)) = session {
+            request = request
+                .header("cookie", cookie)
+                .header("x-streambuild-csrf", csrf);
+        }
+        if let Some(body) = body {
+            request = request
+                .header("content-type", "application/json")
+                .body(body.to_owned());
         }
         let response = request.send().expect("answered");
         let status = response.status().as_u16();
-        let body = response.text().unwrap_or_default();
+        let cookie = response
+            .headers()
+            .get("set-cookie")
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.split(';').next())
+            .map(str::to_owned);
+        let text = response.text().unwrap_or_default();
         (
             status,
-            serde_json::from_str::<Value>(&body).unwrap_or(Value::Null),
+            serde_json::from_str::<Value>(&text).unwrap_or(Value::Null),
+            cookie,
         )
     };
-    assert_eq!(get("/auth/me", None).0, 401);
+    assert_eq!(send("GET", "/auth/me", None, None).0, 401);
+    let (status, session, cookie) = send(
+        "POST",
+        "/auth/login",
+        None,
+        Some(r#"{"username": "ana", "password": "a long enough password"}"#),
+    );
+    assert_eq!(status, 200, "{session}");
+    let cookie = cookie.expect("a session cookie");
+    let csrf = session["csrfToken"].as_str().expect("csrf").to_owned();
+    let me = Some((cookie.as_str(), csrf.as_str()));
     // The warehouse is reached in the background.
-    let response = http
-        .post(format!("{api}/auth/login"))
-        .header("content-type", "application/json")
-        .body(r#"{"username": "ana", "password": "a long enough password"}"#)
-        .send()
-        .expect("login");
-    assert!(response.status().is_success(), "{response:?}");
-    let cookie = response
-        .headers()
-        .get("set-cookie")
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.split(';').next())
-        .expect("a session cookie")
-        .to_owned();
     let ready = wait_for(Duration::from_secs(30), || {
-        get("/status", Some(&cookie)).1["warehouse"]["connected"] == true
+        send("GET", "/status", me, None).1["warehouse"]["connected"] == true
     });
     assert!(ready, "the warehouse connects");
-    let (status, runs) = get("/runs", Some(&cookie));
-    assert_eq!(status, 200, "{runs}");
-    let run = &runs["runs"][0];
-    assert_eq!(run["status"], "succeeded", "{runs}");
-    let id = run["invocation_id"].as_str().expect("id");
-    let (status, detail) = get(&format!("/runs/{id}"), Some(&cookie));
-    assert_eq!(status, 200);
-    assert!(
-        detail["statements"]
-            .as_array()
-            .is_some_and(|s| !s.is_empty())
+
+    // Plan preview: what a build would stage.
+    let (status, plan) = {
+        let (status, plan, _) = send("GET", "/plan?select=pipeline%3Apl__v", me, None);
+        (status, plan)
+    };
+    assert_eq!(status, 200, "{plan}");
+    assert!(plan.to_string().contains("clean"), "{plan}");
+    // A value that would be a flag is refused before anything runs.
+    assert_eq!(send("GET", "/plan?select=--help", me, None).0, 400);
+
+    // Build: a new run, followed live over server-sent events.
+    let (status, started, _) = send(
+        "POST",
+        "/build",
+        me,
+        Some(r#"{"select": ["pipeline:pl__v"]}"#),
     );
-    assert_eq!(get("/runs/nope", Some(&cookie)).0, 404);
-    assert_eq!(get("/nothing-here", Some(&cookie)).0, 404);
+    assert_eq!(status, 202, "{started}");
+    let invocation = started["invocationId"].as_str().expect("id").to_owned();
+    let feed = http
+        .get(format!("{api}/runs/{invocation}/events"))
+        .header("cookie", &cookie)
+        .send()
+        .expect("the feed");
+    assert_eq!(
+        feed.headers()
+            .get("content-type")
+            .and_then(|v| v.to_str().ok()),
+        Some("text/event-stream")
+    );
+    let kinds: Vec<String> = BufReader::new(feed)
+        .lines()
+        .map_while(Result::ok)
+        .filter_map(|line| line.strip_prefix("event:").map(|k| k.trim().to_owned()))
+        .collect();
+    assert_eq!(
+        kinds.first().map(String::as_str),
+        Some("run_started"),
+        "{kinds:?}"
+    );
+    assert!(
+        kinds.iter().any(|k| k == "statement_completed"),
+        "{kinds:?}"
+    );
+    assert_eq!(
+        kinds.last().map(String::as_str),
+        Some("run_completed"),
+        "{kinds:?}"
+    );
+    let (status, run, _) = send("GET", &format!("/runs/{invocation}"), me, None);
+    assert_eq!(status, 200);
+    assert_eq!(run["run"]["status"], "succeeded", "{run}");
+    assert_eq!(run["run"]["owner"], "ana", "the run names who started it");
+    let deployment = run["run"]["deployment_id"]
+        .as_str()
+        .expect("staged")
+        .to_owned();
+
+    // Promote it: readers now see its copies.
+    let (status, promoted, _) = send(
+        "POST",
+        &format!("/deployments/{deployment}/promote"),
+        me,
+        None,
+    );
+    assert_eq!(status, 200, "{promoted}");
+    let bound = stb_test_support::execute(&format!(
+        "SELECT as_select FROM system.tables WHERE database = '{}' AND name = 'tbl__clean' FORMAT TSV",
+        db.name
+    ));
+    assert!(bound.contains(&deployment), "{bound}");
+    // Without the CSRF token the same request is refused.
+    let (status, _, _) = {
+        let response = http
+            .post(format!("{api}/deployments/{deployment}/promote"))
+            .header("cookie", &cookie)
+            .send()
+            .expect("answered");
+        (response.status().as_u16(), (), ())
+    };
+    assert_eq!(status, 403);
+    assert_eq!(send("GET", "/runs/nope", me, None).0, 404);
+    assert_eq!(send("GET", "/nothing-here", me, None).0, 404);
 
     let signalled = Command::new("kill")
         .args(["-TERM", &child.id().to_string()])

@@ -1,0 +1,148 @@
+//! Work the server hands to the `stb` binary itself, as a child process pinned to the
+//! server's project, target and database: plan previews (`stb plan --json`), builds (`stb
+//! build --auto-approve --events`, one at a time) and promotions (`stb deployment promote
+//! --json`). The child is the same code the CLI runs, so a build from the API keeps every
+//! guarantee of one from a terminal: admission, the target lock, the records.
+
+use std::path::PathBuf;
+use std::process::Stdio;
+use std::sync::Mutex;
+
+use axum::http::StatusCode;
+
+use crate::error::ApiError;
+
+/// How to run `stb` for this server's project.
+#[derive(Debug, Clone)]
+pub struct Launcher {
+    /// The `stb` binary (the server's own executable).
+    pub exe: PathBuf,
+    pub project_dir: PathBuf,
+    pub target: String,
+    pub database: String,
+    /// `--vars` as given to `stb dev`.
+    pub vars: Option<String>,
+    /// Connection settings for the child, as `STREAMBUILD_CLICKHOUSE_*` variables (never
+    /// argv: a password would show in the process list).
+    pub env: Vec<(String, String)>,
+}
+
+/// The build that runs now, if any: its invocation id and process.
+#[derive(Default)]
+pub struct Builds {
+    current: Mutex<Option<(String, std::process::Child)>>,
+}
+
+impl Launcher {
+    fn command(&self, args: &[String]) -> std::process::Command {
+        let mut command = std::process::Command::new(&self.exe);
+        command.args(args);
+        command.arg("--project-dir").arg(&self.project_dir).args([
+            "--target",
+            &self.target,
+            "--database",
+            &self.database,
+        ]);
+        if let Some(vars) = &self.vars {
+            command.args(["--vars", vars]);
+        }
+        command.envs(self.env.iter().map(|(k, v)| (k, v)));
+        command
+    }
+
+    /// Runs `stb <args> --json` to the end and returns its JSON (an `{"error": …}` answer
+    /// becomes a 400 carrying it).
+    ///
+    /// # Errors
+    /// The child could not run, or answered an error or no JSON.
+    pub async fn json(&self, args: Vec<String>) -> Result<serde_json::Value, ApiError> {
+        let mut command = self.command(&args);
+        command.arg("--json");
+        let output = tokio::task::spawn_blocking(move || command.output())
+            .await
+            .map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))?
+            .map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))?;
+        let answer: serde_json::Value = serde_json::from_slice(&output.stdout).map_err(|_| {
+            ApiError::new(
+                StatusCode::BAD_GATEWAY,
+                format!(
+                    "stb {} answered no JSON: {}",
+                    args.first().map_or("", String::as_str),
+                    String::from_utf8_lossy(&output.stderr).trim()
+                ),
+            )
+        })?;
+        if let Some(error) = answer.get("error") {
+            return Err(ApiError {
+                status: StatusCode::BAD_REQUEST,
+                detail: error.clone(),
+            });
+        }
+        Ok(answer)
+    }
+
+    /// Starts `stb build --auto-approve --events <args>` as run `invocation_id`, owned by
+    /// `owner`, unless a build this server started is still running.
+    ///
+    /// # Errors
+    /// 409 while another build of this server runs; the child could not start.
+    pub fn start_build(
+        &self,
+        builds: &Builds,
+        invocation_id: &str,
+        owner: &str,
+        args: &[String],
+    ) -> Result<(), ApiError> {
+        let mut current = builds
+            .current
+            .lock()
+            .map_err(|_| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "lock poisoned"))?;
+        if let Some((running, child)) = current.as_mut()
+            && matches!(child.try_wait(), Ok(None))
+        {
+            return Err(ApiError {
+                status: StatusCode::CONFLICT,
+                detail: serde_json::json!({
+                    "message": format!("Run {running} started from this server is still running. Wait for it to finish or cancel it from Runs."),
+                    "invocationId": running,
+                }),
+            });
+        }
+        let mut all = vec![
+            "build".to_owned(),
+            "--auto-approve".to_owned(),
+            "--events".to_owned(),
+        ];
+        all.extend(args.iter().cloned());
+        let display = format!("stb {}", all.join(" "));
+        let child = self
+            .command(&all)
+            .env("STREAMBUILD_RUN_INVOCATION_ID", invocation_id)
+            .env("STREAMBUILD_RUN_OWNER", owner)
+            .env("STREAMBUILD_RUN_DISPLAY_COMMAND", display)
+            // Its events reach the warehouse; the feed reads them there.
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .map_err(|e| {
+                ApiError::new(
+                    StatusCode::INTERNAL_SERVER_ERROR,
+                    format!("cannot start stb build: {e}"),
+                )
+            })?;
+        *current = Some((invocation_id.to_owned(), child));
+        Ok(())
+    }
+}
+
+impl Builds {
+    /// Stops waiting for a finished child (so it leaves no zombie).
+    pub fn reap(&self) {
+        if let Ok(mut current) = self.current.lock()
+            && let Some((_, child)) = current.as_mut()
+            && matches!(child.try_wait(), Ok(Some(_)))
+        {
+            *current = None;
+        }
+    }
+}

@@ -1,0 +1,260 @@
+//! The routes that plan, build and promote, and the live feed of a run's events.
+//!
+//! Mutations need a system admin for now (project roles from `access.yml` come next);
+//! every value that reaches the child's command line is checked to be a value, never a
+//! flag.
+
+use std::convert::Infallible;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::Json;
+use axum::extract::{Path, RawQuery, State};
+use axum::http::StatusCode;
+use axum::response::sse::{Event, KeepAlive, Sse};
+use futures_util::Stream;
+use serde::Deserialize;
+
+use crate::AppState;
+use crate::auth::Principal;
+use crate::error::ApiError;
+
+type Shared = State<Arc<AppState>>;
+
+/// Refuses a value that the child would read as a flag.
+fn value(name: &str, text: &str) -> Result<String, ApiError> {
+    let text = text.trim();
+    if text.is_empty() || text.starts_with('-') || text.contains('\0') {
+        return Err(ApiError::new(
+            StatusCode::BAD_REQUEST,
+            format!("invalid {name}: '{text}'"),
+        ));
+    }
+    Ok(text.to_owned())
+}
+
+/// 403 unless `principal` is a system admin, naming the permission the action needs.
+fn require(principal: &Principal, permission: &str) -> Result<(), ApiError> {
+    if principal.is_admin() {
+        return Ok(());
+    }
+    Err(ApiError {
+        status: StatusCode::FORBIDDEN,
+        detail: serde_json::json!({
+            "message": format!("Requires the {permission} permission"),
+            "permission": permission,
+            "reason": "policy_absent",
+        }),
+    })
+}
+
+/// `--select` (repeatable), `--start-time`, `--deployment-id`, `--changed` as arguments.
+fn scope_args(
+    select: &[String],
+    start: Option<&str>,
+    deployment: Option<&str>,
+    changed: bool,
+) -> Result<Vec<String>, ApiError> {
+    let mut args = Vec::new();
+    for selector in select {
+        args.push("--select".to_owned());
+        args.push(value("selector", selector)?);
+    }
+    if let Some(start) = start {
+        args.push("--start-time".to_owned());
+        args.push(value("start time", start)?);
+    }
+    if let Some(id) = deployment {
+        args.push("--deployment-id".to_owned());
+        args.push(value("deployment id", id)?);
+    }
+    if changed {
+        args.push("--changed".to_owned());
+    }
+    Ok(args)
+}
+
+/// `GET /api/plan?select=a&select=b&start=…&deployment=…&changed=true`: what a build of
+/// that scope would do, as `stb plan --json` says it (read-only).
+pub(crate) async fn plan(
+    State(state): Shared,
+    RawQuery(query): RawQuery,
+) -> Result<Json<serde_json::Value>, ApiError> {
+    let pairs: Vec<(String, String)> =
+        serde_urlencoded::from_str(query.as_deref().unwrap_or(""))
+            .map_err(|e| ApiError::new(StatusCode::BAD_REQUEST, e.to_string()))?;
+    let all = |key: &str| -> Vec<String> {
+        pairs
+            .iter()
+            .filter(|(k, _)| k == key)
+            .map(|(_, v)| v.clone())
+            .collect()
+    };
+    let one = |key: &str| all(key).into_iter().next();
+    let mut args = vec!["plan".to_owned()];
+    args.extend(scope_args(
+        &all("select"),
+        one("start").as_deref(),
+        one("deployment").as_deref(),
+        one("changed").is_some_and(|v| v == "true"),
+    )?);
+    Ok(Json(state.launcher.json(args).await?))
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub(crate) struct BuildRequest {
+    #[serde(default)]
+    select: Vec<String>,
+    start_time: Option<String>,
+    deployment_id: Option<String>,
+    #[serde(default)]
+    changed: bool,
+    #[serde(default)]
+    full_refresh: bool,
+    #[serde(default)]
+    allow_shrink: bool,
+    /// Protected pipelines' confirmation tokens.
+    #[serde(default)]
+    confirm: Vec<String>,
+}
+
+/// `POST /api/build`: starts `stb build --events` for the scope as a new run; 202 with its
+/// invocation id (follow it at `/api/runs/{id}/events`).
+pub(crate) async fn build(
+    State(state): Shared,
+    axum::Extension(principal): axum::Extension<Principal>,
+    Json(request): Json<BuildRequest>,
+) -> Result<(StatusCode, Json<serde_json::Value>), ApiError> {
+    require(&principal, "build.direct.run")?;
+    let mut args = scope_args(
+        &request.select,
+        request.start_time.as_deref(),
+        request.deployment_id.as_deref(),
+        request.changed,
+    )?;
+    if request.full_refresh {
+        args.push("--full-refresh".to_owned());
+    }
+    if request.allow_shrink {
+        args.push("--allow-shrink".to_owned());
+    }
+    for token in &request.confirm {
+        args.push("--confirm".to_owned());
+        args.push(value("confirmation token", token)?);
+    }
+    state.builds.reap();
+    let invocation_id = uuid::Uuid::new_v4().to_string();
+    state
+        .launcher
+        .start_build(&state.builds, &invocation_id, &principal.username, &args)?;
+    Ok((
+        StatusCode::ACCEPTED,
+        Json(serde_json::json!({
+            "invocationId": invocation_id,
+            "events": format!("/api/runs/{invocation_id}/events"),
+        })),
+    ))
+}
+
+/// `POST /api/deployments/{id}/promote`: as `stb deployment promote <id> --json`.
+pub(crate) async fn promote(
+    State(state): Shared,
+    axum::Extension(principal): axum::Extension<Principal>,
+    Path(id): Path<String>,
+) -> Result<Json<serde_json::Value>, ApiError> {
+    require(&principal, "deployment.promote")?;
+    let args = vec![
+        "deployment".to_owned(),
+        "promote".to_owned(),
+        value("deployment id", &id)?,
+    ];
+    Ok(Json(state.launcher.json(args).await?))
+}
+
+/// How often the feed reads new events.
+const FEED_POLL: Duration = Duration::from_millis(500);
+/// A run that shows no event for this long is not coming.
+const FEED_GIVE_UP: Duration = Duration::from_secs(60);
+
+struct Feed {
+    state: Arc<AppState>,
+    invocation_id: String,
+    after: Option<u64>,
+    finished: bool,
+    quiet_since: std::time::Instant,
+}
+
+/// `GET /api/runs/{id}/events`: the run's events as server-sent events, from its first
+/// (or after `Last-Event-ID`) until `run_completed`. Each is `event: <kind>`, `id:
+/// <sequence>` and the event as JSON data.
+pub(crate) async fn feed(
+    State(state): Shared,
+    Path(invocation_id): Path<String>,
+    headers: axum::http::HeaderMap,
+) -> Sse<impl Stream<Item = Result<Event, Infallible>>> {
+    let after = headers
+        .get("last-event-id")
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse().ok());
+    let start = Feed {
+        state,
+        invocation_id,
+        after,
+        finished: false,
+        quiet_since: std::time::Instant::now(),
+    };
+    let batches = futures_util::stream::unfold(start, |mut feed| async move {
+        if feed.finished {
+            return None;
+        }
+        loop {
+            let database = feed.state.database.clone();
+            let id = feed.invocation_id.clone();
+            let read = feed
+                .state
+                .warehouse
+                .read(move |client| {
+                    stb_warehouse::runs::events_of(client, &database, &id)
+                        .map_err(|e| ApiError::new(StatusCode::BAD_GATEWAY, e.to_string()))
+                })
+                .await;
+            let fresh: Vec<_> = read
+                .unwrap_or_default()
+                .into_iter()
+                .filter(|e| feed.after.is_none_or(|after| e.sequence > after))
+                .collect();
+            if !fresh.is_empty() {
+                feed.quiet_since = std::time::Instant::now();
+                feed.after = fresh.last().map(|e| e.sequence);
+                feed.finished = fresh.iter().any(|e| e.kind == "run_completed");
+                let events: Vec<Result<Event, Infallible>> = fresh
+                    .iter()
+                    .map(|e| {
+                        let data = serde_json::json!({
+                            "sequence": e.sequence,
+                            "emittedAt": e.emitted_at,
+                            "event": e.kind,
+                            "stepId": e.step_id,
+                            "payload": serde_json::from_str::<serde_json::Value>(&e.payload).unwrap_or_default(),
+                        });
+                        Ok(Event::default()
+                            .event(e.kind.clone())
+                            .id(e.sequence.to_string())
+                            .data(data.to_string()))
+                    })
+                    .collect();
+                return Some((futures_util::stream::iter(events), feed));
+            }
+            if feed.quiet_since.elapsed() > FEED_GIVE_UP {
+                feed.finished = true;
+                let gone = Event::default()
+                    .event("feed_ended")
+                    .data(r#"{"reason":"no event for 60 s"}"#);
+                return Some((futures_util::stream::iter(vec![Ok(gone)]), feed));
+            }
+            tokio::time::sleep(FEED_POLL).await;
+        }
+    });
+    Sse::new(futures_util::StreamExt::flatten(batches)).keep_alive(KeepAlive::default())
+}
