@@ -275,6 +275,17 @@ pub(crate) fn run(args: &DevArgs) -> ExitCode {
         warehouse: Arc::new(stb_server::warehouse::Warehouse::new(connect, &database)),
         run_windows: crate::run_context::windows(&project),
         access: project.access.clone(),
+        model_pipelines: project
+            .pipelines
+            .iter()
+            .flat_map(|pipeline| {
+                let is_virtual = pipeline.mode == stb_project::project_config::Mode::Virtual;
+                pipeline
+                    .models
+                    .iter()
+                    .map(move |m| (m.name.clone(), (pipeline.name.clone(), is_virtual)))
+            })
+            .collect(),
         launcher: launcher(args, &project, &database),
         builds: stb_server::launch::Builds::default(),
     });

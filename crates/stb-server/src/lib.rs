@@ -50,6 +50,9 @@ pub struct AppState {
     pub run_windows: stb_engine::runs::Windows,
     /// The project's `access.yml`, when it has one.
     pub access: Option<stb_project::access::AccessPolicy>,
+    /// Each model's pipeline and whether that pipeline is virtual: the authoritative
+    /// ownership authorization derives an action's pipelines from.
+    pub model_pipelines: std::collections::BTreeMap<String, (String, bool)>,
     /// Runs `stb` itself for plan previews, builds and promotions.
     pub launcher: launch::Launcher,
     pub builds: launch::Builds,

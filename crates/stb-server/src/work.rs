@@ -1,8 +1,8 @@
 //! The routes that plan, build and promote, and the live feed of a run's events.
 //!
-//! Mutations need a system admin for now (project roles from `access.yml` come next);
-//! every value that reaches the child's command line is checked to be a value, never a
-//! flag.
+//! Mutations are authorised on the pipelines the server derives itself: a build on the
+//! plan it makes for the scope, a promotion on the deployment's own records. Every value
+//! that reaches the child's command line is checked to be a value, never a flag.
 
 use std::convert::Infallible;
 use std::sync::Arc;
@@ -33,19 +33,109 @@ fn value(name: &str, text: &str) -> Result<String, ApiError> {
     Ok(text.to_owned())
 }
 
-/// 403 unless `principal` is a system admin, naming the permission the action needs.
-fn require(principal: &Principal, permission: &str) -> Result<(), ApiError> {
-    if principal.is_admin() {
-        return Ok(());
+/// The 403 for a denied `permission`, in the shape the UI mirrors.
+fn denied(state: &AppState, permission: &str, decision: &crate::authz::Decision) -> ApiError {
+    let mut message = format!("Requires the {permission} permission");
+    if !decision.missing_pipelines.is_empty() {
+        message.push_str(&format!(" on {}", decision.missing_pipelines.join(", ")));
     }
-    Err(ApiError {
+    ApiError {
         status: StatusCode::FORBIDDEN,
         detail: serde_json::json!({
-            "message": format!("Requires the {permission} permission"),
+            "message": message,
             "permission": permission,
-            "reason": "policy_absent",
+            "reason": decision.reason,
+            "project": state.project_name,
+            "target": state.target_name,
+            "missingPipelines": decision.missing_pipelines,
         }),
-    })
+    }
+}
+
+/// Allows `principal` `permission` on `pipelines` (derived by the server), or the 403.
+async fn authorize(
+    state: &AppState,
+    principal: &Principal,
+    permission: &str,
+    pipelines: &[String],
+) -> Result<(), ApiError> {
+    let assigned: Vec<String> = if principal.is_admin() {
+        Vec::new()
+    } else {
+        state
+            .store
+            .project_roles(&principal.id, &state.project_name, &state.target_name)
+            .await
+            .map_err(|e| ApiError::service_unavailable(e.message))?
+            .into_iter()
+            .map(|a| a.role_name)
+            .collect()
+    };
+    let decision = crate::authz::decide(
+        principal.is_admin(),
+        state.access.as_ref(),
+        &assigned,
+        permission,
+        crate::authz::Scope::Pipelines(pipelines),
+    );
+    if decision.allowed {
+        Ok(())
+    } else {
+        Err(denied(state, permission, &decision))
+    }
+}
+
+/// Every model a plan's JSON names (`model` fields, `execution_scope` lists), whatever
+/// its shape (direct, virtual or mixed).
+fn planned_models(plan: &serde_json::Value, into: &mut std::collections::BTreeSet<String>) {
+    match plan {
+        serde_json::Value::Object(fields) => {
+            for (key, value) in fields {
+                match (key.as_str(), value) {
+                    ("model", serde_json::Value::String(model)) => {
+                        into.insert(model.clone());
+                    }
+                    ("execution_scope", serde_json::Value::Array(models)) => {
+                        into.extend(models.iter().filter_map(|m| m.as_str().map(str::to_owned)));
+                    }
+                    _ => planned_models(value, into),
+                }
+            }
+        }
+        serde_json::Value::Array(items) => {
+            for item in items {
+                planned_models(item, into);
+            }
+        }
+        _ => {}
+    }
+}
+
+/// The pipelines of `models`, split into direct and virtual; a model the project does not
+/// own is an unresolved scope (403).
+fn pipelines_of(
+    state: &AppState,
+    models: impl IntoIterator<Item = String>,
+) -> Result<(Vec<String>, Vec<String>), ApiError> {
+    let mut direct = std::collections::BTreeSet::new();
+    let mut staged = std::collections::BTreeSet::new();
+    for model in models {
+        let Some((pipeline, is_virtual)) = state.model_pipelines.get(&model) else {
+            return Err(ApiError {
+                status: StatusCode::FORBIDDEN,
+                detail: serde_json::json!({
+                    "message": format!("cannot tell which pipeline owns '{model}'"),
+                    "reason": "unresolved_scope",
+                }),
+            });
+        };
+        if *is_virtual {
+            staged.insert(pipeline.clone());
+        } else {
+            direct.insert(pipeline.clone());
+        }
+    }
+    Ok((direct.into_iter().collect(), staged.into_iter().collect()))
 }
 
 /// `--select` (repeatable), `--start-time`, `--deployment-id`, `--changed` as arguments.
@@ -126,13 +216,32 @@ pub(crate) async fn build(
     axum::Extension(principal): axum::Extension<Principal>,
     Json(request): Json<BuildRequest>,
 ) -> Result<(StatusCode, Json<serde_json::Value>), ApiError> {
-    require(&principal, "build.direct.run")?;
     let mut args = scope_args(
         &request.select,
         request.start_time.as_deref(),
         request.deployment_id.as_deref(),
         request.changed,
     )?;
+    // Authorise the plan the server makes for this scope, not what the client says it is:
+    // direct pipelines need build.direct.run, virtual ones deployment.create.
+    let mut preview = vec!["plan".to_owned()];
+    preview.extend(args.iter().cloned());
+    let plan = state.launcher.json(preview).await?;
+    let mut models = std::collections::BTreeSet::new();
+    planned_models(&plan, &mut models);
+    let (direct, staged) = pipelines_of(&state, models)?;
+    if direct.is_empty() && staged.is_empty() {
+        return Err(ApiError::new(
+            StatusCode::BAD_REQUEST,
+            "the plan for this scope changes nothing: there is nothing to build",
+        ));
+    }
+    if !direct.is_empty() {
+        authorize(&state, &principal, "build.direct.run", &direct).await?;
+    }
+    if !staged.is_empty() {
+        authorize(&state, &principal, "deployment.create", &staged).await?;
+    }
     if request.full_refresh {
         args.push("--full-refresh".to_owned());
     }
@@ -163,12 +272,34 @@ pub(crate) async fn promote(
     axum::Extension(principal): axum::Extension<Principal>,
     Path(id): Path<String>,
 ) -> Result<Json<serde_json::Value>, ApiError> {
-    require(&principal, "deployment.promote")?;
-    let args = vec![
-        "deployment".to_owned(),
-        "promote".to_owned(),
-        value("deployment id", &id)?,
-    ];
+    let id = value("deployment id", &id)?;
+    // The deployment's pipelines, from its own object records.
+    let database = state.database.clone();
+    let wanted = id.clone();
+    let models = state
+        .warehouse
+        .read(move |client| {
+            stb_warehouse::deployments::read_all(client, &database)
+                .map(|metadata| {
+                    metadata
+                        .objects
+                        .into_iter()
+                        .filter(|o| o.deployment_id == wanted && !o.model.is_empty())
+                        .map(|o| o.model)
+                        .collect::<Vec<_>>()
+                })
+                .map_err(|e| ApiError::new(StatusCode::BAD_GATEWAY, e.message))
+        })
+        .await?;
+    if models.is_empty() {
+        return Err(ApiError::new(
+            StatusCode::NOT_FOUND,
+            format!("no deployment '{id}'"),
+        ));
+    }
+    let (_, staged) = pipelines_of(&state, models)?;
+    authorize(&state, &principal, "deployment.promote", &staged).await?;
+    let args = vec!["deployment".to_owned(), "promote".to_owned(), id];
     Ok(Json(state.launcher.json(args).await?))
 }
 

@@ -58,6 +58,7 @@ async fn app_with(
             presumed_failed_ms: 600_000,
         },
         access,
+        model_pipelines: std::collections::BTreeMap::new(),
         // Never reached here: these tests stop at authentication.
         launcher: stb_server::launch::Launcher {
             exe: "/nonexistent/stb".into(),

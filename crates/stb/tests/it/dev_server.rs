@@ -71,21 +71,45 @@ fn plan_build_live_events_and_promote_through_the_api() {
     events_table(&db.name);
     insert(&db.name, 0, 10);
     let dir = project(&db.name);
-    let created = stb_test_support::stb_on_project(
-        dir.path(),
-        &[
-            "admin",
-            "create-user",
-            "--username",
-            "ana",
-            "--authentication-source",
-            "password",
-            "--role",
-            "admin",
-        ],
-        "a long enough password\n",
-    );
-    assert!(created.status.success(), "{created:?}");
+    // A project role that may stage deployments of pl__v, but not promote them.
+    std::fs::write(
+        dir.path().join("access.yml"),
+        "roles:\n  stager:\n    grants:\n      - pipelines: [pl__v]\n        permissions: [deployment.create]\n",
+    )
+    .expect("access.yml");
+    for (user, role) in [("ana", "admin"), ("vic", "viewer"), ("olga", "viewer")] {
+        let created = stb_test_support::stb_on_project(
+            dir.path(),
+            &[
+                "admin",
+                "create-user",
+                "--username",
+                user,
+                "--authentication-source",
+                "password",
+                "--role",
+                role,
+            ],
+            "a long enough password\n",
+        );
+        assert!(created.status.success(), "{created:?}");
+    }
+    // Project roles are assigned in the control store (the admin routes come later).
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    runtime.block_on(async {
+        let store = stb_control::ControlStore::open(&stb_control::default_url(dir.path()))
+            .await
+            .expect("store");
+        let olga = store.find_user("olga").await.expect("read").expect("olga");
+        store
+            .grant_project_role(&olga.id, "v", "stager", None, None)
+            .await
+            .expect("grant");
+        store.close().await;
+    });
 
     let mut child = dev(
         dir.path(),
@@ -143,16 +167,27 @@ fn plan_build_live_events_and_promote_through_the_api() {
         )
     };
     assert_eq!(send("GET", "/auth/me", None, None).0, 401);
-    let (status, session, cookie) = send(
-        "POST",
-        "/auth/login",
-        None,
-        Some(r#"{"username": "ana", "password": "a long enough password"}"#),
-    );
-    assert_eq!(status, 200, "{session}");
-    let cookie = cookie.expect("a session cookie");
-    let csrf = session["csrfToken"].as_str().expect("csrf").to_owned();
+    let sign_in = |user: &str| {
+        let (status, session, cookie) = send(
+            "POST",
+            "/auth/login",
+            None,
+            Some(&format!(
+                r#"{{"username": "{user}", "password": "a long enough password"}}"#
+            )),
+        );
+        assert_eq!(status, 200, "{session}");
+        (
+            cookie.expect("a session cookie"),
+            session["csrfToken"].as_str().expect("csrf").to_owned(),
+        )
+    };
+    let (cookie, csrf) = sign_in("ana");
     let me = Some((cookie.as_str(), csrf.as_str()));
+    let (vic_cookie, vic_csrf) = sign_in("vic");
+    let vic = Some((vic_cookie.as_str(), vic_csrf.as_str()));
+    let (olga_cookie, olga_csrf) = sign_in("olga");
+    let olga = Some((olga_cookie.as_str(), olga_csrf.as_str()));
     // The warehouse is reached in the background.
     let ready = wait_for(Duration::from_secs(30), || {
         send("GET", "/status", me, None).1["warehouse"]["connected"] == true
@@ -169,13 +204,17 @@ fn plan_build_live_events_and_promote_through_the_api() {
     // A value that would be a flag is refused before anything runs.
     assert_eq!(send("GET", "/plan?select=--help", me, None).0, 400);
 
-    // Build: a new run, followed live over server-sent events.
-    let (status, started, _) = send(
-        "POST",
-        "/build",
-        me,
-        Some(r#"{"select": ["pipeline:pl__v"]}"#),
+    // A viewer without a project role may look, not build.
+    let build = Some(r#"{"select": ["pipeline:pl__v"]}"#);
+    let (status, refused, _) = send("POST", "/build", vic, build);
+    assert_eq!(status, 403, "{refused}");
+    assert_eq!(
+        refused["detail"]["reason"], "no_matching_assignment",
+        "{refused}"
     );
+    assert_eq!(refused["detail"]["permission"], "deployment.create");
+    // Build as the stager: a new run, followed live over server-sent events.
+    let (status, started, _) = send("POST", "/build", olga, build);
     assert_eq!(status, 202, "{started}");
     let invocation = started["invocationId"].as_str().expect("id").to_owned();
     let feed = http
@@ -211,11 +250,27 @@ fn plan_build_live_events_and_promote_through_the_api() {
     let (status, run, _) = send("GET", &format!("/runs/{invocation}"), me, None);
     assert_eq!(status, 200);
     assert_eq!(run["run"]["status"], "succeeded", "{run}");
-    assert_eq!(run["run"]["owner"], "ana", "the run names who started it");
+    assert_eq!(run["run"]["owner"], "olga", "the run names who started it");
     let deployment = run["run"]["deployment_id"]
         .as_str()
         .expect("staged")
         .to_owned();
+    // Staging is not promoting.
+    let (status, refused, _) = send(
+        "POST",
+        &format!("/deployments/{deployment}/promote"),
+        olga,
+        None,
+    );
+    assert_eq!(status, 403, "{refused}");
+    assert_eq!(
+        refused["detail"]["reason"], "missing_pipelines",
+        "{refused}"
+    );
+    assert_eq!(
+        refused["detail"]["missingPipelines"],
+        serde_json::json!(["pl__v"])
+    );
 
     // Promote it: readers now see its copies.
     let (status, promoted, _) = send(
