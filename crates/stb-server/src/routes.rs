@@ -36,6 +36,10 @@ pub(crate) fn api(state: Arc<AppState>) -> Router<Arc<AppState>> {
         .route("/api/runs", get(runs))
         .route("/api/runs/{invocation_id}", get(run))
         .route("/api/runs/{invocation_id}/events", get(crate::work::feed))
+        .route(
+            "/api/runs/{invocation_id}/cancel",
+            post(crate::work::cancel),
+        )
         .route("/api/plan", get(crate::work::plan))
         .route("/api/build", post(crate::work::build))
         .route(

@@ -389,3 +389,60 @@ pub(crate) async fn feed(
     });
     Sse::new(futures_util::StreamExt::flatten(batches)).keep_alive(KeepAlive::default())
 }
+
+/// `POST /api/runs/{id}/cancel`: as `stb runs cancel`: the run stops at its statement in
+/// flight and records itself cancelled. Needs `build.cancel` on the run's pipelines (from
+/// what its `run_started` says it builds).
+pub(crate) async fn cancel(
+    State(state): Shared,
+    axum::Extension(principal): axum::Extension<Principal>,
+    Path(invocation_id): Path<String>,
+) -> Result<Json<serde_json::Value>, ApiError> {
+    let database = state.database.clone();
+    let windows = state.run_windows;
+    let id = invocation_id.clone();
+    let detail = state
+        .warehouse
+        .read(move |client| {
+            stb_engine::runs::show(client, &database, &id, windows).map_err(|e| {
+                let status = if e.code == stb_engine::runs::RUN_CODE {
+                    StatusCode::NOT_FOUND
+                } else {
+                    StatusCode::BAD_GATEWAY
+                };
+                ApiError::new(status, e.message)
+            })
+        })
+        .await?;
+    let models = detail
+        .run
+        .scope
+        .iter()
+        .filter_map(|id| id.strip_prefix("model:").map(str::to_owned));
+    let (direct, staged) = pipelines_of(&state, models)?;
+    let pipelines: Vec<String> = direct.into_iter().chain(staged).collect();
+    authorize(&state, &principal, "build.cancel", &pipelines).await?;
+    let database = state.database.clone();
+    let cancelled = state
+        .warehouse
+        .read(move |client| {
+            stb_engine::runs::cancel(
+                client,
+                &database,
+                &invocation_id,
+                windows,
+                Duration::from_secs(15),
+            )
+            .map_err(|e| {
+                let status = if e.code == stb_engine::runs::CANCEL_CODE {
+                    StatusCode::CONFLICT
+                } else {
+                    StatusCode::BAD_GATEWAY
+                };
+                ApiError::new(status, e.message)
+            })
+        })
+        .await?;
+    state.builds.reap();
+    Ok(Json(serde_json::json!({"cancellation": cancelled})))
+}

@@ -24,6 +24,130 @@ fn dev(dir: &std::path::Path, args: &[&str]) -> Command {
     command
 }
 
+const PASSWORD: &str = "a long enough password";
+
+fn create_users(dir: &std::path::Path, users: &[(&str, &str)]) {
+    for (user, role) in users {
+        let created = stb_test_support::stb_on_project(
+            dir,
+            &[
+                "admin",
+                "create-user",
+                "--username",
+                user,
+                "--authentication-source",
+                "password",
+                "--role",
+                role,
+            ],
+            &format!("{PASSWORD}\n"),
+        );
+        assert!(created.status.success(), "{created:?}");
+    }
+}
+
+type Lines = std::io::Lines<BufReader<std::process::ChildStdout>>;
+
+/// `stb dev` on a free port with password sign-in: the process, the API's URL, and the
+/// rest of its output.
+fn start(dir: &std::path::Path) -> (std::process::Child, String, Lines) {
+    let mut child = dev(
+        dir,
+        &[
+            "--ui-port",
+            "0",
+            "--auth-mode",
+            "password",
+            "--auth-insecure-cookie",
+        ],
+    )
+    .stdout(Stdio::piped())
+    .stderr(Stdio::piped())
+    .spawn()
+    .expect("stb dev starts");
+    let mut lines = BufReader::new(child.stdout.take().expect("stdout")).lines();
+    let api = loop {
+        let line = lines
+            .next()
+            .expect("the banner names the API")
+            .expect("a line");
+        if let Some(url) = line.trim().strip_prefix("api") {
+            break url.trim().to_owned();
+        }
+    };
+    (child, api, lines)
+}
+
+/// One request: its status, JSON answer and the session cookie it set.
+fn call(
+    api: &str,
+    method: &str,
+    path: &str,
+    session: Option<(&str, &str)>,
+    body: Option<&str>,
+) -> (u16, Value, Option<String>) {
+    let http = stb_test_support::http();
+    let mut request = match method {
+        "POST" => http.post(format!("{api}{path}")),
+        _ => http.get(format!("{api}{path}")),
+    };
+    if let Some((cookie, csrf)) = session {
+        request = request
+            .header("cookie", cookie)
+            .header("x-streambuild-csrf", csrf);
+    }
+    if let Some(body) = body {
+        request = request
+            .header("content-type", "application/json")
+            .body(body.to_owned());
+    }
+    let response = request.send().expect("answered");
+    let status = response.status().as_u16();
+    let cookie = response
+        .headers()
+        .get("set-cookie")
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.split(';').next())
+        .map(str::to_owned);
+    let text = response.text().unwrap_or_default();
+    (
+        status,
+        serde_json::from_str::<Value>(&text).unwrap_or(Value::Null),
+        cookie,
+    )
+}
+
+/// Signs `user` in: its cookie and CSRF token.
+fn sign_in(api: &str, user: &str) -> (String, String) {
+    let (status, session, cookie) = call(
+        api,
+        "POST",
+        "/auth/login",
+        None,
+        Some(&format!(
+            r#"{{"username": "{user}", "password": "{PASSWORD}"}}"#
+        )),
+    );
+    assert_eq!(status, 200, "{session}");
+    (
+        cookie.expect("a session cookie"),
+        session["csrfToken"].as_str().expect("csrf").to_owned(),
+    )
+}
+
+/// Stops the server with SIGTERM and checks it says so.
+fn stop(mut child: std::process::Child, lines: Lines) {
+    let signalled = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .expect("kill");
+    assert!(signalled.success());
+    let status = child.wait().expect("stops");
+    assert!(status.success(), "{status:?}");
+    let rest: Vec<String> = lines.map_while(Result::ok).collect();
+    assert!(rest.iter().any(|l| l == "dev server stopped"), "{rest:?}");
+}
+
 #[test]
 fn unsafe_settings_are_refused_before_anything_starts() {
     let db = TestDatabase::create("dev_refused");
@@ -77,23 +201,10 @@ fn plan_build_live_events_and_promote_through_the_api() {
         "roles:\n  stager:\n    grants:\n      - pipelines: [pl__v]\n        permissions: [deployment.create]\n",
     )
     .expect("access.yml");
-    for (user, role) in [("ana", "admin"), ("vic", "viewer"), ("olga", "viewer")] {
-        let created = stb_test_support::stb_on_project(
-            dir.path(),
-            &[
-                "admin",
-                "create-user",
-                "--username",
-                user,
-                "--authentication-source",
-                "password",
-                "--role",
-                role,
-            ],
-            "a long enough password\n",
-        );
-        assert!(created.status.success(), "{created:?}");
-    }
+    create_users(
+        dir.path(),
+        &[("ana", "admin"), ("vic", "viewer"), ("olga", "viewer")],
+    );
     // Project roles are assigned in the control store (the admin routes come later).
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -111,82 +222,17 @@ fn plan_build_live_events_and_promote_through_the_api() {
         store.close().await;
     });
 
-    let mut child = dev(
-        dir.path(),
-        &[
-            "--ui-port",
-            "0",
-            "--auth-mode",
-            "password",
-            "--auth-insecure-cookie",
-        ],
-    )
-    .stdout(Stdio::piped())
-    .stderr(Stdio::piped())
-    .spawn()
-    .expect("stb dev starts");
-    let mut lines = BufReader::new(child.stdout.take().expect("stdout")).lines();
-    let api = loop {
-        let line = lines
-            .next()
-            .expect("the banner names the API")
-            .expect("a line");
-        if let Some(url) = line.trim().strip_prefix("api") {
-            break url.trim().to_owned();
-        }
-    };
+    let (child, api, lines) = start(dir.path());
     let http = stb_test_support::http();
     let send = |method: &str, path: &str, session: Option<(&str, &str)>, body: Option<&str>| {
-        let mut request = match method {
-            "POST" => http.post(format!("{api}{path}")),
-            _ => http.get(format!("{api}{path}")),
-        };
-        if let Some((cookie, csrf)) = session {
-            request = request
-                .header("cookie", cookie)
-                .header("x-streambuild-csrf", csrf);
-        }
-        if let Some(body) = body {
-            request = request
-                .header("content-type", "application/json")
-                .body(body.to_owned());
-        }
-        let response = request.send().expect("answered");
-        let status = response.status().as_u16();
-        let cookie = response
-            .headers()
-            .get("set-cookie")
-            .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.split(';').next())
-            .map(str::to_owned);
-        let text = response.text().unwrap_or_default();
-        (
-            status,
-            serde_json::from_str::<Value>(&text).unwrap_or(Value::Null),
-            cookie,
-        )
+        call(&api, method, path, session, body)
     };
     assert_eq!(send("GET", "/auth/me", None, None).0, 401);
-    let sign_in = |user: &str| {
-        let (status, session, cookie) = send(
-            "POST",
-            "/auth/login",
-            None,
-            Some(&format!(
-                r#"{{"username": "{user}", "password": "a long enough password"}}"#
-            )),
-        );
-        assert_eq!(status, 200, "{session}");
-        (
-            cookie.expect("a session cookie"),
-            session["csrfToken"].as_str().expect("csrf").to_owned(),
-        )
-    };
-    let (cookie, csrf) = sign_in("ana");
+    let (cookie, csrf) = sign_in(&api, "ana");
     let me = Some((cookie.as_str(), csrf.as_str()));
-    let (vic_cookie, vic_csrf) = sign_in("vic");
+    let (vic_cookie, vic_csrf) = sign_in(&api, "vic");
     let vic = Some((vic_cookie.as_str(), vic_csrf.as_str()));
-    let (olga_cookie, olga_csrf) = sign_in("olga");
+    let (olga_cookie, olga_csrf) = sign_in(&api, "olga");
     let olga = Some((olga_cookie.as_str(), olga_csrf.as_str()));
     // The warehouse is reached in the background.
     let ready = wait_for(Duration::from_secs(30), || {
@@ -298,13 +344,64 @@ fn plan_build_live_events_and_promote_through_the_api() {
     assert_eq!(send("GET", "/runs/nope", me, None).0, 404);
     assert_eq!(send("GET", "/nothing-here", me, None).0, 404);
 
-    let signalled = Command::new("kill")
-        .args(["-TERM", &child.id().to_string()])
-        .status()
-        .expect("kill");
-    assert!(signalled.success());
-    let status = child.wait().expect("stops");
-    assert!(status.success(), "{status:?}");
-    let rest: Vec<String> = lines.map_while(Result::ok).collect();
-    assert!(rest.iter().any(|l| l == "dev server stopped"), "{rest:?}");
+    stop(child, lines);
+}
+
+#[test]
+fn a_build_started_from_the_api_is_cancelled_from_the_api() {
+    let db = TestDatabase::create("dev_cancel");
+    events_table(&db.name);
+    stb_test_support::execute(&format!(
+        "INSERT INTO {}.events SELECT number % 3, intDiv(number, 3), now64(3, 'UTC'), number % 25 FROM numbers(3000000)",
+        db.name
+    ));
+    let dir = stb_test_support::project_dir(&crate::runs::heavy_files(&db.name));
+    create_users(dir.path(), &[("ana", "admin"), ("vic", "viewer")]);
+    let (child, api, lines) = start(dir.path());
+    let (cookie, csrf) = sign_in(&api, "ana");
+    let me = Some((cookie.as_str(), csrf.as_str()));
+    let (status, started, _) = call(&api, "POST", "/build", me, Some("{}"));
+    assert_eq!(status, 202, "{started}");
+    let invocation = started["invocationId"].as_str().expect("id").to_owned();
+    // One build at a time per server.
+    let (status, busy, _) = call(&api, "POST", "/build", me, Some("{}"));
+    assert_eq!(status, 409, "{busy}");
+    crate::runs::wait_for_step(&db.name, &invocation, "replay_heavy");
+    // A viewer may not cancel it.
+    let (vic_cookie, vic_csrf) = sign_in(&api, "vic");
+    let vic = Some((vic_cookie.as_str(), vic_csrf.as_str()));
+    let (status, _, _) = call(
+        &api,
+        "POST",
+        &format!("/runs/{invocation}/cancel"),
+        vic,
+        None,
+    );
+    assert_eq!(status, 403);
+    let asked = std::time::Instant::now();
+    let (status, cancelled, _) = call(
+        &api,
+        "POST",
+        &format!("/runs/{invocation}/cancel"),
+        me,
+        None,
+    );
+    assert_eq!(status, 200, "{cancelled}");
+    assert_eq!(
+        cancelled["cancellation"]["status"], "cancelled",
+        "{cancelled}"
+    );
+    assert!(asked.elapsed() < Duration::from_secs(15));
+    let (_, run, _) = call(&api, "GET", &format!("/runs/{invocation}"), me, None);
+    assert_eq!(run["run"]["status"], "cancelled", "{run}");
+    // Nothing left to cancel.
+    let (status, _, _) = call(
+        &api,
+        "POST",
+        &format!("/runs/{invocation}/cancel"),
+        me,
+        None,
+    );
+    assert_eq!(status, 409);
+    stop(child, lines);
 }
