@@ -52,6 +52,50 @@ fn denied(state: &AppState, permission: &str, decision: &crate::authz::Decision)
     }
 }
 
+/// The project roles `principal` holds here (none for a system admin: not needed).
+async fn assigned_roles(state: &AppState, principal: &Principal) -> Result<Vec<String>, ApiError> {
+    if principal.is_admin() {
+        return Ok(Vec::new());
+    }
+    Ok(state
+        .store
+        .project_roles(&principal.id, &state.project_name, &state.target_name)
+        .await
+        .map_err(|e| ApiError::service_unavailable(e.message))?
+        .into_iter()
+        .map(|a| a.role_name)
+        .collect())
+}
+
+/// Refuses before any work when nothing could allow `principal` any of this project's
+/// permissions (no policy, no assignment here, only stale roles), so such a request costs
+/// no plan and no warehouse read. Anything else is decided on the derived pipelines, where
+/// the refusal can name the ones missing.
+async fn precheck(
+    state: &AppState,
+    principal: &Principal,
+    permission: &str,
+) -> Result<(), ApiError> {
+    if principal.is_admin() {
+        return Ok(());
+    }
+    let assigned = assigned_roles(state, principal).await?;
+    let decision = crate::authz::decide(
+        false,
+        state.access.as_ref(),
+        &assigned,
+        permission,
+        crate::authz::Scope::Project,
+    );
+    if matches!(
+        decision.reason,
+        "policy_absent" | "no_matching_assignment" | "stale_assignment"
+    ) {
+        return Err(denied(state, permission, &decision));
+    }
+    Ok(())
+}
+
 /// Allows `principal` `permission` on `pipelines` (derived by the server), or the 403.
 async fn authorize(
     state: &AppState,
@@ -59,18 +103,7 @@ async fn authorize(
     permission: &str,
     pipelines: &[String],
 ) -> Result<(), ApiError> {
-    let assigned: Vec<String> = if principal.is_admin() {
-        Vec::new()
-    } else {
-        state
-            .store
-            .project_roles(&principal.id, &state.project_name, &state.target_name)
-            .await
-            .map_err(|e| ApiError::service_unavailable(e.message))?
-            .into_iter()
-            .map(|a| a.role_name)
-            .collect()
-    };
+    let assigned = assigned_roles(state, principal).await?;
     let decision = crate::authz::decide(
         principal.is_admin(),
         state.access.as_ref(),
@@ -222,6 +255,12 @@ pub(crate) async fn build(
         request.deployment_id.as_deref(),
         request.changed,
     )?;
+    if precheck(&state, &principal, "build.direct.run")
+        .await
+        .is_err()
+    {
+        precheck(&state, &principal, "deployment.create").await?;
+    }
     // Authorise the plan the server makes for this scope, not what the client says it is:
     // direct pipelines need build.direct.run, virtual ones deployment.create.
     let mut preview = vec!["plan".to_owned()];
@@ -273,6 +312,7 @@ pub(crate) async fn promote(
     Path(id): Path<String>,
 ) -> Result<Json<serde_json::Value>, ApiError> {
     let id = value("deployment id", &id)?;
+    precheck(&state, &principal, "deployment.promote").await?;
     // The deployment's pipelines, from its own object records.
     let database = state.database.clone();
     let wanted = id.clone();
@@ -398,6 +438,7 @@ pub(crate) async fn cancel(
     axum::Extension(principal): axum::Extension<Principal>,
     Path(invocation_id): Path<String>,
 ) -> Result<Json<serde_json::Value>, ApiError> {
+    precheck(&state, &principal, "build.cancel").await?;
     let database = state.database.clone();
     let windows = state.run_windows;
     let id = invocation_id.clone();

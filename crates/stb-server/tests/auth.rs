@@ -546,3 +546,220 @@ async fn capabilities_mirror_the_project_roles_a_user_holds_here() {
             .is_some_and(|p| p.contains(&Value::from("target.reset")))
     );
 }
+
+/// Who calls, and what each route must then answer: `Public` routes answer everyone;
+/// `SignedIn` routes refuse anonymous callers (401); `Admin` routes also refuse viewers
+/// (403); `Permission` routes refuse callers who hold no grant of it (403).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Policy {
+    Public,
+    SignedIn,
+    Admin,
+    Permission(&'static str),
+}
+
+/// Every API route and its policy: a new route belongs here. Logout comes last: it ends
+/// the session the others use.
+const ROUTES: &[(&str, &str, Policy)] = &[
+    ("GET", "/api/auth/config", Policy::Public),
+    ("POST", "/api/auth/login", Policy::Public),
+    ("GET", "/api/auth/me", Policy::SignedIn),
+    ("GET", "/api/auth/capabilities", Policy::SignedIn),
+    ("GET", "/api/status", Policy::SignedIn),
+    ("GET", "/api/runs", Policy::SignedIn),
+    ("GET", "/api/runs/run-1", Policy::SignedIn),
+    ("GET", "/api/runs/run-1/events", Policy::SignedIn),
+    (
+        "POST",
+        "/api/runs/run-1/cancel",
+        Policy::Permission("build.cancel"),
+    ),
+    ("GET", "/api/plan?select=clean", Policy::SignedIn),
+    ("POST", "/api/build", Policy::Permission("build.direct.run")),
+    (
+        "POST",
+        "/api/deployments/20261202T000000Z_abcdef/promote",
+        Policy::Permission("deployment.promote"),
+    ),
+    ("GET", "/api/admin/audit", Policy::Admin),
+    ("POST", "/api/auth/logout", Policy::SignedIn),
+];
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Persona {
+    Anonymous,
+    Viewer,
+    /// Holds a project role with every pipeline permission on every pipeline.
+    Operator,
+    Admin,
+}
+
+/// The status a route answers `persona` in `mode`, without reading a streamed body.
+async fn status_for(
+    app: &axum::Router,
+    mode: AuthMode,
+    persona: Persona,
+    method: &str,
+    path: &str,
+    tokens: &std::collections::BTreeMap<&'static str, (String, String)>,
+) -> StatusCode {
+    let mut builder = Request::builder()
+        .method(if method == "POST" {
+            Method::POST
+        } else {
+            Method::GET
+        })
+        .uri(path);
+    let user = match persona {
+        Persona::Anonymous => None,
+        Persona::Viewer => Some("bob"),
+        Persona::Operator => Some("olga"),
+        Persona::Admin => Some("alice"),
+    };
+    // Signing in is anonymous (with a session cookie, it would end that session).
+    let user = user.filter(|_| path != "/api/auth/login");
+    match (mode, user) {
+        (AuthMode::Password, Some(user)) => {
+            let (token, csrf) = &tokens[user];
+            builder = builder
+                .header("cookie", format!("streambuild_session={token}"))
+                .header("x-streambuild-csrf", csrf);
+        }
+        (AuthMode::TrustedProxy, Some(user)) => {
+            builder = builder
+                .header("x-streambuild-user", user)
+                .header("x-streambuild-csrf", "trusted-proxy");
+        }
+        _ => {}
+    }
+    let body = if path == "/api/auth/login" {
+        Body::from(format!(r#"{{"username":"bob","password":"{PASSWORD}"}}"#))
+    } else if method == "POST" {
+        Body::from("{}")
+    } else {
+        Body::empty()
+    };
+    let request = builder
+        .header(header::CONTENT_TYPE, "application/json")
+        .body(body)
+        .expect("request");
+    app.clone()
+        .oneshot(request)
+        .await
+        .expect("answered")
+        .status()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_route_answers_each_persona_as_its_policy_says() {
+    use stb_project::access::{AccessPolicy, AccessRole, Grant, GrantScope, PERMISSIONS};
+    let operator_role = AccessRole {
+        name: "operator".into(),
+        description: None,
+        grants: vec![
+            Grant {
+                scope: GrantScope::Project,
+                permissions: PERMISSIONS
+                    .iter()
+                    .filter(|(_, pipelines, project, _)| *pipelines && *project)
+                    .map(|(p, ..)| (*p).to_owned())
+                    .collect(),
+            },
+            Grant {
+                scope: GrantScope::Pipelines(vec!["pl__any".into()]),
+                permissions: PERMISSIONS
+                    .iter()
+                    .filter(|(_, pipelines, ..)| *pipelines)
+                    .map(|(p, ..)| (*p).to_owned())
+                    .collect(),
+            },
+        ],
+    };
+    let policy = AccessPolicy {
+        fingerprint: String::new(),
+        roles: vec![operator_role],
+    };
+    for mode in [
+        AuthMode::Disabled,
+        AuthMode::Password,
+        AuthMode::TrustedProxy,
+    ] {
+        let (app, store) = app_with(config(mode), Some(policy.clone())).await;
+        // olga: a viewer holding the operator role here; made a proxy identity too.
+        store
+            .create_user(
+                &NewUser {
+                    username: "olga".into(),
+                    display_name: None,
+                    email: None,
+                    source: if mode == AuthMode::TrustedProxy {
+                        Source::TrustedProxy
+                    } else {
+                        Source::Password(PASSWORD.into())
+                    },
+                    roles: vec![],
+                },
+                None,
+            )
+            .await
+            .expect("olga");
+        let olga = store.find_user("olga").await.expect("read").expect("olga");
+        store
+            .grant_project_role(&olga.id, "shop", "operator", None, None)
+            .await
+            .expect("grant");
+        // Proxy identities for the password accounts: mode trusted_proxy signs them in by name.
+        let mut tokens = std::collections::BTreeMap::new();
+        if mode == AuthMode::Password {
+            for user in ["alice", "bob", "olga"] {
+                let signed_in = login(&app, user, PASSWORD, None).await;
+                let csrf = signed_in.body["csrfToken"]
+                    .as_str()
+                    .expect("csrf")
+                    .to_owned();
+                tokens.insert(user, (token_of(&signed_in), csrf));
+            }
+        }
+        for persona in [
+            Persona::Anonymous,
+            Persona::Viewer,
+            Persona::Operator,
+            Persona::Admin,
+        ] {
+            if mode == AuthMode::TrustedProxy && matches!(persona, Persona::Viewer | Persona::Admin)
+            {
+                // alice and bob are password accounts: the proxy may never sign them in.
+                continue;
+            }
+            for (method, path, policy) in ROUTES {
+                let status = status_for(&app, mode, persona, method, path, &tokens).await;
+
+                let effective = if mode == AuthMode::Disabled {
+                    Persona::Admin
+                } else {
+                    persona
+                };
+                let refused = match (policy, effective) {
+                    (Policy::Public, _) => None,
+                    (_, Persona::Anonymous) => Some(StatusCode::UNAUTHORIZED),
+                    (Policy::Admin, Persona::Viewer | Persona::Operator) => {
+                        Some(StatusCode::FORBIDDEN)
+                    }
+                    (Policy::Permission(_), Persona::Viewer) => Some(StatusCode::FORBIDDEN),
+                    _ => None,
+                };
+                let context = format!("{mode:?} {persona:?} {method} {path}: {status}");
+                match refused {
+                    Some(expected) => assert_eq!(status, expected, "{context}"),
+                    None => assert!(
+                        status != StatusCode::UNAUTHORIZED
+                            && status != StatusCode::FORBIDDEN
+                            && status != StatusCode::NOT_FOUND
+                            || (*path == "/api/auth/login" && mode != AuthMode::Password),
+                        "{context}"
+                    ),
+                }
+            }
+        }
+    }
+}
