@@ -12,6 +12,7 @@
 //! placeholders are `$1, $2, …` in order of first use, which SQLite numbers the same way.
 
 mod accounts;
+mod directory;
 mod error;
 mod migrations;
 mod password;
@@ -21,6 +22,7 @@ mod sessions;
 use std::path::Path;
 
 pub use accounts::{AuditEntry, NewUser, Source, User};
+pub use directory::{Account, ProfileChange};
 pub use error::{ErrorKind, StoreError};
 pub use password::{MAX_PASSWORD_LENGTH, MIN_PASSWORD_LENGTH, canonical_username};
 pub use project_roles::Assignment;

@@ -18,7 +18,26 @@ pub struct Assignment {
     pub role_name: String,
     /// `None`: every target of the project.
     pub target_name: Option<String>,
+    pub assigned_by: Option<String>,
     pub assigned_at_ms: i64,
+    pub revoked_by: Option<String>,
+    pub revoked_at_ms: Option<i64>,
+}
+
+const COLUMNS: &str = "id, user_id, project_name, role_name, target_name, assigned_by, assigned_at, revoked_by, revoked_at";
+
+fn assignment_of(row: &sqlx::any::AnyRow) -> Result<Assignment, sqlx::Error> {
+    Ok(Assignment {
+        id: row.try_get("id")?,
+        user_id: row.try_get("user_id")?,
+        project_name: row.try_get("project_name")?,
+        role_name: row.try_get("role_name")?,
+        target_name: row.try_get("target_name")?,
+        assigned_by: row.try_get("assigned_by")?,
+        assigned_at_ms: row.try_get("assigned_at")?,
+        revoked_by: row.try_get("revoked_by")?,
+        revoked_at_ms: row.try_get("revoked_at")?,
+    })
 }
 
 const ACTIVE: &str = "active";
@@ -76,7 +95,10 @@ impl ControlStore {
             project_name: project.to_owned(),
             role_name: role.to_owned(),
             target_name: target.map(str::to_owned),
+            assigned_by: actor.map(str::to_owned),
             assigned_at_ms: now,
+            revoked_by: None,
+            revoked_at_ms: None,
         })
     }
 
@@ -136,29 +158,41 @@ impl ControlStore {
         project: &str,
         target: &str,
     ) -> Result<Vec<Assignment>, StoreError> {
-        let rows = sqlx::query(
-            "SELECT id, user_id, project_name, role_name, target_name, assigned_at \
-             FROM streambuild_project_role_assignments \
+        let rows = sqlx::query(&format!(
+            "SELECT {COLUMNS} FROM streambuild_project_role_assignments \
              WHERE user_id = $1 AND project_name = $2 AND active_key = $3 \
-             AND (target_name IS NULL OR target_name = $4) ORDER BY role_name, assigned_at",
-        )
+             AND (target_name IS NULL OR target_name = $4) ORDER BY role_name, assigned_at"
+        ))
         .bind(user_id)
         .bind(project)
         .bind(ACTIVE)
         .bind(target)
         .fetch_all(&self.pool)
         .await?;
-        rows.iter()
-            .map(|row| {
-                Ok(Assignment {
-                    id: row.try_get("id")?,
-                    user_id: row.try_get("user_id")?,
-                    project_name: row.try_get("project_name")?,
-                    role_name: row.try_get("role_name")?,
-                    target_name: row.try_get("target_name")?,
-                    assigned_at_ms: row.try_get("assigned_at")?,
-                })
-            })
-            .collect()
+        Ok(rows.iter().map(assignment_of).collect::<Result<_, _>>()?)
+    }
+
+    /// `user_id`'s assignments, in `project` or every project, revoked ones too when
+    /// `include_revoked`; newest first.
+    ///
+    /// # Errors
+    /// The store cannot be read.
+    pub async fn assignments_of(
+        &self,
+        user_id: &str,
+        project: Option<&str>,
+        include_revoked: bool,
+    ) -> Result<Vec<Assignment>, StoreError> {
+        let rows = sqlx::query(&format!(
+            "SELECT {COLUMNS} FROM streambuild_project_role_assignments \
+             WHERE user_id = $1 AND ($2 = '' OR project_name = $2) AND ($3 = 1 OR active_key = 'active') \
+             ORDER BY assigned_at DESC"
+        ))
+        .bind(user_id)
+        .bind(project.unwrap_or_default())
+        .bind(i32::from(include_revoked))
+        .fetch_all(&self.pool)
+        .await?;
+        Ok(rows.iter().map(assignment_of).collect::<Result<_, _>>()?)
     }
 }

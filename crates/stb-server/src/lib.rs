@@ -6,6 +6,7 @@
 //! a background worker keeps trying (1 s doubling to 30 s, then a probe every 10 s), and
 //! read routes open a fresh connection per request on a blocking thread.
 
+mod admin;
 pub mod auth;
 pub mod authz;
 pub mod error;

@@ -46,11 +46,54 @@ pub(crate) fn api(state: Arc<AppState>) -> Router<Arc<AppState>> {
             "/api/deployments/{deployment_id}/promote",
             post(crate::work::promote),
         )
-        .route("/api/admin/audit", get(admin_audit))
+        .merge(admin_routes())
         .route_layer(from_fn_with_state(state, require_identity));
     public
         .merge(authenticated)
         .layer(axum::middleware::from_fn(peer_address))
+}
+
+/// User administration: system admins only, checked before any body is read.
+fn admin_routes() -> Router<Arc<AppState>> {
+    Router::new()
+        .route("/api/admin/audit", get(crate::admin::audit))
+        .route(
+            "/api/admin/users",
+            get(crate::admin::users).post(crate::admin::create_user),
+        )
+        .route(
+            "/api/admin/users/{user_id}",
+            axum::routing::patch(crate::admin::update_user),
+        )
+        .route(
+            "/api/admin/users/{user_id}/password",
+            post(crate::admin::set_password),
+        )
+        .route(
+            "/api/admin/users/{user_id}/roles",
+            post(crate::admin::grant_role),
+        )
+        .route(
+            "/api/admin/users/{user_id}/roles/{role}",
+            axum::routing::delete(crate::admin::revoke_role),
+        )
+        .route(
+            "/api/admin/users/{user_id}/project-roles",
+            get(crate::admin::project_roles).post(crate::admin::grant_project_role),
+        )
+        .route(
+            "/api/admin/project-roles/{assignment_id}",
+            axum::routing::delete(crate::admin::revoke_project_role),
+        )
+        .route_layer(axum::middleware::from_fn(admin_only))
+}
+
+async fn admin_only(request: Request, next: Next) -> Result<Response, ApiError> {
+    match request.extensions().get::<Principal>() {
+        Some(principal) => crate::admin::require_admin(principal)?,
+        None => return Err(ApiError::unauthenticated("Not authenticated")),
+    }
+    Ok(next.run(request).await)
 }
 
 /// Unknown paths: JSON 404.
@@ -296,32 +339,4 @@ async fn run(
         })
         .await?;
     Ok(Json(detail))
-}
-
-/// 403 for anyone but a system admin, in the shape the UI mirrors.
-fn require_admin(principal: &Principal) -> Result<(), ApiError> {
-    if principal.is_admin() {
-        return Ok(());
-    }
-    Err(ApiError {
-        status: StatusCode::FORBIDDEN,
-        detail: serde_json::json!({
-            "message": "This action requires a StreamBuild system administrator",
-            "reason": "system_admin_required",
-            "permission": "account.manage",
-        }),
-    })
-}
-
-async fn admin_audit(
-    State(state): Shared,
-    Extension(principal): Extension<Principal>,
-) -> Result<Json<serde_json::Value>, ApiError> {
-    require_admin(&principal)?;
-    let log = state
-        .store
-        .audit_log(500)
-        .await
-        .map_err(|e| ApiError::service_unavailable(e.message))?;
-    Ok(Json(serde_json::to_value(log).unwrap_or_default()))
 }
