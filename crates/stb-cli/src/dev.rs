@@ -216,22 +216,7 @@ pub(crate) fn run(args: &DevArgs) -> ExitCode {
         Err(code) => return code,
     };
     let started = std::time::Instant::now();
-    let compile = match stb_compile::compile(&project) {
-        Ok(compiled) => CompileStatus {
-            state: "ok",
-            compiled_at_ms: now_ms(),
-            models: compiled.models,
-            sources: compiled.plan_sources.len(),
-            error: None,
-        },
-        Err(diagnostics) => CompileStatus {
-            state: "failing",
-            compiled_at_ms: now_ms(),
-            models: 0,
-            sources: 0,
-            error: Some(serde_json::json!(diagnostics.into_sorted())),
-        },
-    };
+    let held = held_of(&project);
     let compile_ms = started.elapsed().as_millis();
     let database = args
         .connection
@@ -270,10 +255,38 @@ pub(crate) fn run(args: &DevArgs) -> ExitCode {
         project_name: project.name.clone(),
         target_name: project.target.clone(),
         database: database.clone(),
-        compile: compile.clone(),
+        held: std::sync::RwLock::new(Arc::new(held)),
+        recompile: Some(recompile(args)),
+        reloading: tokio::sync::Mutex::new(()),
         throttle: Mutex::default(),
         warehouse: Arc::new(stb_server::warehouse::Warehouse::new(connect, &database)),
         run_windows: crate::run_context::windows(&project),
+        launcher: launcher(args, &project, &database),
+        builds: stb_server::launch::Builds::default(),
+    });
+    runtime.block_on(serve(args, state, &project, compile_ms))
+}
+
+/// What a compile of `project` gives the server.
+fn held_of(project: &stb_project::Project) -> stb_server::Held {
+    let compile = match stb_compile::compile(project) {
+        Ok(compiled) => CompileStatus {
+            state: "ok",
+            compiled_at_ms: now_ms(),
+            models: compiled.models,
+            sources: compiled.plan_sources.len(),
+            error: None,
+        },
+        Err(diagnostics) => CompileStatus {
+            state: "failing",
+            compiled_at_ms: now_ms(),
+            models: 0,
+            sources: 0,
+            error: Some(serde_json::json!(diagnostics.into_sorted())),
+        },
+    };
+    stb_server::Held {
+        compile,
         access: project.access.clone(),
         model_pipelines: project
             .pipelines
@@ -286,10 +299,32 @@ pub(crate) fn run(args: &DevArgs) -> ExitCode {
                     .map(move |m| (m.name.clone(), (pipeline.name.clone(), is_virtual)))
             })
             .collect(),
-        launcher: launcher(args, &project, &database),
-        builds: stb_server::launch::Builds::default(),
-    });
-    runtime.block_on(serve(args, state, &project, compile_ms))
+    }
+}
+
+/// Discovers and compiles the project again with the options `stb dev` started with.
+fn recompile(args: &DevArgs) -> stb_server::Recompile {
+    let options = args.project.options().ok();
+    Arc::new(move || {
+        let discovered = options
+            .as_ref()
+            .ok_or_else(stb_diagnostics::Diagnostics::new)
+            .and_then(stb_project::discover);
+        match discovered {
+            Ok(project) => held_of(&project),
+            Err(diagnostics) => stb_server::Held {
+                compile: CompileStatus {
+                    state: "failing",
+                    compiled_at_ms: now_ms(),
+                    models: 0,
+                    sources: 0,
+                    error: Some(serde_json::json!(diagnostics.into_sorted())),
+                },
+                access: None,
+                model_pipelines: std::collections::BTreeMap::new(),
+            },
+        }
+    })
 }
 
 /// How the server runs `stb` for plans, builds and promotions: this binary, pinned to this
@@ -357,7 +392,8 @@ async fn serve(
     let bound = listener
         .local_addr()
         .map_or(address.clone(), |a| a.to_string());
-    let compile = &state.compile;
+    let held = state.held();
+    let compile = &held.compile;
     let compiled = if compile.state == "ok" {
         format!(
             "ok · {} models · {} sources · {compile_ms} ms",

@@ -37,3 +37,29 @@ pub(crate) fn windows(project: &stb_project::Project) -> Windows {
         &|name| std::env::var(name).ok(),
     )
 }
+
+/// The pipelines the dev server authorised this build for
+/// (`STREAMBUILD_EXPECTED_BUILD_PIPELINE_SCOPE`, a JSON array), when it started it.
+pub(crate) fn authorised_pipelines() -> Option<Vec<String>> {
+    let text = std::env::var("STREAMBUILD_EXPECTED_BUILD_PIPELINE_SCOPE").ok()?;
+    // Unreadable means nothing is authorised: the build is refused, never widened.
+    Some(serde_json::from_str(&text).unwrap_or_default())
+}
+
+/// Refuses `scope` when the dev server authorised fewer pipelines than it touches.
+pub(crate) fn check_authorised(
+    compiled: &stb_compile::Compiled,
+    scope: &stb_engine::admission::Scope,
+) -> Result<(), stb_engine::EngineError> {
+    let Some(authorised) = authorised_pipelines() else {
+        return Ok(());
+    };
+    let pipeline_of = |model: &str| {
+        compiled
+            .plan_models
+            .iter()
+            .find(|m| m.name == model)
+            .map(|m| m.pipeline.clone())
+    };
+    stb_engine::admission::within_authorised(scope, &pipeline_of, &authorised)
+}

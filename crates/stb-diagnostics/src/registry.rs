@@ -280,6 +280,10 @@ pub const CODES: &[(&str, &str)] = &[
         "STB-RUNS-005",
         "a build was interrupted while it waited for the target lock; nothing ran",
     ),
+    (
+        "STB-RUNS-006",
+        "a build started by the dev server touches pipelines beyond those it was authorised for; nothing started",
+    ),
     ("STB-SELECT-001", "a selector's syntax is invalid"),
     ("STB-SELECT-002", "a selector names nothing that exists"),
     ("STB-SELECT-003", "a selector's namespace is unknown"),

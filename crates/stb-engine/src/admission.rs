@@ -27,6 +27,46 @@ pub const STALE_LOCK_CODE: &str = "STB-RUNS-004";
 /// The build was interrupted while it waited for the lock; nothing ran.
 pub const WAIT_INTERRUPTED_CODE: &str = "STB-RUNS-005";
 
+/// The build's scope left the pipelines it was authorised for.
+pub const UNAUTHORISED_SCOPE_CODE: &str = "STB-RUNS-006";
+
+/// Refuses a build whose models (`scope.writes`, `model:<name>`) belong to a pipeline
+/// outside `authorised` (the dev server passes the pipelines it authorised; the scope may
+/// have grown between its plan and this one).
+///
+/// # Errors
+/// The pipelines outside, named ([`UNAUTHORISED_SCOPE_CODE`]).
+pub fn within_authorised(
+    scope: &Scope,
+    pipeline_of: &dyn Fn(&str) -> Option<String>,
+    authorised: &[String],
+) -> Result<(), EngineError> {
+    let mut outside: BTreeSet<String> = BTreeSet::new();
+    for id in &scope.writes {
+        let model = id.strip_prefix("model:").unwrap_or(id);
+        match pipeline_of(model) {
+            Some(pipeline) if authorised.contains(&pipeline) => {}
+            Some(pipeline) => {
+                outside.insert(pipeline);
+            }
+            None => {
+                outside.insert(format!("(unowned model {model})"));
+            }
+        }
+    }
+    if outside.is_empty() {
+        return Ok(());
+    }
+    Err(EngineError::new(
+        UNAUTHORISED_SCOPE_CODE,
+        format!(
+            "the build's scope changed since it was authorised: it now also touches {}; nothing was started",
+            outside.into_iter().collect::<Vec<_>>().join(", ")
+        ),
+        "plan again and start the build again: it is authorised on what it will build",
+    ))
+}
+
 /// What a run writes and reads, as logical ids (`model:<name>`, `source:<name>`).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
 pub struct Scope {

@@ -91,6 +91,7 @@ impl Launcher {
         builds: &Builds,
         invocation_id: &str,
         owner: &str,
+        authorised_pipelines: &[String],
         args: &[String],
     ) -> Result<(), ApiError> {
         let mut current = builds
@@ -120,6 +121,12 @@ impl Launcher {
             .env("STREAMBUILD_RUN_INVOCATION_ID", invocation_id)
             .env("STREAMBUILD_RUN_OWNER", owner)
             .env("STREAMBUILD_RUN_DISPLAY_COMMAND", display)
+            // The child refuses to build beyond what was authorised (its own re-plan may
+            // have grown since the server's).
+            .env(
+                "STREAMBUILD_EXPECTED_BUILD_PIPELINE_SCOPE",
+                serde_json::to_string(authorised_pipelines).unwrap_or_else(|_| "[]".into()),
+            )
             // Its events reach the warehouse; the feed reads them there.
             .stdout(Stdio::null())
             .stderr(Stdio::null())

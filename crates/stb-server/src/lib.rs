@@ -38,6 +38,21 @@ pub struct CompileStatus {
     pub error: Option<serde_json::Value>,
 }
 
+/// What the last compile gave the server: its status, and from the last *successful* one
+/// the access policy and model ownership (a failed reload keeps serving those).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Held {
+    pub compile: CompileStatus,
+    /// The project's `access.yml`, when it has one.
+    pub access: Option<stb_project::access::AccessPolicy>,
+    /// Each model's pipeline and whether that pipeline is virtual: the authoritative
+    /// ownership authorization derives an action's pipelines from.
+    pub model_pipelines: std::collections::BTreeMap<String, (String, bool)>,
+}
+
+/// Compiles the project again from disk, with the server's frozen target and variables.
+pub type Recompile = Arc<dyn Fn() -> Held + Send + Sync>;
+
 /// Everything the handlers share.
 pub struct AppState {
     pub store: ControlStore,
@@ -45,18 +60,28 @@ pub struct AppState {
     pub project_name: String,
     pub target_name: String,
     pub database: String,
-    pub compile: CompileStatus,
+    pub held: std::sync::RwLock<Arc<Held>>,
+    /// `None`: reload is not available (tests).
+    pub recompile: Option<Recompile>,
+    /// One reload at a time.
+    pub reloading: tokio::sync::Mutex<()>,
     pub throttle: Mutex<throttle::Throttle>,
     pub warehouse: Arc<warehouse::Warehouse>,
     pub run_windows: stb_engine::runs::Windows,
-    /// The project's `access.yml`, when it has one.
-    pub access: Option<stb_project::access::AccessPolicy>,
-    /// Each model's pipeline and whether that pipeline is virtual: the authoritative
-    /// ownership authorization derives an action's pipelines from.
-    pub model_pipelines: std::collections::BTreeMap<String, (String, bool)>,
     /// Runs `stb` itself for plan previews, builds and promotions.
     pub launcher: launch::Launcher,
     pub builds: launch::Builds,
+}
+
+impl AppState {
+    /// What the server holds now.
+    #[must_use]
+    pub fn held(&self) -> Arc<Held> {
+        self.held
+            .read()
+            .map(|h| Arc::clone(&h))
+            .unwrap_or_else(|poisoned| Arc::clone(&poisoned.into_inner()))
+    }
 }
 
 /// The whole application: API routes, authentication, headers, JSON 404.

@@ -33,6 +33,7 @@ pub(crate) fn api(state: Arc<AppState>) -> Router<Arc<AppState>> {
         .route("/api/auth/logout", post(logout))
         .route("/api/auth/capabilities", get(capabilities))
         .route("/api/status", get(status))
+        .route("/api/reload", post(crate::work::reload))
         .route("/api/runs", get(runs))
         .route("/api/runs/{invocation_id}", get(run))
         .route("/api/runs/{invocation_id}/events", get(crate::work::feed))
@@ -266,7 +267,7 @@ async fn capabilities(
     };
     Ok(Json(crate::authz::capabilities(
         principal.is_admin(),
-        state.access.as_ref(),
+        state.held().access.as_ref(),
         &assigned,
         &state.project_name,
         &state.target_name,
@@ -281,7 +282,7 @@ async fn status(State(state): Shared) -> Json<serde_json::Value> {
             "target": state.target_name,
             "database": state.database,
         },
-        "compile": state.compile,
+        "compile": state.held().compile,
         "warehouse": state.warehouse.snapshot(),
     }))
 }

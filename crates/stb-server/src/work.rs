@@ -82,7 +82,7 @@ async fn precheck(
     let assigned = assigned_roles(state, principal).await?;
     let decision = crate::authz::decide(
         false,
-        state.access.as_ref(),
+        state.held().access.as_ref(),
         &assigned,
         permission,
         crate::authz::Scope::Project,
@@ -106,7 +106,7 @@ async fn authorize(
     let assigned = assigned_roles(state, principal).await?;
     let decision = crate::authz::decide(
         principal.is_admin(),
-        state.access.as_ref(),
+        state.held().access.as_ref(),
         &assigned,
         permission,
         crate::authz::Scope::Pipelines(pipelines),
@@ -150,10 +150,11 @@ fn pipelines_of(
     state: &AppState,
     models: impl IntoIterator<Item = String>,
 ) -> Result<(Vec<String>, Vec<String>), ApiError> {
+    let held = state.held();
     let mut direct = std::collections::BTreeSet::new();
     let mut staged = std::collections::BTreeSet::new();
     for model in models {
-        let Some((pipeline, is_virtual)) = state.model_pipelines.get(&model) else {
+        let Some((pipeline, is_virtual)) = held.model_pipelines.get(&model) else {
             return Err(ApiError {
                 status: StatusCode::FORBIDDEN,
                 detail: serde_json::json!({
@@ -293,9 +294,14 @@ pub(crate) async fn build(
     }
     state.builds.reap();
     let invocation_id = uuid::Uuid::new_v4().to_string();
-    state
-        .launcher
-        .start_build(&state.builds, &invocation_id, &principal.username, &args)?;
+    let authorised: Vec<String> = direct.iter().chain(&staged).cloned().collect();
+    state.launcher.start_build(
+        &state.builds,
+        &invocation_id,
+        &principal.username,
+        &authorised,
+        &args,
+    )?;
     Ok((
         StatusCode::ACCEPTED,
         Json(serde_json::json!({
@@ -486,4 +492,46 @@ pub(crate) async fn cancel(
         .await?;
     state.builds.reap();
     Ok(Json(serde_json::json!({"cancellation": cancelled})))
+}
+
+/// `POST /api/reload`: compiles the project again from disk. Authorised (`project.reload`)
+/// against the policy of the compile the server holds, under the same lock as the
+/// recompilation, so an edited `access.yml` cannot authorise its own reload. A failing
+/// compile is reported and the last good policy and definitions stay in use.
+pub(crate) async fn reload(
+    State(state): Shared,
+    axum::Extension(principal): axum::Extension<Principal>,
+) -> Result<Json<serde_json::Value>, ApiError> {
+    let _one_at_a_time = state.reloading.lock().await;
+    let held = state.held();
+    let assigned = assigned_roles(&state, &principal).await?;
+    let decision = crate::authz::decide(
+        principal.is_admin(),
+        held.access.as_ref(),
+        &assigned,
+        "project.reload",
+        crate::authz::Scope::Project,
+    );
+    if !decision.allowed {
+        return Err(denied(&state, "project.reload", &decision));
+    }
+    let Some(recompile) = state.recompile.clone() else {
+        return Err(ApiError::service_unavailable("reload is not available"));
+    };
+    let fresh = tokio::task::spawn_blocking(move || recompile())
+        .await
+        .map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))?;
+    let next = if fresh.compile.state == "ok" {
+        fresh
+    } else {
+        crate::Held {
+            compile: fresh.compile,
+            ..(*held).clone()
+        }
+    };
+    let compile = next.compile.clone();
+    if let Ok(mut slot) = state.held.write() {
+        *slot = Arc::new(next);
+    }
+    Ok(Json(serde_json::json!({"compile": compile})))
 }

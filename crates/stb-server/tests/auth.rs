@@ -44,21 +44,25 @@ async fn app_with(
         project_name: "shop".into(),
         target_name: "dev".into(),
         database: "shop_dev".into(),
-        compile: CompileStatus {
-            state: "ok",
-            compiled_at_ms: 0,
-            models: 3,
-            sources: 1,
-            error: None,
-        },
+        held: std::sync::RwLock::new(Arc::new(stb_server::Held {
+            compile: CompileStatus {
+                state: "ok",
+                compiled_at_ms: 0,
+                models: 3,
+                sources: 1,
+                error: None,
+            },
+            access,
+            model_pipelines: std::collections::BTreeMap::new(),
+        })),
+        recompile: None,
+        reloading: tokio::sync::Mutex::new(()),
         throttle: Mutex::default(),
         warehouse: Arc::new(stb_server::warehouse::Warehouse::new(connect, "shop_dev")),
         run_windows: stb_engine::runs::Windows {
             signal_ms: 45_000,
             presumed_failed_ms: 600_000,
         },
-        access,
-        model_pipelines: std::collections::BTreeMap::new(),
         // Never reached here: these tests stop at authentication.
         launcher: stb_server::launch::Launcher {
             exe: "/nonexistent/stb".into(),
@@ -566,6 +570,7 @@ const ROUTES: &[(&str, &str, Policy)] = &[
     ("GET", "/api/auth/me", Policy::SignedIn),
     ("GET", "/api/auth/capabilities", Policy::SignedIn),
     ("GET", "/api/status", Policy::SignedIn),
+    ("POST", "/api/reload", Policy::Permission("project.reload")),
     ("GET", "/api/runs", Policy::SignedIn),
     ("GET", "/api/runs/run-1", Policy::SignedIn),
     ("GET", "/api/runs/run-1/events", Policy::SignedIn),
@@ -681,7 +686,7 @@ async fn every_route_answers_each_persona_as_its_policy_says() {
                 scope: GrantScope::Project,
                 permissions: PERMISSIONS
                     .iter()
-                    .filter(|(_, pipelines, project, _)| *pipelines && *project)
+                    .filter(|(_, _, project, _)| *project)
                     .map(|(p, ..)| (*p).to_owned())
                     .collect(),
             },

@@ -130,13 +130,17 @@ pub(super) fn run_mixed(
     // Admission before the question: one scope for both phases.
     let build_scope =
         stb_engine::build::scope(&staged.planned).union(&stb_engine::build::scope(&direct.planned));
-    if let Err(error) = stb_engine::admission::admit(
-        &scope.observation,
-        &scope.database,
-        &[&run.invocation_id, &direct_run.invocation_id],
-        &build_scope,
-        crate::run_context::windows(project),
-    ) {
+    if let Err(error) =
+        crate::run_context::check_authorised(compiled, &build_scope).and_then(|()| {
+            stb_engine::admission::admit(
+                &scope.observation,
+                &scope.database,
+                &[&run.invocation_id, &direct_run.invocation_id],
+                &build_scope,
+                crate::run_context::windows(project),
+            )
+        })
+    {
         let failure = Failure::from(error);
         early("refused", &failure, &first_recorder);
         early("refused", &failure, &direct_recorder);

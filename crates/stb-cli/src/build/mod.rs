@@ -175,13 +175,15 @@ pub(crate) fn run(args: &BuildArgs) -> ExitCode {
     // build refuses it (its plan was made against relations that run is changing).
     let windows = crate::run_context::windows(&project);
     let scope = stb_engine::build::scope(planned);
-    if let Err(error) = stb_engine::admission::admit(
-        &observation,
-        &database,
-        &[&run.invocation_id],
-        &scope,
-        windows,
-    ) {
+    if let Err(error) = crate::run_context::check_authorised(&compiled, &scope).and_then(|()| {
+        stb_engine::admission::admit(
+            &observation,
+            &database,
+            &[&run.invocation_id],
+            &scope,
+            windows,
+        )
+    }) {
         let failure = Failure::from(error);
         finish(&Ending::early(
             "refused",

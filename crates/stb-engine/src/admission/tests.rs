@@ -139,3 +139,30 @@ fn long_scopes_are_shortened_in_messages() {
         "model:m0, model:m1, model:m2, model:m3, model:m4 and 3 more"
     );
 }
+
+#[test]
+fn a_build_stays_within_the_pipelines_it_was_authorised_for() {
+    let pipeline_of = |model: &str| match model {
+        "clean" | "daily" => Some("pl__orders".to_owned()),
+        "report" => Some("pl__reports".to_owned()),
+        _ => None,
+    };
+    let authorised = ids(&["pl__orders"]);
+    assert!(
+        within_authorised(
+            &scope(&["model:clean", "model:daily"], &[]),
+            &pipeline_of,
+            &authorised
+        )
+        .is_ok()
+    );
+    let grown = within_authorised(
+        &scope(&["model:clean", "model:report"], &[]),
+        &pipeline_of,
+        &authorised,
+    )
+    .expect_err("grown");
+    assert_eq!(grown.code, UNAUTHORISED_SCOPE_CODE);
+    assert!(grown.message.contains("pl__reports"), "{}", grown.message);
+    assert!(within_authorised(&scope(&["model:ghost"], &[]), &pipeline_of, &authorised).is_err());
+}

@@ -236,3 +236,52 @@ fn a_killed_run_blocks_until_presumed_failed_and_unlock_recovers_the_target() {
     assert_exact(&db.name, "heavy");
     assert_exact(&db.name, "light");
 }
+
+#[test]
+fn a_build_beyond_the_pipelines_it_was_authorised_for_does_not_start() {
+    let db = TestDatabase::create("admission_scope");
+    heavy_source(&db.name, 30);
+    let dir = two_pipelines(&db.name);
+    let refused = command(dir.path(), &["build", "--auto-approve", "--json"])
+        .env(
+            "STREAMBUILD_EXPECTED_BUILD_PIPELINE_SCOPE",
+            r#"["pl__light"]"#,
+        )
+        .output()
+        .expect("stb build");
+    assert!(!refused.status.success());
+    let error = json(&refused)["error"].clone();
+    assert_eq!(error["code"], "STB-RUNS-006", "{error}");
+    assert!(
+        error["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("pl__heavy")),
+        "{error}"
+    );
+    assert_eq!(
+        execute(&format!(
+            "SELECT count() FROM system.tables WHERE database = '{}' AND name LIKE 'tbl\\_\\_%' FORMAT TSV",
+            db.name
+        ))
+        .trim(),
+        "0",
+        "nothing was built"
+    );
+    // Within what was authorised, it builds.
+    let built = command(
+        dir.path(),
+        &["build", "--auto-approve", "--json", "--select", "light"],
+    )
+    .env(
+        "STREAMBUILD_EXPECTED_BUILD_PIPELINE_SCOPE",
+        r#"["pl__light"]"#,
+    )
+    .output()
+    .expect("stb build");
+    assert!(
+        built.status.success(),
+        "{}",
+        String::from_utf8_lossy(&built.stdout)
+    );
+    assert_exact(&db.name, "light");
+}

@@ -405,3 +405,68 @@ fn a_build_started_from_the_api_is_cancelled_from_the_api() {
     assert_eq!(status, 409);
     stop(child, lines);
 }
+
+#[test]
+fn a_reload_is_authorised_by_the_policy_held_before_it() {
+    let db = TestDatabase::create("dev_reload");
+    events_table(&db.name);
+    let dir = project(&db.name);
+    let access = dir.path().join("access.yml");
+    std::fs::write(
+        &access,
+        "roles:\n  stager:\n    grants:\n      - pipelines: [pl__v]\n        permissions: [deployment.create]\n",
+    )
+    .expect("access.yml");
+    create_users(dir.path(), &[("ana", "admin"), ("olga", "viewer")]);
+    let (child, api, lines) = start(dir.path());
+    let (cookie, csrf) = sign_in(&api, "ana");
+    let me = Some((cookie.as_str(), csrf.as_str()));
+    let (status, olga_user, _) = call(&api, "GET", "/admin/users", me, None);
+    assert_eq!(status, 200);
+    let olga_id = olga_user
+        .as_array()
+        .and_then(|users| users.iter().find(|u| u["username"] == "olga"))
+        .and_then(|u| u["id"].as_str())
+        .expect("olga")
+        .to_owned();
+    let (status, assigned, _) = call(
+        &api,
+        "POST",
+        &format!("/admin/users/{olga_id}/project-roles"),
+        me,
+        Some(r#"{"projectName": "v", "role": "stager"}"#),
+    );
+    assert_eq!(status, 200, "{assigned}");
+    let (olga_cookie, olga_csrf) = sign_in(&api, "olga");
+    let olga = Some((olga_cookie.as_str(), olga_csrf.as_str()));
+    // Editing access.yml to grant herself project.reload does not authorise that reload.
+    std::fs::write(
+        &access,
+        "roles:\n  stager:\n    grants:\n      - pipelines: [pl__v]\n        permissions: [deployment.create]\n      - scope: project\n        permissions: [project.reload]\n",
+    )
+    .expect("access.yml");
+    let (status, refused, _) = call(&api, "POST", "/reload", olga, None);
+    assert_eq!(status, 403, "{refused}");
+    assert_eq!(refused["detail"]["permission"], "project.reload");
+    // An admin reloads; the new policy then holds.
+    let (status, reloaded, _) = call(&api, "POST", "/reload", me, None);
+    assert_eq!(status, 200, "{reloaded}");
+    assert_eq!(reloaded["compile"]["state"], "ok");
+    let (status, _, _) = call(&api, "POST", "/reload", olga, None);
+    assert_eq!(status, 200, "the reloaded policy grants it");
+    // A broken access.yml: the reload reports it and the last good policy stays.
+    std::fs::write(&access, "roles:\n  stager:\n    grants: []\n").expect("access.yml");
+    let (status, failing, _) = call(&api, "POST", "/reload", me, None);
+    assert_eq!(status, 200, "{failing}");
+    assert_eq!(failing["compile"]["state"], "failing", "{failing}");
+    assert!(failing.to_string().contains("STB-ACCESS-001"), "{failing}");
+    let (_, capabilities, _) = call(&api, "GET", "/auth/capabilities", olga, None);
+    assert_eq!(
+        capabilities["permissions"],
+        serde_json::json!(["project.reload"]),
+        "{capabilities}"
+    );
+    let (_, status_now, _) = call(&api, "GET", "/status", me, None);
+    assert_eq!(status_now["compile"]["state"], "failing");
+    stop(child, lines);
+}
