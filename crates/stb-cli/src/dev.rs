@@ -258,6 +258,7 @@ pub(crate) fn run(args: &DevArgs) -> ExitCode {
         held: std::sync::RwLock::new(Arc::new(held)),
         recompile: Some(recompile(args)),
         reloading: tokio::sync::Mutex::new(()),
+        stopping: std::sync::atomic::AtomicBool::new(false),
         throttle: Mutex::default(),
         warehouse: Arc::new(stb_server::warehouse::Warehouse::new(connect, &database)),
         run_windows: crate::run_context::windows(&project),
@@ -421,7 +422,15 @@ async fn serve(
         listener,
         app.into_make_service_with_connect_info::<SocketAddr>(),
     )
-    .with_graceful_shutdown(stopped())
+    .with_graceful_shutdown({
+        let state = Arc::clone(&state);
+        async move {
+            stopped().await;
+            state
+                .stopping
+                .store(true, std::sync::atomic::Ordering::SeqCst);
+        }
+    })
     .await;
     watcher.abort();
     state.store.close().await;

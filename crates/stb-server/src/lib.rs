@@ -65,6 +65,9 @@ pub struct AppState {
     pub recompile: Option<Recompile>,
     /// One reload at a time.
     pub reloading: tokio::sync::Mutex<()>,
+    /// Set when the server begins to stop: live feeds end so shutdown does not wait on
+    /// them.
+    pub stopping: std::sync::atomic::AtomicBool,
     pub throttle: Mutex<throttle::Throttle>,
     pub warehouse: Arc<warehouse::Warehouse>,
     pub run_windows: stb_engine::runs::Windows,

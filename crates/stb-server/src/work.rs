@@ -423,6 +423,17 @@ pub(crate) async fn feed(
                     .collect();
                 return Some((futures_util::stream::iter(events), feed));
             }
+            if feed
+                .state
+                .stopping
+                .load(std::sync::atomic::Ordering::SeqCst)
+            {
+                feed.finished = true;
+                let gone = Event::default()
+                    .event("feed_ended")
+                    .data(r#"{"reason":"the server is stopping"}"#);
+                return Some((futures_util::stream::iter(vec![Ok(gone)]), feed));
+            }
             if feed.quiet_since.elapsed() > FEED_GIVE_UP {
                 feed.finished = true;
                 let gone = Event::default()

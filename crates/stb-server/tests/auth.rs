@@ -57,6 +57,7 @@ async fn app_with(
         })),
         recompile: None,
         reloading: tokio::sync::Mutex::new(()),
+        stopping: std::sync::atomic::AtomicBool::new(false),
         throttle: Mutex::default(),
         warehouse: Arc::new(stb_server::warehouse::Warehouse::new(connect, "shop_dev")),
         run_windows: stb_engine::runs::Windows {

@@ -468,5 +468,27 @@ fn a_reload_is_authorised_by_the_policy_held_before_it() {
     );
     let (_, status_now, _) = call(&api, "GET", "/status", me, None);
     assert_eq!(status_now["compile"]["state"], "failing");
+    // A feed left open does not hold the server up when it stops.
+    let feed_url = format!("{api}/runs/no-such-run/events");
+    let reader = std::thread::spawn(move || {
+        let response = stb_test_support::http()
+            .get(feed_url)
+            .header("cookie", cookie)
+            .send()
+            .expect("the feed");
+        BufReader::new(response)
+            .lines()
+            .map_while(Result::ok)
+            .collect::<Vec<_>>()
+    });
+    std::thread::sleep(Duration::from_millis(500));
+    let stopping = std::time::Instant::now();
     stop(child, lines);
+    assert!(
+        stopping.elapsed() < Duration::from_secs(10),
+        "stopped in {:?}",
+        stopping.elapsed()
+    );
+    let said = reader.join().expect("the feed ended");
+    assert!(said.iter().any(|l| l == "event: feed_ended"), "{said:?}");
 }
