@@ -137,11 +137,26 @@ fn number(rows: &Rows, row: usize, column: &str) -> u64 {
 }
 
 /// The newest row of each `(table, time column)` of `database`, by the warehouse clock:
-/// one `UNION ALL` query. Tables that cannot be read get no entry.
-///
-/// # Errors
-/// The query failed.
+/// one `UNION ALL` query; when that fails (a column that is not a time, a table dropped
+/// meanwhile), one query per table, and the tables that cannot be read get no entry
+/// (their freshness is then unknown).
+#[must_use]
 pub fn newest(
+    client: &Client,
+    database: &str,
+    targets: &[(String, String)],
+) -> BTreeMap<String, Newest> {
+    if let Ok(found) = newest_of(client, database, targets) {
+        return found;
+    }
+    targets
+        .iter()
+        .filter_map(|target| newest_of(client, database, std::slice::from_ref(target)).ok())
+        .flatten()
+        .collect()
+}
+
+fn newest_of(
     client: &Client,
     database: &str,
     targets: &[(String, String)],

@@ -181,8 +181,8 @@ fn planned_relations(
 /// activity log and one for every relation's newest row.
 ///
 /// # Errors
-/// The catalog, the runs or the newest rows could not be read (activity that cannot be
-/// read is reported `unknown` instead).
+/// The catalog or the runs could not be read (activity or newest rows that cannot be read
+/// are reported `unknown` instead).
 pub fn read(
     client: &Client,
     database: &str,
@@ -219,7 +219,7 @@ pub fn read(
         .filter(built)
         .filter_map(|p| Some((p.status.relation.clone()?, p.time_column.clone()?)))
         .collect();
-    let newest = crate::activity::newest(client, database, &timed).map_err(error)?;
+    let newest = crate::activity::newest(client, database, &timed);
     let judged = |planned: Vec<Planned>| -> Vec<RelationStatus> {
         planned
             .into_iter()
@@ -231,13 +231,10 @@ pub fn read(
                         .get(&relation)
                         .map(|e| judge::activity(capabilities, e, window_seconds));
                 }
-                // Not built: nothing to judge. Built: its newest row, if it has a column
-                // to tell by.
+                // Its newest row, when it is built, has a column to tell by and could be
+                // read; anything else is unknown.
                 let found = if status.built {
-                    newest.get(&relation).cloned().unwrap_or(Newest {
-                        column: p.time_column.clone(),
-                        ..Newest::default()
-                    })
+                    newest.get(&relation).cloned().unwrap_or_default()
                 } else {
                     Newest::default()
                 };

@@ -43,6 +43,8 @@ fn project(database: &str) -> tempfile::TempDir {
         source("events", FRESHNESS),
         source("archive", FRESHNESS),
         source("quiet", ""),
+        // Its event-time column is text: freshness cannot be read from it.
+        source("odd", FRESHNESS),
         (
             "pipelines/pl__v/pipeline.toml".to_owned(),
             "mode = \"virtual\"\n".to_owned(),
@@ -147,6 +149,10 @@ fn status_reports_activity_from_the_views_log_and_the_part_log_and_freshness_fro
     for table in ["events", "archive", "quiet"] {
         execute(&format!("CREATE TABLE {}.{table} {TABLE}", db.name));
     }
+    execute(&format!(
+        "CREATE TABLE {}.odd (p UInt32, o UInt64, ts String, amount UInt64) ENGINE = MergeTree ORDER BY (p, o)",
+        db.name
+    ));
     insert(&run, &db.name, "events", 30, false);
     insert(&run, &db.name, "archive", 30, true);
     let dir = project(&db.name);
@@ -211,6 +217,8 @@ fn status_reports_activity_from_the_views_log_and_the_part_log_and_freshness_fro
         entry(&now, "sources", "quiet")["freshness"]["errorAfterSeconds"],
         3_600
     );
+    // A time column that is not a time: unknown, and the others are still judged.
+    assert_eq!(freshness(&now, "sources", "odd"), "unknown");
     // Models carry no time column here: their freshness is unknown.
     assert_eq!(freshness(&now, "models", "copy"), "unknown");
 
