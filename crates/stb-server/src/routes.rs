@@ -43,9 +43,22 @@ pub(crate) fn api(state: Arc<AppState>) -> Router<Arc<AppState>> {
         )
         .route("/api/plan", get(crate::work::plan))
         .route("/api/build", post(crate::work::build))
+        .route("/api/deployments", get(crate::work::deployments))
+        .route(
+            "/api/deployments/{deployment_id}",
+            get(crate::work::deployment),
+        )
+        .route(
+            "/api/deployments/{deployment_id}/diff",
+            get(crate::work::diff),
+        )
         .route(
             "/api/deployments/{deployment_id}/promote",
             post(crate::work::promote),
+        )
+        .route(
+            "/api/deployments/{deployment_id}/rollback",
+            post(crate::work::rollback),
         )
         .merge(admin_routes())
         .route_layer(from_fn_with_state(state, require_identity));

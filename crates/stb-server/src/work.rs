@@ -319,9 +319,16 @@ pub(crate) async fn promote(
 ) -> Result<Json<serde_json::Value>, ApiError> {
     let id = value("deployment id", &id)?;
     precheck(&state, &principal, "deployment.promote").await?;
-    // The deployment's pipelines, from its own object records.
+    let staged = deployment_pipelines(&state, &id).await?;
+    authorize(&state, &principal, "deployment.promote", &staged).await?;
+    let args = vec!["deployment".to_owned(), "promote".to_owned(), id];
+    Ok(Json(state.launcher.json(args).await?))
+}
+
+/// The pipelines of deployment `id`, from its own object records; 404 when it has none.
+async fn deployment_pipelines(state: &AppState, id: &str) -> Result<Vec<String>, ApiError> {
     let database = state.database.clone();
-    let wanted = id.clone();
+    let wanted = id.to_owned();
     let models = state
         .warehouse
         .read(move |client| {
@@ -343,9 +350,61 @@ pub(crate) async fn promote(
             format!("no deployment '{id}'"),
         ));
     }
-    let (_, staged) = pipelines_of(&state, models)?;
+    let (_, staged) = pipelines_of(state, models)?;
+    Ok(staged)
+}
+
+/// `GET /api/deployments`: as `stb deployment list --json`.
+pub(crate) async fn deployments(State(state): Shared) -> Result<Json<serde_json::Value>, ApiError> {
+    let args = vec!["deployment".to_owned(), "list".to_owned()];
+    Ok(Json(state.launcher.json(args).await?))
+}
+
+/// `GET /api/deployments/{id}`: as `stb deployment show <id> --json`.
+pub(crate) async fn deployment(
+    State(state): Shared,
+    Path(id): Path<String>,
+) -> Result<Json<serde_json::Value>, ApiError> {
+    let args = vec![
+        "deployment".to_owned(),
+        "show".to_owned(),
+        value("deployment id", &id)?,
+    ];
+    Ok(Json(state.launcher.json(args).await?))
+}
+
+/// `GET /api/deployments/{spec}/diff`: as `stb deployment diff <spec> --json` (`ID`,
+/// `active:ID`, `FROM:TO`).
+pub(crate) async fn diff(
+    State(state): Shared,
+    Path(spec): Path<String>,
+) -> Result<Json<serde_json::Value>, ApiError> {
+    let args = vec![
+        "deployment".to_owned(),
+        "diff".to_owned(),
+        value("deployment", &spec)?,
+    ];
+    Ok(Json(state.launcher.json(args).await?))
+}
+
+/// `POST /api/deployments/{id}/rollback`: switches the stable views back to deployment
+/// `id`'s copies (as `stb deployment rollback <id> --auto-approve --json`); needs
+/// `deployment.promote` on its pipelines.
+pub(crate) async fn rollback(
+    State(state): Shared,
+    axum::Extension(principal): axum::Extension<Principal>,
+    Path(id): Path<String>,
+) -> Result<Json<serde_json::Value>, ApiError> {
+    let id = value("deployment id", &id)?;
+    precheck(&state, &principal, "deployment.promote").await?;
+    let staged = deployment_pipelines(&state, &id).await?;
     authorize(&state, &principal, "deployment.promote", &staged).await?;
-    let args = vec!["deployment".to_owned(), "promote".to_owned(), id];
+    let args = vec![
+        "deployment".to_owned(),
+        "rollback".to_owned(),
+        id,
+        "--auto-approve".to_owned(),
+    ];
     Ok(Json(state.launcher.json(args).await?))
 }
 

@@ -587,6 +587,22 @@ const ROUTES: &[(&str, &str, Policy)] = &[
         "/api/deployments/20261202T000000Z_abcdef/promote",
         Policy::Permission("deployment.promote"),
     ),
+    (
+        "POST",
+        "/api/deployments/20261202T000000Z_abcdef/rollback",
+        Policy::Permission("deployment.promote"),
+    ),
+    ("GET", "/api/deployments", Policy::SignedIn),
+    (
+        "GET",
+        "/api/deployments/20261202T000000Z_abcdef",
+        Policy::SignedIn,
+    ),
+    (
+        "GET",
+        "/api/deployments/20261202T000000Z_abcdef/diff",
+        Policy::SignedIn,
+    ),
     ("GET", "/api/admin/audit", Policy::Admin),
     ("GET", "/api/admin/users", Policy::Admin),
     ("POST", "/api/admin/users", Policy::Admin),

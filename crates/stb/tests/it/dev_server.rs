@@ -331,6 +331,48 @@ fn plan_build_live_events_and_promote_through_the_api() {
         db.name
     ));
     assert!(bound.contains(&deployment), "{bound}");
+    // A second deployment (a full refresh), promoted, then rolled back to the first.
+    let (status, second, _) = send(
+        "POST",
+        "/build",
+        me,
+        Some(r#"{"select": ["pipeline:pl__v"], "fullRefresh": true}"#),
+    );
+    assert_eq!(status, 202, "{second}");
+    let second_run = second["invocationId"].as_str().expect("id").to_owned();
+    let finished = wait_for(Duration::from_secs(60), || {
+        send("GET", &format!("/runs/{second_run}"), me, None).1["run"]["status"] == "succeeded"
+    });
+    assert!(finished, "the second build succeeds");
+    let (_, second_detail, _) = send("GET", &format!("/runs/{second_run}"), me, None);
+    let newer = second_detail["run"]["deployment_id"]
+        .as_str()
+        .expect("staged")
+        .to_owned();
+    let (status, listed, _) = send("GET", "/deployments", me, None);
+    assert_eq!(status, 200, "{listed}");
+    assert!(listed.to_string().contains(&newer), "{listed}");
+    let (status, diffed, _) = send(
+        "GET",
+        &format!("/deployments/active:{newer}/diff"),
+        me,
+        None,
+    );
+    assert_eq!(status, 200, "{diffed}");
+    let (status, _, _) = send("POST", &format!("/deployments/{newer}/promote"), me, None);
+    assert_eq!(status, 200);
+    let (status, rolled, _) = send(
+        "POST",
+        &format!("/deployments/{deployment}/rollback"),
+        me,
+        None,
+    );
+    assert_eq!(status, 200, "{rolled}");
+    let bound = stb_test_support::execute(&format!(
+        "SELECT as_select FROM system.tables WHERE database = '{}' AND name = 'tbl__clean' FORMAT TSV",
+        db.name
+    ));
+    assert!(bound.contains(&deployment), "rolled back: {bound}");
     // Without the CSRF token the same request is refused.
     let (status, _, _) = {
         let response = http
