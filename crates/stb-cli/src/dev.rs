@@ -270,24 +270,31 @@ pub(crate) fn run(args: &DevArgs) -> ExitCode {
 
 /// What a compile of `project` gives the server.
 fn held_of(project: &stb_project::Project) -> stb_server::Held {
-    let compile = match stb_compile::compile(project) {
-        Ok(compiled) => CompileStatus {
-            state: "ok",
-            compiled_at_ms: now_ms(),
-            models: compiled.models,
-            sources: compiled.plan_sources.len(),
-            error: None,
-        },
-        Err(diagnostics) => CompileStatus {
-            state: "failing",
-            compiled_at_ms: now_ms(),
-            models: 0,
-            sources: 0,
-            error: Some(serde_json::json!(diagnostics.into_sorted())),
-        },
+    let (compile, definitions) = match stb_compile::compile(project) {
+        Ok(compiled) => (
+            CompileStatus {
+                state: "ok",
+                compiled_at_ms: now_ms(),
+                models: compiled.models,
+                sources: compiled.plan_sources.len(),
+                error: None,
+            },
+            Some(stb_server::definitions::of(project, &compiled)),
+        ),
+        Err(diagnostics) => (
+            CompileStatus {
+                state: "failing",
+                compiled_at_ms: now_ms(),
+                models: 0,
+                sources: 0,
+                error: Some(serde_json::json!(diagnostics.into_sorted())),
+            },
+            None,
+        ),
     };
     stb_server::Held {
         compile,
+        definitions,
         access: project.access.clone(),
         model_pipelines: project
             .pipelines
@@ -323,6 +330,7 @@ fn recompile(args: &DevArgs) -> stb_server::Recompile {
                 },
                 access: None,
                 model_pipelines: std::collections::BTreeMap::new(),
+                definitions: None,
             },
         }
     })

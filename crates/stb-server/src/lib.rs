@@ -9,6 +9,7 @@
 mod admin;
 pub mod auth;
 pub mod authz;
+pub mod definitions;
 pub mod error;
 mod headers;
 pub mod launch;
@@ -48,6 +49,8 @@ pub struct Held {
     /// Each model's pipeline and whether that pipeline is virtual: the authoritative
     /// ownership authorization derives an action's pipelines from.
     pub model_pipelines: std::collections::BTreeMap<String, (String, bool)>,
+    /// `GET /api/definitions`: its version key (the ETag) and body, redacted.
+    pub definitions: Option<(String, serde_json::Value)>,
 }
 
 /// Compiles the project again from disk, with the server's frozen target and variables.

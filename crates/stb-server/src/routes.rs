@@ -34,6 +34,7 @@ pub(crate) fn api(state: Arc<AppState>) -> Router<Arc<AppState>> {
         .route("/api/auth/capabilities", get(capabilities))
         .route("/api/status", get(status))
         .route("/api/reload", post(crate::work::reload))
+        .route("/api/definitions", get(definitions))
         .route("/api/runs", get(runs))
         .route("/api/runs/{invocation_id}", get(run))
         .route("/api/runs/{invocation_id}/events", get(crate::work::feed))
@@ -285,6 +286,32 @@ async fn capabilities(
         &state.project_name,
         &state.target_name,
     )))
+}
+
+/// The held compile's definitions; `If-None-Match` with its ETag answers 304. 409 while
+/// the project has never compiled.
+async fn definitions(State(state): Shared, headers: HeaderMap) -> Result<Response, ApiError> {
+    let held = state.held();
+    let Some((version, body)) = &held.definitions else {
+        return Err(ApiError::new(
+            StatusCode::CONFLICT,
+            "The project compile is failing; fix the reported error and reload",
+        ));
+    };
+    let etag = format!("\"{version}\"");
+    let matches = headers
+        .get(header::IF_NONE_MATCH)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.split(',').any(|tag| tag.trim() == etag));
+    let mut response = if matches {
+        StatusCode::NOT_MODIFIED.into_response()
+    } else {
+        Json(body.clone()).into_response()
+    };
+    if let Ok(value) = HeaderValue::from_str(&etag) {
+        response.headers_mut().insert(header::ETAG, value);
+    }
+    Ok(response)
 }
 
 async fn status(State(state): Shared) -> Json<serde_json::Value> {

@@ -54,6 +54,10 @@ async fn app_with(
             },
             access,
             model_pipelines: std::collections::BTreeMap::new(),
+            definitions: Some((
+                "v1".to_owned(),
+                serde_json::json!({"versionKey": "v1", "models": []}),
+            )),
         })),
         recompile: None,
         reloading: tokio::sync::Mutex::new(()),
@@ -192,6 +196,21 @@ async fn disabled_mode_is_a_local_admin_and_unknown_api_paths_are_json_404() {
         assert_eq!(answer.headers[header::X_FRAME_OPTIONS], "DENY");
         assert_eq!(answer.headers[header::CACHE_CONTROL], "no-store");
     }
+    // Definitions carry their version as an ETag; a matching If-None-Match is 304.
+    let definitions = call(&app, request(Method::GET, "/api/definitions", &[], None)).await;
+    assert_eq!(definitions.status, StatusCode::OK);
+    assert_eq!(definitions.headers[header::ETAG], "\"v1\"");
+    let unchanged = call(
+        &app,
+        request(
+            Method::GET,
+            "/api/definitions",
+            &[("if-none-match", "\"v1\"")],
+            None,
+        ),
+    )
+    .await;
+    assert_eq!(unchanged.status, StatusCode::NOT_MODIFIED);
     // The warehouse is down: the server says so and keeps serving.
     let status = call(&app, request(Method::GET, "/api/status", &[], None)).await;
     assert_eq!(status.status, StatusCode::OK);
@@ -571,6 +590,7 @@ const ROUTES: &[(&str, &str, Policy)] = &[
     ("GET", "/api/auth/me", Policy::SignedIn),
     ("GET", "/api/auth/capabilities", Policy::SignedIn),
     ("GET", "/api/status", Policy::SignedIn),
+    ("GET", "/api/definitions", Policy::SignedIn),
     ("POST", "/api/reload", Policy::Permission("project.reload")),
     ("GET", "/api/runs", Policy::SignedIn),
     ("GET", "/api/runs/run-1", Policy::SignedIn),

@@ -534,3 +534,36 @@ fn a_reload_is_authorised_by_the_policy_held_before_it() {
     let said = reader.join().expect("the feed ended");
     assert!(said.iter().any(|l| l == "event: feed_ended"), "{said:?}");
 }
+
+#[test]
+fn definitions_never_show_broker_credentials_or_secret_settings() {
+    let dir = stb_test_support::project_dir(&[
+        (
+            "streambuild_project.toml",
+            "name = \"k\"\ndefault_target = \"dev\"\n[targets.dev]\ndatabase = \"definitions_only\"\n",
+        ),
+        (
+            "sources/orders.yml",
+            "sources:\n  - name: orders\n    kind: kafka\n    topic: orders.events\n    broker_list: \"app:s3cret-value@127.0.0.1:9092\"\n    replay_boundary:\n      mode: offsets\n    settings:\n      kafka_sasl_password: \"hunter2-but-longer\"\n      kafka_poll_timeout_ms: \"200\"\n",
+        ),
+        (
+            "pipelines/pl__orders/order_events.sql",
+            "MODEL (order_by [\"_replay_partition\", \"_replay_offset\"]);\nSELECT _replay_partition::Int32 AS _replay_partition, _replay_offset::Int64 AS _replay_offset, JSONExtractString(kafka_value, 'id')::String AS id\nFROM __source(\"orders\")\n",
+        ),
+    ]);
+    create_users(dir.path(), &[("ana", "admin")]);
+    let (child, api, lines) = start(dir.path());
+    let (cookie, csrf) = sign_in(&api, "ana");
+    let me = Some((cookie.as_str(), csrf.as_str()));
+    let (status, definitions, _) = call(&api, "GET", "/definitions", me, None);
+    assert_eq!(status, 200, "{definitions}");
+    let text = definitions.to_string();
+    assert!(!text.contains("s3cret-value"), "{text}");
+    assert!(!text.contains("hunter2"), "{text}");
+    let kafka = &definitions["sources"][0]["kafka"];
+    assert_eq!(kafka["brokerList"], "<redacted>", "{kafka}");
+    assert_eq!(kafka["settings"]["kafka_sasl_password"], "<redacted>");
+    assert_eq!(kafka["settings"]["kafka_poll_timeout_ms"], "200");
+    assert_eq!(definitions["models"][0]["pipeline"], "pl__orders");
+    stop(child, lines);
+}
