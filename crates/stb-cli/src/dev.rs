@@ -264,13 +264,15 @@ pub(crate) fn run(args: &DevArgs) -> ExitCode {
         run_windows: crate::run_context::windows(&project),
         launcher: launcher(args, &project, &database),
         builds: stb_server::launch::Builds::default(),
+        snapshots: stb_server::snapshot::Snapshots::default(),
+        scheduler: stb_server::scheduler::Scheduler::default(),
     });
     runtime.block_on(serve(args, state, &project, compile_ms))
 }
 
 /// What a compile of `project` gives the server.
 fn held_of(project: &stb_project::Project) -> stb_server::Held {
-    let (compile, definitions) = match stb_compile::compile(project) {
+    let (compile, definitions, compilation) = match stb_compile::compile(project) {
         Ok(compiled) => (
             CompileStatus {
                 state: "ok",
@@ -280,6 +282,10 @@ fn held_of(project: &stb_project::Project) -> stb_server::Held {
                 error: None,
             },
             Some(stb_server::definitions::of(project, &compiled)),
+            Some(Arc::new(stb_server::Compilation {
+                project: project.clone(),
+                compiled,
+            })),
         ),
         Err(diagnostics) => (
             CompileStatus {
@@ -290,11 +296,13 @@ fn held_of(project: &stb_project::Project) -> stb_server::Held {
                 error: Some(serde_json::json!(diagnostics.into_sorted())),
             },
             None,
+            None,
         ),
     };
     stb_server::Held {
         compile,
         definitions,
+        compilation,
         access: project.access.clone(),
         model_pipelines: project
             .pipelines
@@ -331,6 +339,7 @@ fn recompile(args: &DevArgs) -> stb_server::Recompile {
                 access: None,
                 model_pipelines: std::collections::BTreeMap::new(),
                 definitions: None,
+                compilation: None,
             },
         }
     })
@@ -425,6 +434,8 @@ async fn serve(
     let _ = out.flush();
     drop(out);
     let watcher = tokio::spawn(Arc::clone(&state.warehouse).watch());
+    let snapshots = tokio::spawn(stb_server::snapshot::keep_fresh(Arc::clone(&state)));
+    let scheduler = tokio::spawn(stb_server::scheduler::run(Arc::clone(&state)));
     let app = stb_server::router(Arc::clone(&state));
     let served = axum::serve(
         listener,
@@ -441,6 +452,8 @@ async fn serve(
     })
     .await;
     watcher.abort();
+    snapshots.abort();
+    scheduler.abort();
     state.store.close().await;
     let _ = writeln!(std::io::stdout().lock(), "dev server stopped");
     match served {

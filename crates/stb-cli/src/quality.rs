@@ -72,17 +72,11 @@ pub(crate) fn write_run(
     crate::run_artifacts::publish(root, what, &files)
 }
 
-/// What a recorded run was: its command (`test`, `audit`, `deployment audit`), what
-/// triggered its results (`manual`, `deployment`) and the deployment it audited.
-pub(crate) struct RecordedRun<'a> {
-    pub(crate) command: &'a str,
-    pub(crate) trigger: &'a str,
-    pub(crate) deployment_id: Option<&'a str>,
-}
+pub(crate) use stb_engine::quality::RecordedRun;
 
-/// Records a `stb test` / `stb audit` run: the lifecycle tables, an invocation row and one
-/// node result per test or audit. Best effort: a run whose records cannot be written still
-/// reports its results, with a warning.
+/// Records a `stb test` / `stb audit` run (see [`stb_engine::quality::record_run`]). Best
+/// effort: a run whose records cannot be written still reports its results, with a
+/// warning.
 pub(crate) fn record_run(
     client: &stb_warehouse::Client,
     database: &str,
@@ -92,47 +86,9 @@ pub(crate) fn record_run(
     results: &[stb_warehouse::records::NodeResult<'_>],
     started: std::time::SystemTime,
 ) {
-    let invocation_id = uuid::Uuid::new_v4().to_string();
-    let started_at_ms = started
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis());
-    let duration_ms = started.elapsed().map_or(0, |d| d.as_millis());
-    let recorded = stb_warehouse::metadata::migrate(client, database)
-        .and_then(|()| {
-            stb_warehouse::records::write_node_results(
-                client,
-                database,
-                &invocation_id,
-                &project.target,
-                run.trigger,
-                results,
-            )
-        })
-        .and_then(|()| {
-            stb_warehouse::records::write_invocation(
-                client,
-                database,
-                &stb_warehouse::records::Invocation {
-                    invocation_id: &invocation_id,
-                    project_identity: &project.name,
-                    target_identity: &project.target,
-                    command: run.command,
-                    mode: None,
-                    outcome: if passed { "succeeded" } else { "failed" },
-                    exit_code: i32::from(!passed),
-                    materialized_outcome: None,
-                    deployment_id: run.deployment_id,
-                    workflow_id: None,
-                    selected_node_count: results.len(),
-                    started_at_ms,
-                    duration_ms,
-                    error_message: None,
-                    summary_json: &serde_json::json!({"results": results.len()}).to_string(),
-                },
-            )
-        });
+    let recorded =
+        stb_engine::quality::record_run(client, database, project, run, passed, results, started);
     if let Err(error) = recorded {
-        use std::io::Write;
         let _ = writeln!(
             std::io::stderr().lock(),
             "warning: the {} results were not recorded: {error}",

@@ -5,46 +5,11 @@
 use std::io::Write;
 use std::process::ExitCode;
 
+use stb_engine::sql_tests::TestResult;
+
 use crate::output::{Failure, fail, print_json};
 
 pub(crate) use crate::quality::QualityArgs as TestArgs;
-
-/// One differing row: `missing` (expected, not produced) or `unexpected` (produced, not
-/// expected), with how many times more.
-#[derive(Debug, Clone, serde::Serialize)]
-struct DiffRow {
-    kind: String,
-    values: Vec<Option<String>>,
-    multiplicity: i64,
-}
-
-#[derive(Debug, serde::Serialize)]
-struct TestResult {
-    name: String,
-    file: String,
-    mode: String,
-    status: &'static str,
-    differences: Vec<DiffRow>,
-    error: Option<String>,
-    #[serde(skip)]
-    sql: String,
-}
-
-impl TestResult {
-    fn node_result(&self) -> stb_warehouse::records::NodeResult<'_> {
-        stb_warehouse::records::NodeResult {
-            kind: "test",
-            name: &self.name,
-            status: self.status,
-            severity: None,
-            failure_count: self.differences.iter().map(|d| d.multiplicity.unsigned_abs()).sum(),
-            warmup_seconds: 0,
-            definition: &self.sql,
-            payload_json: serde_json::json!({"file": self.file, "mode": self.mode, "differences": self.differences}).to_string(),
-            error_message: self.error.as_deref(),
-        }
-    }
-}
 
 const CODE_FAILED: &str = "STB-TEST-001";
 
@@ -73,68 +38,15 @@ fn run_tests(
         "test",
     )?;
     let (client, database) = args.connection.connect(project)?;
-    let mut results = Vec::new();
-    let mut executed = Vec::new();
-    for test in tests.iter().filter(|t| {
-        selected
-            .as_ref()
-            .is_none_or(|models| t.targets.iter().any(|m| models.contains(m)))
-    }) {
-        let sql = test.statement.clone();
-        executed.push((format!("{}.sql", test.name), sql.clone()));
-        let result = match client.query(&sql) {
-            Ok(rows) => {
-                let mut differences: Vec<DiffRow> = (0..rows.data.len())
-                    .map(|row| DiffRow {
-                        kind: rows.text(row, "_diff_type").unwrap_or_default(),
-                        values: rows
-                            .names
-                            .iter()
-                            .position(|n| n == "_row_values")
-                            .and_then(|column| rows.data[row].get(column))
-                            .and_then(serde_json::Value::as_array)
-                            .map(|values| {
-                                values
-                                    .iter()
-                                    .map(|v| v.as_str().map(str::to_owned))
-                                    .collect()
-                            })
-                            .unwrap_or_default(),
-                        multiplicity: rows
-                            .text(row, "_multiplicity")
-                            .and_then(|m| m.parse().ok())
-                            .unwrap_or(1),
-                    })
-                    .collect();
-                // Missing rows first, then unexpected ones, each in value order: the same
-                // report every time.
-                differences.sort_by(|a, b| (&a.kind, &a.values).cmp(&(&b.kind, &b.values)));
-                TestResult {
-                    name: test.name.clone(),
-                    file: test.file.clone(),
-                    mode: test.mode.to_owned(),
-                    status: if differences.is_empty() {
-                        "passed"
-                    } else {
-                        "failed"
-                    },
-                    differences,
-                    error: None,
-                    sql: sql.clone(),
-                }
-            }
-            Err(error) => TestResult {
-                name: test.name.clone(),
-                file: test.file.clone(),
-                mode: test.mode.to_owned(),
-                status: "error",
-                differences: Vec::new(),
-                error: Some(error.to_string()),
-                sql: sql.clone(),
-            },
-        };
-        results.push(result);
-    }
+    let chosen: Vec<&stb_compile::SqlTest> = tests
+        .iter()
+        .filter(|t| {
+            selected
+                .as_ref()
+                .is_none_or(|models| t.targets.iter().any(|m| models.contains(m)))
+        })
+        .collect();
+    let (results, executed) = stb_engine::sql_tests::run_set(&client, &chosen);
     crate::quality::write_run(&project.root, "tests", &executed)?;
     crate::quality::record_run(
         &client,

@@ -75,6 +75,9 @@ pub struct Audit {
     pub severity: String,
     /// The models it reads, sorted.
     pub models: Vec<String>,
+    /// How often `stb dev`'s audit scheduler runs it (`every`, from its header or the
+    /// pipeline's or project's audit defaults); `None`: only on demand and after builds.
+    pub every_seconds: Option<u64>,
     pub warmup_seconds: u64,
     /// The query as compiled (`__ref` markers kept): its rows are failures.
     pub query: String,
@@ -255,6 +258,7 @@ pub fn compile(project: &Project) -> Result<Compiled, Diagnostics> {
             path: a.path.clone(),
             severity: a.severity.clone(),
             models: a.models.clone(),
+            every_seconds: a.every_seconds,
             warmup_seconds: a.warmup_seconds,
             query: files
                 .get(&a.path)

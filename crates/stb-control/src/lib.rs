@@ -12,6 +12,7 @@
 //! placeholders are `$1, $2, …` in order of first use, which SQLite numbers the same way.
 
 mod accounts;
+mod destruction_plans;
 mod directory;
 mod error;
 mod migrations;
@@ -22,6 +23,7 @@ mod sessions;
 use std::path::Path;
 
 pub use accounts::{AuditEntry, NewUser, Source, User};
+pub use destruction_plans::{PLAN_TTL_MS, PlanLookup, StoredPlan};
 pub use directory::{Account, ProfileChange};
 pub use error::{ErrorKind, StoreError};
 pub use password::{MAX_PASSWORD_LENGTH, MIN_PASSWORD_LENGTH, canonical_username};

@@ -53,6 +53,7 @@ async fn suite(store: &ControlStore, url: &str) {
     sessions(store).await;
     proxy_provisioning(store).await;
     project_roles(store).await;
+    destruction_plans(store, url).await;
     audit_log(store).await;
 }
 
@@ -409,6 +410,124 @@ async fn project_roles(store: &ControlStore) {
         .expect("grant again");
 }
 
+/// Reviewed destruction plans: bound to their actor, reviewed before they are consumed,
+/// consumed once (also under a race), expired after their time, refused when edited.
+async fn destruction_plans(store: &ControlStore, url: &str) {
+    use stb_control::{PLAN_TTL_MS, PlanLookup};
+    let payload = serde_json::json!({"operation": "destroy_pipelines", "pipelines": ["pl__a"]});
+    let plan = store
+        .save_destruction_plan("admin-1", &payload, PLAN_TTL_MS)
+        .await
+        .expect("saved");
+    let id = plan.plan_id.as_str();
+    let found = |lookup: PlanLookup| match lookup {
+        PlanLookup::Found(plan) => plan,
+        other => panic!("expected the plan, got {other:?}"),
+    };
+    assert_eq!(
+        found(store.destruction_plan(id, "admin-1").await.expect("read")).payload,
+        payload
+    );
+    assert_eq!(
+        store.destruction_plan(id, "admin-2").await.expect("read"),
+        PlanLookup::Missing,
+        "another actor's"
+    );
+    assert_eq!(
+        store
+            .consume_destruction_plan(id, "admin-1")
+            .await
+            .expect("consume"),
+        PlanLookup::NotReviewed
+    );
+    assert_eq!(
+        store
+            .review_destruction_plan(id, "admin-2")
+            .await
+            .expect("review"),
+        PlanLookup::Missing
+    );
+    let reviewed = found(
+        store
+            .review_destruction_plan(id, "admin-1")
+            .await
+            .expect("review"),
+    );
+    assert_eq!(reviewed.status, "reviewed");
+    let again = found(
+        store
+            .review_destruction_plan(id, "admin-1")
+            .await
+            .expect("review"),
+    );
+    assert_eq!(
+        again.reviewed_at_ms, reviewed.reviewed_at_ms,
+        "reviewed once"
+    );
+    // Two executions at once: one gets the plan.
+    let (first, second) = tokio::join!(
+        store.consume_destruction_plan(id, "admin-1"),
+        store.consume_destruction_plan(id, "admin-1")
+    );
+    let outcomes = [first.expect("consume"), second.expect("consume")];
+    assert_eq!(
+        outcomes
+            .iter()
+            .filter(|o| matches!(o, PlanLookup::Found(_)))
+            .count(),
+        1,
+        "{outcomes:?}"
+    );
+    assert_eq!(
+        store.destruction_plan(id, "admin-1").await.expect("read"),
+        PlanLookup::Missing,
+        "consumed"
+    );
+    // Expired.
+    let stale = store
+        .save_destruction_plan("admin-1", &payload, -1)
+        .await
+        .expect("saved");
+    assert_eq!(
+        store
+            .destruction_plan(&stale.plan_id, "admin-1")
+            .await
+            .expect("read"),
+        PlanLookup::Expired
+    );
+    assert_eq!(
+        store
+            .review_destruction_plan(&stale.plan_id, "admin-1")
+            .await
+            .expect("review"),
+        PlanLookup::Expired
+    );
+    // Edited in the database: refused.
+    let edited = store
+        .save_destruction_plan("admin-1", &payload, PLAN_TTL_MS)
+        .await
+        .expect("saved");
+    {
+        use sqlx::Connection as _;
+        sqlx::any::install_default_drivers();
+        let mut raw = sqlx::AnyConnection::connect(&url.replace("postgresql://", "postgres://"))
+            .await
+            .expect("a raw connection");
+        sqlx::query(
+            "UPDATE streambuild_destruction_plans SET payload_json = $1 WHERE plan_id = $2",
+        )
+        .bind(r#"{"operation": "reset_target"}"#)
+        .bind(edited.plan_id.as_str())
+        .execute(&mut raw)
+        .await
+        .expect("edited");
+    }
+    assert_eq!(
+        kind(store.destruction_plan(&edited.plan_id, "admin-1").await),
+        ErrorKind::Conflict
+    );
+}
+
 async fn audit_log(store: &ControlStore) {
     let log = store.audit_log(1_000).await.expect("log");
     let operations: std::collections::BTreeSet<&str> =
@@ -424,6 +543,9 @@ async fn audit_log(store: &ControlStore) {
         "project_role.revoked",
         "session.created",
         "session.revoked",
+        "destruction_plan.created",
+        "destruction_plan.reviewed",
+        "destruction_plan.consumed",
     ] {
         assert!(
             operations.contains(expected),

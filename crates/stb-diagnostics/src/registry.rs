@@ -246,6 +246,10 @@ pub const CODES: &[(&str, &str)] = &[
         "stb unlock refuses: the lock's run still heartbeats",
     ),
     (
+        "STB-MESSAGES-001",
+        "a message console request off its document (filter, path, time, mode)",
+    ),
+    (
         "STB-PLAN-001",
         "flags that cannot be combined, a malformed --start-time or stabilisation setting",
     ),

@@ -101,6 +101,7 @@ impl AuditResult {
             })
             .to_string(),
             error_message: self.message.as_deref().filter(|_| self.status == "error"),
+            schedule: None,
         }
     }
 }
@@ -133,6 +134,34 @@ impl Placement {
                 .collect(),
         }
     }
+}
+
+/// The models `audit` reads that are not built where `place` puts them (a relation
+/// missing from `catalog`): such an audit is deferred, not failed.
+#[must_use]
+pub fn unbuilt_models<'a>(
+    catalog: &stb_warehouse::Catalog,
+    compiled: &Compiled,
+    audit: &'a Audit,
+    place: &dyn Fn(&PlanModel) -> Placement,
+) -> Vec<&'a str> {
+    audit
+        .models
+        .iter()
+        .filter(|name| {
+            compiled
+                .plan_models
+                .iter()
+                .find(|m| &m.name == *name)
+                .is_none_or(|m| {
+                    place(m)
+                        .relations
+                        .iter()
+                        .any(|r| catalog.relation(r).is_none())
+                })
+        })
+        .map(String::as_str)
+        .collect()
 }
 
 /// The audit query with each `__ref("model")` replaced by the model's placed relation.
@@ -205,23 +234,7 @@ pub fn run_placed(
             warmup_seconds: audit.warmup_seconds,
             sql: String::new(),
         };
-        let missing: Vec<&str> = audit
-            .models
-            .iter()
-            .filter(|name| {
-                compiled
-                    .plan_models
-                    .iter()
-                    .find(|m| &m.name == *name)
-                    .is_none_or(|m| {
-                        place(m)
-                            .relations
-                            .iter()
-                            .any(|r| catalog.relation(r).is_none())
-                    })
-            })
-            .map(String::as_str)
-            .collect();
+        let missing = unbuilt_models(&catalog, compiled, audit, place);
         if !missing.is_empty() {
             result.status = "deferred";
             result.message = Some(format!("not built yet: {}", missing.join(", ")));

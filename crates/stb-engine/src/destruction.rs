@@ -14,20 +14,20 @@ mod plan;
 
 use std::collections::BTreeMap;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use stb_ddl::{QualifiedName, string_literal};
 use stb_warehouse::deployments::{ObjectRow, read_all};
 use stb_warehouse::{Client, TargetLock};
 
 use crate::EngineError;
 
-pub use plan::{Request, plan};
+pub use plan::{Request, plan, readers_left_out};
 
 /// A destruction that cannot be planned or must not run.
 pub const DESTRUCTION_CODE: &str = "STB-DESTROY-001";
 
 /// What is dropped.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Operation {
     DestroyPipelines,
@@ -45,7 +45,7 @@ impl Operation {
 }
 
 /// One relation the plan drops, in order.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Doomed {
     pub name: String,
     pub engine: String,
@@ -61,7 +61,7 @@ pub struct Doomed {
 }
 
 /// A reviewed destruction: what it drops, in order, and what must be typed to run it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct DestructionPlan {
     pub operation: Operation,
     pub database: String,

@@ -47,6 +47,9 @@ pub struct Project {
     /// `[targets.X] production = true`, or a target named `prod`/`production`: a reset of
     /// it asks for `PRODUCTION` to be typed.
     pub production: bool,
+    /// `[audit_scheduler] enabled` for this target (the local file's target, the project
+    /// file's target, then the project's): `stb dev` runs audits with an `every`.
+    pub audit_scheduler_enabled: bool,
     /// `[targets.X.destruction] max_table_size_to_drop`, in bytes.
     pub max_table_size_to_drop: Option<u64>,
     pub pipelines: Vec<Pipeline>,
@@ -398,7 +401,16 @@ pub fn discover(options: &DiscoverOptions) -> Result<Project, Diagnostics> {
     let production = target_config.is_some_and(|t| t.production)
         || matches!(target.to_ascii_lowercase().as_str(), "prod" | "production");
     let max_table_size_to_drop = target_config.and_then(|t| t.max_table_size_to_drop);
+    // The local file's target, then the project file's target, then its top level.
+    let audit_scheduler_enabled = local
+        .targets
+        .get(&target)
+        .and_then(|t| t.audit_scheduler)
+        .or_else(|| target_config.and_then(|t| t.audit_scheduler))
+        .or(config.audit_scheduler)
+        .unwrap_or(false);
     Ok(Project {
+        audit_scheduler_enabled,
         production,
         max_table_size_to_drop,
         name: config.name,

@@ -36,6 +36,8 @@ pub struct LocalTarget {
     pub vars: BTreeMap<String, Node>,
     /// Unresolved `[targets.<name>.connection]`.
     pub connection: Option<Node>,
+    /// `[targets.<name>.audit_scheduler] enabled`: beats the project file's.
+    pub audit_scheduler: Option<bool>,
 }
 
 #[derive(Debug, Clone, Default)]
@@ -114,6 +116,16 @@ pub(crate) fn read(reader: &mut Reader<'_>, root: &Node) -> LocalConfig {
             .get("vars")
             .map(|v| string_keyed(reader, v, &format!("{what}.vars")))
             .unwrap_or_default();
+        let audit_scheduler = target.get("audit_scheduler").and_then(|table| {
+            crate::project_config::scheduler_table(
+                reader,
+                table,
+                &format!("{what}.audit_scheduler"),
+            )
+        });
+        if let Some(table) = target.get("sensors") {
+            crate::project_config::scheduler_table(reader, table, &format!("{what}.sensors"));
+        }
         local.targets.insert(
             key.name.clone(),
             LocalTarget {
@@ -121,6 +133,7 @@ pub(crate) fn read(reader: &mut Reader<'_>, root: &Node) -> LocalConfig {
                 database,
                 vars,
                 connection: target.get("connection").cloned(),
+                audit_scheduler,
             },
         );
     }

@@ -94,6 +94,8 @@ pub struct TargetConfig {
     pub max_table_size_to_drop: Option<u64>,
     /// Unresolved `[targets.<name>.connection]`.
     pub connection: Option<Node>,
+    /// `[targets.<name>.audit_scheduler] enabled`.
+    pub audit_scheduler: Option<bool>,
 }
 
 /// `[dependencies]`.
@@ -143,6 +145,8 @@ pub struct ProjectConfig {
     pub deployment_readiness: Option<Node>,
     /// `[defaults] run_presumed_failed_after`, in seconds, when valid.
     pub run_presumed_failed_after: Option<u64>,
+    /// `[audit_scheduler] enabled`.
+    pub audit_scheduler: Option<bool>,
     /// `[defaults.freshness]`, as written (validated above).
     pub freshness: Option<Node>,
     /// `[defaults] replay_on_change` and `bounded_replay_fallback`.
@@ -223,10 +227,11 @@ pub(crate) fn read(reader: &mut Reader<'_>, root: &Node) -> Option<ProjectConfig
         .get("dependencies")
         .map(|node| dependencies(reader, node))
         .unwrap_or_default();
-    for key in ["audit_scheduler", "sensors"] {
-        if let Some(node) = root.get(key) {
-            scheduler_table(reader, node, key);
-        }
+    let audit_scheduler = root
+        .get("audit_scheduler")
+        .and_then(|node| scheduler_table(reader, node, "audit_scheduler"));
+    if let Some(node) = root.get("sensors") {
+        scheduler_table(reader, node, "sensors");
     }
     let (default_target, default_target_position) = default_target?;
     Some(ProjectConfig {
@@ -263,6 +268,7 @@ pub(crate) fn read(reader: &mut Reader<'_>, root: &Node) -> Option<ProjectConfig
             .and_then(|node| node.as_str())
             .and_then(crate::parse_duration)
             .filter(|seconds| *seconds > 45),
+        audit_scheduler,
         freshness: defaults.and_then(|d| d.get("freshness")).cloned(),
         replay_on_change: defaults.and_then(|d| d.get("replay_on_change")).cloned(),
         bounded_replay_fallback: defaults
@@ -395,10 +401,15 @@ fn targets(reader: &mut Reader<'_>, node: &Node) -> BTreeMap<String, TargetConfi
                 &format!("[targets.{}.destruction]", key.name),
             )
         });
-        for sub in ["audit_scheduler", "sensors"] {
-            if let Some(table) = target.get(sub) {
-                scheduler_table(reader, table, &format!("targets.{}.{sub}", key.name));
-            }
+        let audit_scheduler = target.get("audit_scheduler").and_then(|table| {
+            scheduler_table(
+                reader,
+                table,
+                &format!("targets.{}.audit_scheduler", key.name),
+            )
+        });
+        if let Some(table) = target.get("sensors") {
+            scheduler_table(reader, table, &format!("targets.{}.sensors", key.name));
         }
         targets.insert(
             key.name.clone(),
@@ -410,6 +421,7 @@ fn targets(reader: &mut Reader<'_>, node: &Node) -> BTreeMap<String, TargetConfi
                 production,
                 max_table_size_to_drop,
                 connection: target.get("connection").cloned(),
+                audit_scheduler,
             },
         );
     }
@@ -481,10 +493,9 @@ pub fn parse_byte_size(text: &str) -> Option<u64> {
     }
 }
 
-fn scheduler_table(reader: &mut Reader<'_>, node: &Node, what: &str) {
-    if reader.table(node, what).is_none() {
-        return;
-    }
+/// Validates an `[audit_scheduler]` or `[sensors]` table; its `enabled`, when set.
+pub(crate) fn scheduler_table(reader: &mut Reader<'_>, node: &Node, what: &str) -> Option<bool> {
+    reader.table(node, what)?;
     if what.ends_with("audit_scheduler") {
         reader.allowed_keys(node, what, &["enabled"]);
     } else {
@@ -506,9 +517,8 @@ fn scheduler_table(reader: &mut Reader<'_>, node: &Node, what: &str) {
             policies::positive_duration(reader, age, &format!("{what}.maximum_event_age"));
         }
     }
-    if let Some(enabled) = node.get("enabled") {
-        reader.bool(enabled, &format!("{what}.enabled"));
-    }
+    node.get("enabled")
+        .and_then(|enabled| reader.bool(enabled, &format!("{what}.enabled")))
 }
 
 type DefaultsRead = (Mode, Vec<(String, Position)>, Option<Node>, Option<Node>);

@@ -33,6 +33,43 @@ impl ApiError {
     pub fn service_unavailable(detail: impl Into<String>) -> Self {
         Self::new(StatusCode::SERVICE_UNAVAILABLE, detail)
     }
+
+    /// 409 until the project has compiled once.
+    pub fn compile_failing() -> Self {
+        Self::new(
+            StatusCode::CONFLICT,
+            "The project compile is failing; fix the reported error and reload",
+        )
+    }
+
+    /// An engine error: an unknown run 404, the warehouse 502, anything else 400; the
+    /// detail keeps its code and hint.
+    #[must_use]
+    pub fn engine(error: &stb_engine::EngineError) -> Self {
+        let status = match error.code {
+            stb_engine::runs::RUN_CODE => StatusCode::NOT_FOUND,
+            code if code.starts_with("STB-WAREHOUSE") => StatusCode::BAD_GATEWAY,
+            _ => StatusCode::BAD_REQUEST,
+        };
+        Self {
+            status,
+            detail: serde_json::json!({
+                "message": error.message,
+                "code": error.code,
+                "hint": error.hint,
+            }),
+        }
+    }
+}
+
+/// A request body read as JSON only once the caller could be allowed at all (axum's `Json`
+/// extractor would read it first); 422 when it is not the expected document.
+///
+/// # Errors
+/// The body is not the expected document.
+pub fn json_body<T: serde::de::DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
+    serde_json::from_slice(bytes)
+        .map_err(|e| ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, e.to_string()))
 }
 
 impl IntoResponse for ApiError {

@@ -143,6 +143,14 @@ impl Launcher {
 }
 
 impl Builds {
+    /// The run this server's build child is, while it runs.
+    #[must_use]
+    pub fn running(&self) -> Option<String> {
+        let mut current = self.current.lock().ok()?;
+        let (id, child) = current.as_mut()?;
+        matches!(child.try_wait(), Ok(None)).then(|| id.clone())
+    }
+
     /// Stops waiting for a finished child (so it leaves no zombie).
     pub fn reap(&self) {
         if let Ok(mut current) = self.current.lock()

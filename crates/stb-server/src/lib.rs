@@ -9,11 +9,18 @@
 mod admin;
 pub mod auth;
 pub mod authz;
+mod cleanup;
 pub mod definitions;
+mod destruction;
 pub mod error;
 mod headers;
+pub mod inventory;
 pub mod launch;
+mod quality;
 mod routes;
+pub mod scheduler;
+pub mod snapshot;
+mod sources;
 pub mod throttle;
 pub mod warehouse;
 mod work;
@@ -41,7 +48,7 @@ pub struct CompileStatus {
 
 /// What the last compile gave the server: its status, and from the last *successful* one
 /// the access policy and model ownership (a failed reload keeps serving those).
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone)]
 pub struct Held {
     pub compile: CompileStatus,
     /// The project's `access.yml`, when it has one.
@@ -51,6 +58,15 @@ pub struct Held {
     pub model_pipelines: std::collections::BTreeMap<String, (String, bool)>,
     /// `GET /api/definitions`: its version key (the ETag) and body, redacted.
     pub definitions: Option<(String, serde_json::Value)>,
+    /// The last successful compile itself, which warehouse reads go through.
+    pub compilation: Option<Arc<Compilation>>,
+}
+
+/// A project and what it compiled to.
+#[derive(Debug)]
+pub struct Compilation {
+    pub project: stb_project::Project,
+    pub compiled: stb_compile::Compiled,
 }
 
 /// Compiles the project again from disk, with the server's frozen target and variables.
@@ -77,9 +93,24 @@ pub struct AppState {
     /// Runs `stb` itself for plan previews, builds and promotions.
     pub launcher: launch::Launcher,
     pub builds: launch::Builds,
+    /// `GET /api/state`'s snapshot.
+    pub snapshots: snapshot::Snapshots,
+    /// The audit scheduler's health.
+    pub scheduler: scheduler::Scheduler,
 }
 
 impl AppState {
+    /// The last successful compile, or 409 while the project has never compiled.
+    ///
+    /// # Errors
+    /// The project has never compiled.
+    pub fn compilation(&self) -> Result<Arc<Compilation>, error::ApiError> {
+        self.held()
+            .compilation
+            .clone()
+            .ok_or_else(error::ApiError::compile_failing)
+    }
+
     /// What the server holds now.
     #[must_use]
     pub fn held(&self) -> Arc<Held> {

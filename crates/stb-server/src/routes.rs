@@ -32,7 +32,12 @@ pub(crate) fn api(state: Arc<AppState>) -> Router<Arc<AppState>> {
         .route("/api/auth/me", get(me))
         .route("/api/auth/logout", post(logout))
         .route("/api/auth/capabilities", get(capabilities))
+        .route("/api/access-policy", get(access_policy))
+        .route("/api/bootstrap", get(bootstrap))
+        .route("/api/openapi.json", get(openapi))
         .route("/api/status", get(status))
+        .route("/api/state", get(warehouse_state))
+        .route("/api/warehouse/refresh", post(refresh_warehouse))
         .route("/api/reload", post(crate::work::reload))
         .route("/api/definitions", get(definitions))
         .route("/api/runs", get(runs))
@@ -42,9 +47,44 @@ pub(crate) fn api(state: Arc<AppState>) -> Router<Arc<AppState>> {
             "/api/runs/{invocation_id}/cancel",
             post(crate::work::cancel),
         )
+        .route("/api/checks/run", post(crate::quality::run_check))
+        .route("/api/checks/status", get(crate::quality::checks_status))
+        .route("/api/audits/run", post(crate::quality::run_named_audits))
+        .route("/api/audit-scheduler", get(crate::scheduler::health))
+        .route("/api/topics", get(crate::sources::topics))
+        .route(
+            "/api/sources/{name}/messages",
+            post(crate::sources::messages),
+        )
+        .route(
+            "/api/sources/{name}/messages/record",
+            post(crate::sources::record),
+        )
+        .route(
+            "/api/sources/{name}/messages/facets",
+            post(crate::sources::facets),
+        )
+        .route(
+            "/api/destruction/pipelines/inactive",
+            get(crate::destruction::inactive),
+        )
+        .route("/api/destruction/plans", post(crate::destruction::create))
+        .route(
+            "/api/destruction/plans/{plan_id}",
+            get(crate::destruction::show),
+        )
+        .route(
+            "/api/destruction/plans/{plan_id}/review",
+            post(crate::destruction::review),
+        )
+        .route(
+            "/api/destruction/plans/{plan_id}/execute",
+            post(crate::destruction::execute),
+        )
         .route("/api/plan", get(crate::work::plan))
         .route("/api/build", post(crate::work::build))
         .route("/api/deployments", get(crate::work::deployments))
+        .route("/api/deployments/cleanup", post(crate::cleanup::cleanup))
         .route(
             "/api/deployments/{deployment_id}",
             get(crate::work::deployment),
@@ -288,15 +328,48 @@ async fn capabilities(
     )))
 }
 
+/// `GET /api/access-policy`: the held compile's `access.yml`.
+async fn access_policy(State(state): Shared) -> Json<serde_json::Value> {
+    let held = state.held();
+    Json(match &held.access {
+        Some(policy) => serde_json::json!({
+            "present": true,
+            "fingerprint": policy.fingerprint,
+            "roles": policy.roles,
+        }),
+        None => serde_json::json!({"present": false, "fingerprint": null, "roles": []}),
+    })
+}
+
+/// `GET /api/bootstrap`: what a page needs first, in one answer. The state is the held
+/// snapshot only (never a warehouse read), `null` before one was taken.
+async fn bootstrap(
+    State(state): Shared,
+    Extension(principal): Extension<Principal>,
+) -> Result<Json<serde_json::Value>, ApiError> {
+    let Json(config) = auth_config(State(Arc::clone(&state))).await;
+    let Json(capabilities) =
+        capabilities(State(Arc::clone(&state)), Extension(principal.clone())).await?;
+    let Json(status) = status(State(Arc::clone(&state))).await;
+    let held = state.held();
+    Ok(Json(serde_json::json!({
+        "auth": {
+            "config": config,
+            "session": session_payload(&state, &principal),
+            "capabilities": capabilities,
+        },
+        "status": status,
+        "definitions": held.definitions.as_ref().map(|(_, body)| body),
+        "state": state.snapshots.held().await,
+    })))
+}
+
 /// The held compile's definitions; `If-None-Match` with its ETag answers 304. 409 while
 /// the project has never compiled.
 async fn definitions(State(state): Shared, headers: HeaderMap) -> Result<Response, ApiError> {
     let held = state.held();
     let Some((version, body)) = &held.definitions else {
-        return Err(ApiError::new(
-            StatusCode::CONFLICT,
-            "The project compile is failing; fix the reported error and reload",
-        ));
+        return Err(ApiError::compile_failing());
     };
     let etag = format!("\"{version}\"");
     let matches = headers
@@ -327,25 +400,30 @@ async fn status(State(state): Shared) -> Json<serde_json::Value> {
     }))
 }
 
+/// `GET /api/openapi.json`: the API's OpenAPI document, for signed-in callers only (the
+/// reference serves it to anyone).
+async fn openapi() -> Json<serde_json::Value> {
+    Json(crate::inventory::openapi())
+}
+
+/// `GET /api/state`: the held snapshot (see [`crate::snapshot`]).
+async fn warehouse_state(
+    State(state): Shared,
+) -> Result<Json<crate::snapshot::Snapshot>, ApiError> {
+    crate::snapshot::current(&state).await.map(Json)
+}
+
+/// `POST /api/warehouse/refresh`: probe the warehouse now and throw the snapshot away; the
+/// status payload. Any signed-in user: nothing in the warehouse changes.
+async fn refresh_warehouse(State(state): Shared) -> Json<serde_json::Value> {
+    state.warehouse.refresh().await;
+    state.snapshots.invalidate();
+    status(State(state)).await
+}
+
 #[derive(Deserialize)]
 struct RunsQuery {
     limit: Option<usize>,
-}
-
-fn engine_error(error: &stb_engine::EngineError) -> ApiError {
-    let status = match error.code {
-        stb_engine::runs::RUN_CODE => StatusCode::NOT_FOUND,
-        code if code.starts_with("STB-WAREHOUSE") => StatusCode::BAD_GATEWAY,
-        _ => StatusCode::BAD_REQUEST,
-    };
-    ApiError {
-        status,
-        detail: serde_json::json!({
-            "message": error.message,
-            "code": error.code,
-            "hint": error.hint,
-        }),
-    }
 }
 
 async fn runs(
@@ -358,7 +436,8 @@ async fn runs(
     let runs = state
         .warehouse
         .read(move |client| {
-            stb_engine::runs::list(client, &database, limit, windows).map_err(|e| engine_error(&e))
+            stb_engine::runs::list(client, &database, limit, windows)
+                .map_err(|e| ApiError::engine(&e))
         })
         .await?;
     Ok(Json(
@@ -376,7 +455,7 @@ async fn run(
         .warehouse
         .read(move |client| {
             stb_engine::runs::show(client, &database, &invocation_id, windows)
-                .map_err(|e| engine_error(&e))
+                .map_err(|e| ApiError::engine(&e))
         })
         .await?;
     Ok(Json(detail))

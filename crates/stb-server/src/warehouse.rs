@@ -86,6 +86,17 @@ impl Warehouse {
         status
     }
 
+    /// Probes now (`POST /api/warehouse/refresh`) and keeps what it saw; the background
+    /// worker's schedule is unchanged.
+    pub async fn refresh(&self) -> WarehouseStatus {
+        let mut status = self.probe().await;
+        status.next_attempt_at_ms = self.snapshot().next_attempt_at_ms;
+        if let Ok(mut held) = self.status.write() {
+            *held = status.clone();
+        }
+        status
+    }
+
     /// Keeps the status current until the server stops.
     pub async fn watch(self: Arc<Self>) {
         let mut delay = Duration::from_secs(1);
@@ -105,6 +116,14 @@ impl Warehouse {
             }
             tokio::time::sleep(wait).await;
         }
+    }
+
+    /// A fresh connection, for work already on a blocking thread.
+    ///
+    /// # Errors
+    /// The connection could not be opened.
+    pub fn connect_blocking(&self) -> Result<Client, String> {
+        (self.connect)()
     }
 
     /// Runs `read` with a fresh connection on a blocking thread.

@@ -22,7 +22,7 @@ use crate::error::ApiError;
 type Shared = State<Arc<AppState>>;
 
 /// Refuses a value that the child would read as a flag.
-fn value(name: &str, text: &str) -> Result<String, ApiError> {
+pub(crate) fn value(name: &str, text: &str) -> Result<String, ApiError> {
     let text = text.trim();
     if text.is_empty() || text.starts_with('-') || text.contains('\0') {
         return Err(ApiError::new(
@@ -71,7 +71,7 @@ async fn assigned_roles(state: &AppState, principal: &Principal) -> Result<Vec<S
 /// permissions (no policy, no assignment here, only stale roles), so such a request costs
 /// no plan and no warehouse read. Anything else is decided on the derived pipelines, where
 /// the refusal can name the ones missing.
-async fn precheck(
+pub(crate) async fn precheck(
     state: &AppState,
     principal: &Principal,
     permission: &str,
@@ -103,13 +103,29 @@ async fn authorize(
     permission: &str,
     pipelines: &[String],
 ) -> Result<(), ApiError> {
+    authorize_in(
+        state,
+        principal,
+        permission,
+        crate::authz::Scope::Pipelines(pipelines),
+    )
+    .await
+}
+
+/// Allows `principal` `permission` in `scope`, or the 403.
+pub(crate) async fn authorize_in(
+    state: &AppState,
+    principal: &Principal,
+    permission: &str,
+    scope: crate::authz::Scope<'_>,
+) -> Result<(), ApiError> {
     let assigned = assigned_roles(state, principal).await?;
     let decision = crate::authz::decide(
         principal.is_admin(),
         state.held().access.as_ref(),
         &assigned,
         permission,
-        crate::authz::Scope::Pipelines(pipelines),
+        scope,
     );
     if decision.allowed {
         Ok(())
@@ -146,7 +162,7 @@ fn planned_models(plan: &serde_json::Value, into: &mut std::collections::BTreeSe
 
 /// The pipelines of `models`, split into direct and virtual; a model the project does not
 /// own is an unresolved scope (403).
-fn pipelines_of(
+pub(crate) fn pipelines_of(
     state: &AppState,
     models: impl IntoIterator<Item = String>,
 ) -> Result<(Vec<String>, Vec<String>), ApiError> {
@@ -603,5 +619,6 @@ pub(crate) async fn reload(
     if let Ok(mut slot) = state.held.write() {
         *slot = Arc::new(next);
     }
+    state.snapshots.invalidate();
     Ok(Json(serde_json::json!({"compile": compile})))
 }

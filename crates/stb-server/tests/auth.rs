@@ -58,6 +58,7 @@ async fn app_with(
                 "v1".to_owned(),
                 serde_json::json!({"versionKey": "v1", "models": []}),
             )),
+            compilation: None,
         })),
         recompile: None,
         reloading: tokio::sync::Mutex::new(()),
@@ -78,6 +79,8 @@ async fn app_with(
             env: Vec::new(),
         },
         builds: stb_server::launch::Builds::default(),
+        snapshots: stb_server::snapshot::Snapshots::default(),
+        scheduler: stb_server::scheduler::Scheduler::default(),
     });
     (stb_server::router(state), store)
 }
@@ -582,59 +585,39 @@ enum Policy {
     Permission(&'static str),
 }
 
-/// Every API route and its policy: a new route belongs here. Logout comes last: it ends
-/// the session the others use.
-const ROUTES: &[(&str, &str, Policy)] = &[
-    ("GET", "/api/auth/config", Policy::Public),
-    ("POST", "/api/auth/login", Policy::Public),
-    ("GET", "/api/auth/me", Policy::SignedIn),
-    ("GET", "/api/auth/capabilities", Policy::SignedIn),
-    ("GET", "/api/status", Policy::SignedIn),
-    ("GET", "/api/definitions", Policy::SignedIn),
-    ("POST", "/api/reload", Policy::Permission("project.reload")),
-    ("GET", "/api/runs", Policy::SignedIn),
-    ("GET", "/api/runs/run-1", Policy::SignedIn),
-    ("GET", "/api/runs/run-1/events", Policy::SignedIn),
-    (
-        "POST",
-        "/api/runs/run-1/cancel",
-        Policy::Permission("build.cancel"),
-    ),
-    ("GET", "/api/plan?select=clean", Policy::SignedIn),
-    ("POST", "/api/build", Policy::Permission("build.direct.run")),
-    (
-        "POST",
-        "/api/deployments/20261202T000000Z_abcdef/promote",
-        Policy::Permission("deployment.promote"),
-    ),
-    (
-        "POST",
-        "/api/deployments/20261202T000000Z_abcdef/rollback",
-        Policy::Permission("deployment.promote"),
-    ),
-    ("GET", "/api/deployments", Policy::SignedIn),
-    (
-        "GET",
-        "/api/deployments/20261202T000000Z_abcdef",
-        Policy::SignedIn,
-    ),
-    (
-        "GET",
-        "/api/deployments/20261202T000000Z_abcdef/diff",
-        Policy::SignedIn,
-    ),
-    ("GET", "/api/admin/audit", Policy::Admin),
-    ("GET", "/api/admin/users", Policy::Admin),
-    ("POST", "/api/admin/users", Policy::Admin),
-    ("PATCH", "/api/admin/users/u-1", Policy::Admin),
-    ("POST", "/api/admin/users/u-1/password", Policy::Admin),
-    ("POST", "/api/admin/users/u-1/roles", Policy::Admin),
-    ("DELETE", "/api/admin/users/u-1/roles/admin", Policy::Admin),
-    ("GET", "/api/admin/users/u-1/project-roles", Policy::Admin),
-    ("POST", "/api/admin/users/u-1/project-roles", Policy::Admin),
-    ("DELETE", "/api/admin/project-roles/a-1", Policy::Admin),
-    ("POST", "/api/auth/logout", Policy::SignedIn),
-];
+/// Every route of the inventory with its path parameters filled in, as the matrix calls
+/// it: logout last (it ends the session the others use).
+fn matrix_routes() -> Vec<(&'static str, String, Policy)> {
+    use stb_server::inventory::{Access, ROUTES};
+    let mut routes: Vec<(&'static str, String, Policy)> = ROUTES
+        .iter()
+        .map(|route| {
+            let path = route
+                .path
+                .replace("{invocation_id}", "run-1")
+                .replace("{deployment_id}", "20261202T000000Z_abcdef")
+                .replace("{user_id}", "u-1")
+                .replace("{role}", "admin")
+                .replace("{assignment_id}", "a-1")
+                .replace("{name}", "orders")
+                .replace("{plan_id}", "p-1");
+            let path = if path == "/api/plan" {
+                "/api/plan?select=clean".to_owned()
+            } else {
+                path
+            };
+            let policy = match route.access {
+                Access::Public => Policy::Public,
+                Access::SignedIn => Policy::SignedIn,
+                Access::Admin => Policy::Admin,
+                Access::Permission(permission, _) => Policy::Permission(permission),
+            };
+            (route.method, path, policy)
+        })
+        .collect();
+    routes.sort_by_key(|(_, path, _)| path == "/api/auth/logout");
+    routes
+}
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Persona {
@@ -655,11 +638,7 @@ async fn status_for(
     tokens: &std::collections::BTreeMap<&'static str, (String, String)>,
 ) -> StatusCode {
     let mut builder = Request::builder()
-        .method(if method == "POST" {
-            Method::POST
-        } else {
-            Method::GET
-        })
+        .method(Method::from_bytes(method.as_bytes()).expect("a method"))
         .uri(path);
     let user = match persona {
         Persona::Anonymous => None,
@@ -724,6 +703,14 @@ async fn every_route_answers_each_persona_as_its_policy_says() {
                 permissions: PERMISSIONS
                     .iter()
                     .filter(|(_, _, project, _)| *project)
+                    .map(|(p, ..)| (*p).to_owned())
+                    .collect(),
+            },
+            Grant {
+                scope: GrantScope::Target,
+                permissions: PERMISSIONS
+                    .iter()
+                    .filter(|(_, _, _, target)| *target)
                     .map(|(p, ..)| (*p).to_owned())
                     .collect(),
             },
@@ -793,7 +780,7 @@ async fn every_route_answers_each_persona_as_its_policy_says() {
                 // alice and bob are password accounts: the proxy may never sign them in.
                 continue;
             }
-            for (method, path, policy) in ROUTES {
+            for (method, path, policy) in &matrix_routes() {
                 let status = status_for(&app, mode, persona, method, path, &tokens).await;
 
                 let effective = if mode == AuthMode::Disabled {

@@ -235,6 +235,9 @@ pub struct NodeResult<'a> {
     pub definition: &'a str,
     pub payload_json: String,
     pub error_message: Option<&'a str>,
+    /// A scheduled run's slot: when it was due (ms since the epoch, UTC) and its cadence
+    /// in seconds.
+    pub schedule: Option<(u128, u64)>,
 }
 
 /// Appends test and audit results of `invocation_id`; `trigger` is `build` or `manual`.
@@ -258,7 +261,7 @@ pub fn write_node_results(
         .map(|r| {
             let definition = sql_hash(r.definition);
             format!(
-                "({}, {}, {}, {}, {}, {}, {}, {}, {}, NULL, NULL, {}, {}, {}, {}, now64(3, 'UTC'), {}, {})",
+                "({}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, now64(3, 'UTC'), {}, {})",
                 literal(&uuid::Uuid::new_v4().to_string()),
                 literal(invocation_id),
                 literal(r.kind),
@@ -268,6 +271,12 @@ pub fn write_node_results(
                 literal(&sql_hash(&format!("{definition}:{invocation_id}"))),
                 literal(target),
                 literal(trigger),
+                r.schedule.map_or_else(
+                    || "NULL".to_owned(),
+                    |(at, _)| format!("fromUnixTimestamp64Milli({at}, 'UTC')")
+                ),
+                r.schedule
+                    .map_or_else(|| "NULL".to_owned(), |(_, every)| every.to_string()),
                 r.warmup_seconds,
                 literal(r.status),
                 optional(r.severity),

@@ -176,12 +176,13 @@ fn challenges(pipelines: &[String], request: &Request<'_>, database: &str) -> Ve
     typed
 }
 
-/// A pipeline that is not selected but reads a model of one that is would be left reading
-/// nothing: it must be selected too.
-fn refuse_readers_left_out(
-    compiled: &Compiled,
+/// The pipelines left out of `selected` that read a model of a selected one, each with
+/// what it reads: destroying the selection would leave them reading nothing.
+#[must_use]
+pub fn readers_left_out<'a>(
+    compiled: &'a Compiled,
     selected: &BTreeSet<&str>,
-) -> Result<(), EngineError> {
+) -> BTreeMap<&'a str, BTreeSet<&'a str>> {
     let pipeline_of: BTreeMap<&str, &str> = compiled
         .plan_models
         .iter()
@@ -204,6 +205,15 @@ fn refuse_readers_left_out(
             }
         }
     }
+    blocked
+}
+
+/// Such readers must be selected too.
+fn refuse_readers_left_out(
+    compiled: &Compiled,
+    selected: &BTreeSet<&str>,
+) -> Result<(), EngineError> {
+    let blocked = readers_left_out(compiled, selected);
     if blocked.is_empty() {
         return Ok(());
     }

@@ -78,3 +78,31 @@ fn a_missing_environment_variable_fails_only_when_connecting() {
         Some("streambuild_project.toml:11:12")
     );
 }
+
+#[test]
+fn the_audit_scheduler_is_enabled_by_the_nearest_setting() {
+    let discover = |project: &str, local: Option<&str>| {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mut files = vec![("streambuild_project.toml", project)];
+        if let Some(local) = local {
+            files.push(("streambuild_local.toml", local));
+        }
+        write(dir.path(), &files);
+        discover_in(dir.path(), None)
+            .unwrap_or_else(|d| panic!("{d:#?}"))
+            .audit_scheduler_enabled
+    };
+    let base = "name = \"shop\"\ndefault_target = \"dev\"\n[targets.dev]\ndatabase = \"d\"\n";
+    assert!(!discover(base, None), "off by default");
+    let on = format!("{base}[audit_scheduler]\nenabled = true\n");
+    assert!(discover(&on, None));
+    let target_off = format!("{on}[targets.dev.audit_scheduler]\nenabled = false\n");
+    assert!(!discover(&target_off, None), "the target beats the project");
+    assert!(
+        discover(
+            &target_off,
+            Some("[targets.dev.audit_scheduler]\nenabled = true\n")
+        ),
+        "the local target beats both"
+    );
+}

@@ -148,6 +148,26 @@ fn stop(mut child: std::process::Child, lines: Lines) {
     assert!(rest.iter().any(|l| l == "dev server stopped"), "{rest:?}");
 }
 
+/// Starts a full-refresh build of `pl__v` as `session` and waits for it to succeed; its
+/// run's detail.
+fn rebuild_and_wait(api: &str, session: Option<(&str, &str)>) -> Value {
+    let (status, started, _) = call(
+        api,
+        "POST",
+        "/build",
+        session,
+        Some(r#"{"select": ["pipeline:pl__v"], "fullRefresh": true}"#),
+    );
+    assert_eq!(status, 202, "{started}");
+    let run = started["invocationId"].as_str().expect("id").to_owned();
+    let finished = wait_for(Duration::from_secs(60), || {
+        call(api, "GET", &format!("/runs/{run}"), session, None).1["run"]["status"] == "succeeded"
+    });
+    let (_, detail, _) = call(api, "GET", &format!("/runs/{run}"), session, None);
+    assert!(finished, "the build succeeds: {detail}");
+    detail
+}
+
 #[test]
 fn unsafe_settings_are_refused_before_anything_starts() {
     let db = TestDatabase::create("dev_refused");
@@ -332,19 +352,7 @@ fn plan_build_live_events_and_promote_through_the_api() {
     ));
     assert!(bound.contains(&deployment), "{bound}");
     // A second deployment (a full refresh), promoted, then rolled back to the first.
-    let (status, second, _) = send(
-        "POST",
-        "/build",
-        me,
-        Some(r#"{"select": ["pipeline:pl__v"], "fullRefresh": true}"#),
-    );
-    assert_eq!(status, 202, "{second}");
-    let second_run = second["invocationId"].as_str().expect("id").to_owned();
-    let finished = wait_for(Duration::from_secs(60), || {
-        send("GET", &format!("/runs/{second_run}"), me, None).1["run"]["status"] == "succeeded"
-    });
-    assert!(finished, "the second build succeeds");
-    let (_, second_detail, _) = send("GET", &format!("/runs/{second_run}"), me, None);
+    let second_detail = rebuild_and_wait(&api, me);
     let newer = second_detail["run"]["deployment_id"]
         .as_str()
         .expect("staged")
@@ -373,6 +381,91 @@ fn plan_build_live_events_and_promote_through_the_api() {
         db.name
     ));
     assert!(bound.contains(&deployment), "rolled back: {bound}");
+
+    // The warehouse's view: taken once, then held (a viewer reads the same snapshot) until
+    // a refresh throws it away.
+    let (status, state, _) = send("GET", "/state", vic, None);
+    assert_eq!(status, 200, "{state}");
+    let clean = state["models"]
+        .as_array()
+        .and_then(|models| models.iter().find(|m| m["name"] == "clean"))
+        .unwrap_or_else(|| panic!("clean in {state}"));
+    assert_eq!(clean["built"], true, "{state}");
+    assert!(
+        clean["relation"]
+            .as_str()
+            .is_some_and(|r| r.contains(&deployment)),
+        "read through the active copy: {state}"
+    );
+    assert!(
+        state["warehouse_health"]["footprint"]["rows"]
+            .as_u64()
+            .is_some_and(|rows| rows >= 10),
+        "{state}"
+    );
+    assert!(
+        state["warehouse_health"]["disks"]
+            .as_array()
+            .is_some_and(|d| !d.is_empty())
+    );
+    assert_eq!(state["stale"], false);
+    let taken = state["taken_at_ms"].clone();
+    assert_eq!(
+        send("GET", "/state", me, None).1["taken_at_ms"],
+        taken,
+        "held"
+    );
+    let (status, refreshed, _) = send("POST", "/warehouse/refresh", vic, None);
+    assert_eq!(status, 200, "{refreshed}");
+    assert_eq!(refreshed["warehouse"]["connected"], true);
+    assert_ne!(
+        send("GET", "/state", me, None).1["taken_at_ms"],
+        taken,
+        "renewed"
+    );
+
+    // Cleanup: a third deployment is staged, so the second (superseded) is neither active
+    // nor the newest; the janitor's preview lists it, and only a confirmation naming
+    // exactly what the preview listed drops it.
+    rebuild_and_wait(&api, me);
+    let limits = r#""retentionDays": 0, "minimumRollbackDeployments": 0, "minimumAgeMinutes": 0"#;
+    let preview_body = format!("{{{limits}}}");
+    let (status, preview, _) = send("POST", "/deployments/cleanup", me, Some(&preview_body));
+    assert_eq!(status, 200, "{preview}");
+    assert_eq!(preview["applied"], false, "{preview}");
+    let deletable: Vec<&str> = preview["candidates"]
+        .as_array()
+        .expect("candidates")
+        .iter()
+        .filter(|c| c["delete"] == true)
+        .filter_map(|c| c["deployment_id"].as_str())
+        .collect();
+    assert_eq!(deletable, [newer.as_str()], "{preview}");
+    let (status, _, _) = send("POST", "/deployments/cleanup", vic, Some(&preview_body));
+    assert_eq!(status, 403, "a viewer may not clean up");
+    let unconfirmed = format!(r#"{{{limits}, "apply": true}}"#);
+    let (status, _, _) = send("POST", "/deployments/cleanup", me, Some(&unconfirmed));
+    assert_eq!(status, 400, "apply without a confirmation");
+    let wrong = format!(r#"{{{limits}, "apply": true, "confirmDeployments": ["{deployment}"]}}"#);
+    let (status, conflict, _) = send("POST", "/deployments/cleanup", me, Some(&wrong));
+    assert_eq!(status, 409, "{conflict}");
+    let tables = |db: &str| {
+        stb_test_support::execute(&format!(
+            "SELECT name FROM system.tables WHERE database = '{db}' FORMAT TSV"
+        ))
+    };
+    assert!(tables(&db.name).contains(&newer), "nothing dropped yet");
+    let confirmed = format!(r#"{{{limits}, "apply": true, "confirmDeployments": ["{newer}"]}}"#);
+    let (status, cleaned, _) = send("POST", "/deployments/cleanup", me, Some(&confirmed));
+    assert_eq!(status, 200, "{cleaned}");
+    assert_eq!(cleaned["applied"], true, "{cleaned}");
+    let left = tables(&db.name);
+    assert!(!left.contains(&newer), "{left}");
+    assert!(
+        left.contains(&deployment),
+        "the active deployment stays: {left}"
+    );
+
     // Without the CSRF token the same request is refused.
     let (status, _, _) = {
         let response = http
@@ -565,5 +658,463 @@ fn definitions_never_show_broker_credentials_or_secret_settings() {
     assert_eq!(kafka["settings"]["kafka_sasl_password"], "<redacted>");
     assert_eq!(kafka["settings"]["kafka_poll_timeout_ms"], "200");
     assert_eq!(definitions["models"][0]["pipeline"], "pl__orders");
+    stop(child, lines);
+}
+
+#[test]
+fn audits_run_on_their_schedule_and_on_demand_through_the_api() {
+    let db = TestDatabase::create("devq");
+    events_table(&db.name);
+    insert(&db.name, 0, 10);
+    let dir = project(&db.name);
+    let config = dir.path().join("streambuild_project.toml");
+    let mut text = std::fs::read_to_string(&config).expect("project file");
+    text.push_str("[audit_scheduler]\nenabled = true\n");
+    std::fs::write(&config, text).expect("project file");
+    std::fs::create_dir_all(dir.path().join("audits")).expect("audits/");
+    std::fs::write(
+        dir.path().join("audits/amounts.sql"),
+        "AUDIT (name big_amounts, severity warning, every \"1h\");\nSELECT * FROM __ref(\"clean\") WHERE amount > 20;\n\
+         AUDIT (name no_negative, every \"1h\");\nSELECT * FROM __ref(\"clean\") WHERE toInt64(amount) < 0;\n\
+         AUDIT (name on_demand);\nSELECT * FROM __ref(\"clean\") WHERE amount > 100;\n",
+    )
+    .expect("audits");
+    let deployment = crate::deployments::build(dir.path(), &[]);
+    crate::deployments::ok_json(
+        dir.path(),
+        &["deployment", "promote", &deployment, "--json"],
+    );
+    create_users(dir.path(), &[("ana", "admin"), ("vic", "viewer")]);
+
+    let (child, api, lines) = start(dir.path());
+    let (cookie, csrf) = sign_in(&api, "ana");
+    let me = Some((cookie.as_str(), csrf.as_str()));
+    let (vic_cookie, vic_csrf) = sign_in(&api, "vic");
+    let vic = Some((vic_cookie.as_str(), vic_csrf.as_str()));
+    let send = |method: &str, path: &str, session: Option<(&str, &str)>, body: Option<&str>| {
+        call(&api, method, path, session, body)
+    };
+
+    // The scheduler runs both audits with an `every` once, for the slot that holds now,
+    // then waits for the next slot.
+    let ran = wait_for(Duration::from_secs(60), || {
+        let (_, scheduler, _) = send("GET", "/audit-scheduler", vic, None);
+        scheduler["health"]["audits"]
+            .as_array()
+            .is_some_and(|audits| {
+                audits.len() == 2
+                    && audits
+                        .iter()
+                        .all(|a| a["state"] == "idle" && !a["last_status"].is_null())
+            })
+    });
+    let (_, scheduler, _) = send("GET", "/audit-scheduler", vic, None);
+    assert!(ran, "{scheduler}");
+    assert_eq!(scheduler["enabled"], true);
+    assert_eq!(scheduler["dueCount"], 0);
+    let audits = scheduler["health"]["audits"].as_array().expect("audits");
+    let status_of = |name: &str| {
+        audits
+            .iter()
+            .find(|a| a["name"] == name)
+            .map(|a| a["last_status"].clone())
+    };
+    assert_eq!(
+        status_of("big_amounts"),
+        Some("warning".into()),
+        "{scheduler}"
+    );
+    assert_eq!(
+        status_of("no_negative"),
+        Some("passed".into()),
+        "{scheduler}"
+    );
+    assert!(
+        scheduler["health"]["recent_failures"]
+            .as_array()
+            .is_some_and(|f| f.iter().any(|f| f["name"] == "big_amounts")),
+        "{scheduler}"
+    );
+    assert!(!scheduler["health"]["last_successful_tick_at_ms"].is_null());
+
+    // Latest status per check: the scheduled results, and one never run.
+    let (status, checks, _) = send("GET", "/checks/status", vic, None);
+    assert_eq!(status, 200, "{checks}");
+    let check = |name: &str| {
+        checks["checks"]
+            .as_array()
+            .and_then(|all| all.iter().find(|c| c["name"] == name).cloned())
+            .unwrap_or_else(|| panic!("{name} in {checks}"))
+    };
+    assert_eq!(check("big_amounts")["trigger"], "scheduled");
+    assert_eq!(check("big_amounts")["status"], "warning");
+    assert!(
+        check("big_amounts")["failure_count"]
+            .as_u64()
+            .is_some_and(|n| n > 0)
+    );
+    assert_eq!(check("on_demand")["status"], "never_run");
+
+    // On demand: authorised on the audit's pipeline, recorded with the dev server trigger.
+    let one = Some(r#"{"kind": "audit", "name": "on_demand"}"#);
+    assert_eq!(send("POST", "/checks/run", vic, one).0, 403);
+    let (status, result, _) = send("POST", "/checks/run", me, one);
+    assert_eq!(status, 200, "{result}");
+    assert_eq!(result["results"][0]["status"], "passed", "{result}");
+    assert!(result["invocationId"].is_string());
+    let (_, checks, _) = send("GET", "/checks/status", vic, None);
+    let on_demand = checks["checks"]
+        .as_array()
+        .and_then(|all| all.iter().find(|c| c["name"] == "on_demand").cloned())
+        .expect("on_demand");
+    assert_eq!(on_demand["trigger"], "dev_server", "{checks}");
+    assert_eq!(on_demand["status"], "passed");
+    let (status, named, _) = send(
+        "POST",
+        "/audits/run",
+        me,
+        Some(r#"{"names": ["big_amounts", "no_negative"]}"#),
+    );
+    assert_eq!(status, 200, "{named}");
+    assert_eq!(named["results"].as_array().map(Vec::len), Some(2));
+    assert_eq!(
+        send("POST", "/audits/run", me, Some(r#"{"names": []}"#)).0,
+        422
+    );
+    assert_eq!(
+        send("POST", "/audits/run", me, Some(r#"{"names": ["nope"]}"#)).0,
+        400
+    );
+    assert_eq!(
+        send(
+            "POST",
+            "/checks/run",
+            me,
+            Some(r#"{"kind": "model", "name": "x"}"#)
+        )
+        .0,
+        422
+    );
+
+    stop(child, lines);
+}
+
+#[test]
+fn the_message_console_browses_landed_messages_and_topics_hide_credentials() {
+    use stb_test_support::kafka::{Record, create_topic, produce, run_base_ms};
+    use stb_test_support::{stack, unique_name};
+    let db = TestDatabase::create("devmsg");
+    let topic = unique_name("console");
+    create_topic(&stack().kafka_brokers, &topic, 3);
+    let records: Vec<Record> = (0..30u64)
+        .map(|id| Record {
+            partition: i32::try_from(id % 3).expect("partition"),
+            key: id.to_string(),
+            value: format!(
+                r#"{{"id": {id}, "status": "{}"}}"#,
+                if id % 3 == 0 { "paid" } else { "open" }
+            ),
+            headers: if id == 5 {
+                vec![("trace".to_owned(), "abc-5".to_owned())]
+            } else {
+                Vec::new()
+            },
+            timestamp_ms: run_base_ms() + i64::try_from(id).expect("id"),
+        })
+        .collect();
+    produce(&stack().kafka_brokers, &topic, &records);
+    let files = [
+        (
+            "streambuild_project.toml".to_owned(),
+            format!("name = \"shop\"\ndefault_target = \"dev\"\n[targets.dev]\ndatabase = \"{}\"\n", db.name),
+        ),
+        (
+            "sources/orders.yml".to_owned(),
+            format!(
+                "sources:\n  - name: orders\n    kind: kafka\n    broker_list: \"{}\"\n    topic: {topic}\n    replay_boundary: {{mode: offsets}}\n    settings:\n      kafka_poll_timeout_ms: \"200\"\n  - name: elsewhere\n    kind: kafka\n    broker_list: \"ops:hunter2secret@127.0.0.1:1\"\n    topic: audit_trail\n    replay_boundary: {{mode: offsets}}\n",
+                stack().kafka_brokers
+            ),
+        ),
+        (
+            "pipelines/pl__shop/order_lines.sql".to_owned(),
+            "MODEL (order_by [\"_replay_partition\", \"_replay_offset\"]);\nSELECT _replay_partition::Int32 AS _replay_partition, _replay_offset::Int64 AS _replay_offset, JSONExtractUInt(kafka_value, 'id')::UInt64 AS id\nFROM __source(\"orders\")\n".to_owned(),
+        ),
+    ];
+    let dir = stb_test_support::project_dir(&files);
+    let built = stb_test_support::stb_on_project(
+        dir.path(),
+        &[
+            "build",
+            "--auto-approve",
+            "--json",
+            "--select",
+            "pipeline:pl__shop",
+        ],
+        "",
+    );
+    assert!(
+        built.status.success(),
+        "{}",
+        String::from_utf8_lossy(&built.stderr)
+    );
+    let landed = wait_for(Duration::from_secs(60), || {
+        stb_test_support::execute(&format!(
+            "SELECT count() FROM {}.raw__orders FORMAT TSV",
+            db.name
+        ))
+        .trim()
+            == "30"
+    });
+    assert!(landed, "30 messages land");
+    create_users(dir.path(), &[("ana", "admin"), ("vic", "viewer")]);
+    let (child, api, lines) = start(dir.path());
+    let (cookie, csrf) = sign_in(&api, "ana");
+    let me = Some((cookie.as_str(), csrf.as_str()));
+    let (vic_cookie, vic_csrf) = sign_in(&api, "vic");
+    let vic = Some((vic_cookie.as_str(), vic_csrf.as_str()));
+    let list = |body: &str| call(&api, "POST", "/sources/orders/messages", me, Some(body));
+    let keys = |page: &Value| -> Vec<String> {
+        page["rows"]
+            .as_array()
+            .expect("rows")
+            .iter()
+            .map(|r| r["key"].as_str().expect("key").to_owned())
+            .collect()
+    };
+
+    // Reading messages is a permission of its own.
+    assert_eq!(
+        call(&api, "POST", "/sources/orders/messages", vic, Some("{}")).0,
+        403
+    );
+    let (status, all, _) = list("{}");
+    assert_eq!(status, 200, "{all}");
+    assert_eq!(keys(&all).len(), 30, "{all}");
+    assert!(all["nextCursor"].is_null(), "not a full page");
+    assert!(
+        all["windowSeconds"].is_null(),
+        "widened until it looked everywhere"
+    );
+    // Pages by keyset: two pages of ten, no message twice.
+    let (_, first, _) = list(r#"{"limit": 10}"#);
+    let cursor = first["nextCursor"].clone();
+    assert!(cursor.is_object(), "{first}");
+    let (status, second, _) = list(&format!(r#"{{"limit": 10, "cursor": {cursor}}}"#));
+    assert_eq!(status, 200, "{second}");
+    let mut both = keys(&first);
+    both.extend(keys(&second));
+    both.sort();
+    both.dedup();
+    assert_eq!(both.len(), 20);
+    // Filters from the list, each compiled server-side.
+    let (_, paid, _) = list(
+        r#"{"predicates": [{"field": "json", "op": "eq", "path": "status", "value": "paid"}], "previewPaths": ["id"]}"#,
+    );
+    assert_eq!(keys(&paid).len(), 10, "{paid}");
+    assert!(paid["rows"].as_array().expect("rows").iter().all(|r| {
+        r["previewValues"][0]
+            .as_str()
+            .and_then(|v| v.parse::<u64>().ok())
+            .is_some_and(|id| id % 3 == 0)
+    }));
+    let (_, by_key, _) = list(r#"{"predicates": [{"field": "key", "op": "eq", "value": "7"}]}"#);
+    assert_eq!(keys(&by_key), ["7"]);
+    let (_, traced, _) =
+        list(r#"{"predicates": [{"field": "header", "op": "eq", "value": "trace"}]}"#);
+    assert_eq!(keys(&traced), ["5"]);
+    assert_eq!(
+        traced["rows"][0]["headers"],
+        serde_json::json!([["trace", "abc-5"]])
+    );
+    let (_, one_partition, _) =
+        list(r#"{"predicates": [{"field": "partition", "op": "in", "values": [1]}]}"#);
+    assert_eq!(keys(&one_partition).len(), 10);
+    let (status, refused, _) =
+        list(r#"{"predicates": [{"field": "json", "op": "eq", "path": "a'b", "value": "x"}]}"#);
+    assert_eq!(status, 400, "{refused}");
+    assert_eq!(
+        list(r#"{"mode": {"kind": "offsetRange", "fromOffset": 0}}"#).0,
+        400
+    );
+    assert_eq!(list(r#"{"orderBy": "1; DROP TABLE x"}"#).0, 422);
+
+    // One whole record, and the commonest values at a path.
+    let row = &all["rows"][0];
+    let (status, record, _) = call(
+        &api,
+        "POST",
+        "/sources/orders/messages/record",
+        me,
+        Some(&format!(
+            r#"{{"partition": {}, "offset": {}}}"#,
+            row["partition"], row["offset"]
+        )),
+    );
+    assert_eq!(status, 200, "{record}");
+    assert_eq!(record["topic"], topic.as_str());
+    assert!(
+        record["value"]
+            .as_str()
+            .is_some_and(|v| v.contains("\"status\""))
+    );
+    let (status, _, _) = call(
+        &api,
+        "POST",
+        "/sources/orders/messages/record",
+        me,
+        Some(r#"{"partition": 0, "offset": 99999}"#),
+    );
+    assert_eq!(status, 404);
+    let (status, facets, _) = call(
+        &api,
+        "POST",
+        "/sources/orders/messages/facets",
+        me,
+        Some(r#"{"path": "status"}"#),
+    );
+    assert_eq!(status, 200, "{facets}");
+    assert_eq!(
+        facets["values"],
+        serde_json::json!([["\"open\"", 20], ["\"paid\"", 10]])
+    );
+    assert_eq!(facets["totalCount"], 30);
+    assert_eq!(facets["nullCount"], 0);
+    assert_eq!(
+        call(&api, "POST", "/sources/nope/messages", me, Some("{}")).0,
+        404
+    );
+
+    // Topics: the broker's, with the sources reading them; credentials never shown.
+    let (status, topics, _) = call(&api, "GET", "/topics", vic, None);
+    assert_eq!(status, 200, "{topics}");
+    assert!(!topics.to_string().contains("hunter2"), "{topics}");
+    let listed = topics["topics"].as_array().expect("topics");
+    let ours = listed
+        .iter()
+        .find(|t| t["name"] == topic.as_str())
+        .expect("our topic");
+    assert_eq!(ours["partitions"], 3);
+    assert_eq!(ours["sources"][0]["name"], "orders");
+    assert_eq!(ours["sources"][0]["retainedRows"], 30);
+    assert_eq!(ours["sources"][0]["lagMessages"], 0, "{ours}");
+    let elsewhere = listed
+        .iter()
+        .find(|t| t["name"] == "audit_trail")
+        .expect("listed while down");
+    assert_eq!(elsewhere["brokerList"], "<redacted>");
+    assert!(elsewhere["partitions"].is_null());
+    assert_eq!(topics["available"], false);
+
+    stop(child, lines);
+}
+
+#[test]
+fn a_pipeline_is_destroyed_through_a_reviewed_plan_bound_to_its_admin() {
+    let db = TestDatabase::create("devdestroy");
+    events_table(&db.name);
+    insert(&db.name, 0, 10);
+    let dir = crate::deployments::mixed_project(&db.name, None);
+    let built = crate::deployments::ok_json(dir.path(), &["build", "--auto-approve", "--json"]);
+    let staged = built["virtual"]["deployment_id"].as_str().expect("staged");
+    crate::deployments::promote(dir.path(), staged);
+    let tables = || {
+        stb_test_support::execute(&format!(
+            "SELECT name FROM system.tables WHERE database = '{}' FORMAT TSV",
+            db.name
+        ))
+    };
+    assert!(tables().contains("tbl__plain"));
+    create_users(
+        dir.path(),
+        &[("ana", "admin"), ("bea", "admin"), ("vic", "viewer")],
+    );
+    let (child, api, lines) = start(dir.path());
+    let session = |user: &str| sign_in(&api, user);
+    let (ana_cookie, ana_csrf) = session("ana");
+    let ana = Some((ana_cookie.as_str(), ana_csrf.as_str()));
+    let (bea_cookie, bea_csrf) = session("bea");
+    let bea = Some((bea_cookie.as_str(), bea_csrf.as_str()));
+    let (vic_cookie, vic_csrf) = session("vic");
+    let vic = Some((vic_cookie.as_str(), vic_csrf.as_str()));
+    let send = |method: &str, path: &str, who: Option<(&str, &str)>, body: Option<&str>| {
+        call(&api, method, path, who, body)
+    };
+    let destroy_d = Some(r#"{"operation": "destroy_pipelines", "pipelineNames": ["pl__d"]}"#);
+
+    let (status, refused, _) = send("POST", "/destruction/plans", vic, destroy_d);
+    assert_eq!(status, 403, "{refused}");
+    assert_eq!(refused["detail"]["reason"], "system_admin_required");
+    let (status, plan, _) = send("POST", "/destruction/plans", ana, destroy_d);
+    assert_eq!(status, 200, "{plan}");
+    assert_eq!(plan["challengeValues"], serde_json::json!(["pl__d"]));
+    assert_eq!(plan["affectedPipelines"], serde_json::json!(["pl__d"]));
+    assert!(
+        plan["resources"].as_array().is_some_and(|r| r
+            .iter()
+            .any(|d| d["name"] == "tbl__plain" && d["rows"] == 30)),
+        "{plan}"
+    );
+    let id = plan["planId"].as_str().expect("id").to_owned();
+    let path = |tail: &str| format!("/destruction/plans/{id}{tail}");
+    // Bound to its admin: another admin does not see it.
+    assert_eq!(send("GET", &path(""), bea, None).0, 404);
+    assert_eq!(send("GET", &path(""), ana, None).0, 200);
+    let typed = |responses: &str| format!(r#"{{"responses": {responses}}}"#);
+    assert_eq!(
+        send("POST", &path("/execute"), ana, Some(&typed(r#"["pl__d"]"#))).0,
+        409,
+        "not reviewed yet"
+    );
+    assert_eq!(send("POST", &path("/review"), bea, None).0, 404);
+    let (status, reviewed, _) = send("POST", &path("/review"), ana, None);
+    assert_eq!(status, 200, "{reviewed}");
+    assert!(reviewed["reviewedAtMs"].is_number());
+    for wrong in [r#"["PL__D"]"#, r#"["pl__d "]"#, "[]"] {
+        assert_eq!(
+            send("POST", &path("/execute"), ana, Some(&typed(wrong))).0,
+            400,
+            "{wrong}"
+        );
+    }
+    assert!(tables().contains("tbl__plain"), "nothing dropped yet");
+    let (status, started, _) = send("POST", &path("/execute"), ana, Some(&typed(r#"["pl__d"]"#)));
+    assert_eq!(status, 202, "{started}");
+    let run = started["invocationId"].as_str().expect("run").to_owned();
+    let finished = wait_for(Duration::from_secs(60), || {
+        send("GET", &format!("/runs/{run}"), ana, None).1["run"]["status"] == "succeeded"
+    });
+    let (_, detail, _) = send("GET", &format!("/runs/{run}"), ana, None);
+    assert!(finished, "{detail}");
+    assert_eq!(detail["run"]["mode"], "destructive", "{detail}");
+    let left = tables();
+    assert!(!left.contains("tbl__plain"), "{left}");
+    assert!(
+        left.contains("tbl__clean"),
+        "the other pipeline stays: {left}"
+    );
+    // Single use.
+    assert_eq!(
+        send("POST", &path("/execute"), ana, Some(&typed(r#"["pl__d"]"#))).0,
+        404
+    );
+
+    // A plan whose target changes before its review is refused, nothing dropped.
+    let destroy_v = Some(r#"{"operation": "destroy_pipelines", "pipelineNames": ["pl__v"]}"#);
+    let (status, plan, _) = send("POST", "/destruction/plans", ana, destroy_v);
+    assert_eq!(status, 200, "{plan}");
+    let id = plan["planId"].as_str().expect("id").to_owned();
+    stb_test_support::execute(&format!(
+        "CREATE VIEW {0}.by_hand AS SELECT count() FROM {0}.tbl__clean",
+        db.name
+    ));
+    let (status, drift, _) = send(
+        "POST",
+        &format!("/destruction/plans/{id}/review"),
+        ana,
+        None,
+    );
+    assert_eq!(status, 409, "{drift}");
+    assert!(tables().contains("tbl__clean"));
+
     stop(child, lines);
 }

@@ -1,0 +1,192 @@
+//! The warehouse's health as the dev server's state snapshot shows it: disks, memory,
+//! what is running, the Kafka consumers of the target and the project's footprint. Each
+//! part is read on its own; one that cannot be read (an older server without
+//! `system.kafka_consumers`, a permission) is reported as an error beside the others, so
+//! health never fails as a whole.
+
+use serde::Serialize;
+use stb_warehouse::{Client, Rows, WarehouseError};
+
+/// One disk of the server.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Disk {
+    pub name: String,
+    pub path: String,
+    pub free_bytes: u64,
+    pub total_bytes: u64,
+}
+
+/// Resident memory against the machine's.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct Memory {
+    pub resident_bytes: Option<u64>,
+    pub total_bytes: Option<u64>,
+}
+
+/// What the server is doing now.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct Activity {
+    pub running_queries: u64,
+    pub running_merges: u64,
+}
+
+/// The Kafka consumers of one table of the target.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct KafkaConsumers {
+    pub table: String,
+    pub consumers: u64,
+    pub messages_read: u64,
+    pub last_poll_time: Option<String>,
+    /// The newest exception any of its consumers recorded.
+    pub last_exception: Option<String>,
+}
+
+/// The target's active parts, summed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct Footprint {
+    pub tables: u64,
+    pub parts: u64,
+    pub rows: u64,
+    pub bytes_on_disk: u64,
+}
+
+/// A part of health that could not be read.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Unreadable {
+    pub part: &'static str,
+    pub message: String,
+}
+
+/// Everything read; a part that could not be read is `None` and named in `errors`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Health {
+    pub disks: Option<Vec<Disk>>,
+    pub memory: Option<Memory>,
+    pub activity: Option<Activity>,
+    pub kafka_consumers: Option<Vec<KafkaConsumers>>,
+    pub footprint: Option<Footprint>,
+    pub errors: Vec<Unreadable>,
+}
+
+fn number(rows: &Rows, row: usize, column: &str) -> u64 {
+    rows.text(row, column)
+        .and_then(|t| t.parse::<f64>().ok())
+        .map_or(0, |v| {
+            if v.is_finite() && v > 0.0 {
+                v as u64
+            } else {
+                0
+            }
+        })
+}
+
+fn text(rows: &Rows, row: usize, column: &str) -> Option<String> {
+    rows.text(row, column).filter(|t| !t.is_empty())
+}
+
+fn disks(client: &Client) -> Result<Vec<Disk>, WarehouseError> {
+    let rows = client.query(
+        "SELECT name, path, toString(free_space) AS free, toString(total_space) AS total \
+         FROM system.disks ORDER BY name",
+    )?;
+    Ok((0..rows.data.len())
+        .map(|r| Disk {
+            name: text(&rows, r, "name").unwrap_or_default(),
+            path: text(&rows, r, "path").unwrap_or_default(),
+            free_bytes: number(&rows, r, "free"),
+            total_bytes: number(&rows, r, "total"),
+        })
+        .collect())
+}
+
+fn memory(client: &Client) -> Result<Memory, WarehouseError> {
+    let rows = client.query(
+        "SELECT metric, toString(value) AS value FROM system.asynchronous_metrics \
+         WHERE metric IN ('MemoryResident', 'OSMemoryTotal')",
+    )?;
+    let find = |metric: &str| {
+        (0..rows.data.len())
+            .find(|r| rows.text(*r, "metric").as_deref() == Some(metric))
+            .map(|r| number(&rows, r, "value"))
+    };
+    Ok(Memory {
+        resident_bytes: find("MemoryResident"),
+        total_bytes: find("OSMemoryTotal"),
+    })
+}
+
+fn activity(client: &Client) -> Result<Activity, WarehouseError> {
+    let rows = client.query(
+        "SELECT toString((SELECT count() FROM system.processes)) AS queries, \
+         toString((SELECT count() FROM system.merges)) AS merges",
+    )?;
+    Ok(Activity {
+        // This read is itself one of the running queries.
+        running_queries: number(&rows, 0, "queries").saturating_sub(1),
+        running_merges: number(&rows, 0, "merges"),
+    })
+}
+
+fn kafka_consumers(client: &Client, database: &str) -> Result<Vec<KafkaConsumers>, WarehouseError> {
+    let db = stb_ddl::string_literal(database);
+    let rows = client.query(&format!(
+        "SELECT table, toString(count()) AS consumers, \
+         toString(sum(num_messages_read)) AS messages, \
+         toString(max(last_poll_time)) AS last_poll, \
+         argMax(arrayElement(exceptions.text, -1), arrayElement(exceptions.time, -1)) AS last_exception \
+         FROM system.kafka_consumers WHERE database = {db} GROUP BY table ORDER BY table"
+    ))?;
+    Ok((0..rows.data.len())
+        .map(|r| KafkaConsumers {
+            table: text(&rows, r, "table").unwrap_or_default(),
+            consumers: number(&rows, r, "consumers"),
+            messages_read: number(&rows, r, "messages"),
+            last_poll_time: text(&rows, r, "last_poll").filter(|t| !t.starts_with("1970-01-01")),
+            last_exception: text(&rows, r, "last_exception"),
+        })
+        .collect())
+}
+
+fn footprint(client: &Client, database: &str) -> Result<Footprint, WarehouseError> {
+    let db = stb_ddl::string_literal(database);
+    let rows = client.query(&format!(
+        "SELECT toString(uniqExact(table)) AS tables, toString(count()) AS parts, \
+         toString(sum(rows)) AS rows, toString(sum(bytes_on_disk)) AS bytes \
+         FROM system.parts WHERE database = {db} AND active"
+    ))?;
+    Ok(Footprint {
+        tables: number(&rows, 0, "tables"),
+        parts: number(&rows, 0, "parts"),
+        rows: number(&rows, 0, "rows"),
+        bytes_on_disk: number(&rows, 0, "bytes"),
+    })
+}
+
+/// Reads every part of the warehouse's health for `database`.
+#[must_use]
+pub fn read(client: &Client, database: &str) -> Health {
+    let mut errors = Vec::new();
+    let mut keep = |part: &'static str, error: WarehouseError| {
+        errors.push(Unreadable {
+            part,
+            message: error.message,
+        });
+    };
+    let disks = disks(client).map_err(|e| keep("disks", e)).ok();
+    let memory = memory(client).map_err(|e| keep("memory", e)).ok();
+    let activity = activity(client).map_err(|e| keep("activity", e)).ok();
+    let kafka_consumers = kafka_consumers(client, database)
+        .map_err(|e| keep("kafka_consumers", e))
+        .ok();
+    let footprint = footprint(client, database)
+        .map_err(|e| keep("footprint", e))
+        .ok();
+    Health {
+        disks,
+        memory,
+        activity,
+        kafka_consumers,
+        footprint,
+        errors,
+    }
+}
