@@ -117,6 +117,12 @@ pub const ROUTES: &[Route] = &[
         "A run's events, live (server-sent events)",
     ),
     route(
+        "GET",
+        "/api/runs/{invocation_id}/statements/{sequence}",
+        SignedIn,
+        "The exact SQL of one of a run's statements",
+    ),
+    route(
         "POST",
         "/api/runs/{invocation_id}/cancel",
         Permission("build.cancel", Scope::Pipelines),

@@ -44,6 +44,10 @@ pub(crate) fn api(state: Arc<AppState>) -> Router<Arc<AppState>> {
         .route("/api/runs/{invocation_id}", get(run))
         .route("/api/runs/{invocation_id}/events", get(crate::work::feed))
         .route(
+            "/api/runs/{invocation_id}/statements/{sequence}",
+            get(statement),
+        )
+        .route(
             "/api/runs/{invocation_id}/cancel",
             post(crate::work::cancel),
         )
@@ -459,4 +463,23 @@ async fn run(
         })
         .await?;
     Ok(Json(detail))
+}
+
+/// `GET /api/runs/{id}/statements/{sequence}`: the exact SQL a run's statement ran; 404
+/// when the run did not record it.
+async fn statement(
+    State(state): Shared,
+    Path((invocation_id, sequence)): Path<(String, u64)>,
+) -> Result<Json<stb_warehouse::statements::RecordedStatement>, ApiError> {
+    let database = state.database.clone();
+    let found = state
+        .warehouse
+        .read(move |client| {
+            stb_warehouse::statements::recorded(client, &database, &invocation_id, sequence)
+                .map_err(|e| ApiError::new(StatusCode::BAD_GATEWAY, e.message))
+        })
+        .await?;
+    found
+        .map(Json)
+        .ok_or_else(|| ApiError::new(StatusCode::NOT_FOUND, "the run recorded no such statement"))
 }

@@ -600,7 +600,8 @@ fn matrix_routes() -> Vec<(&'static str, String, Policy)> {
                 .replace("{role}", "admin")
                 .replace("{assignment_id}", "a-1")
                 .replace("{name}", "orders")
-                .replace("{plan_id}", "p-1");
+                .replace("{plan_id}", "p-1")
+                .replace("{sequence}", "1");
             let path = if path == "/api/plan" {
                 "/api/plan?select=clean".to_owned()
             } else {

@@ -106,3 +106,50 @@ pub fn persist_statements(
     }
     Ok(workflow)
 }
+
+/// One statement of a run as it was recorded: the exact SQL that ran (its latest revision,
+/// once a replay placeholder was realised).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct RecordedStatement {
+    pub invocation_id: String,
+    pub statement_sequence: u64,
+    pub step_id: String,
+    pub phase: String,
+    pub intent: String,
+    pub sql: String,
+}
+
+/// Statement `sequence` of run `invocation_id`, if the run recorded it.
+///
+/// # Errors
+/// The read failed.
+pub fn recorded(
+    client: &Client,
+    database: &str,
+    invocation_id: &str,
+    sequence: u64,
+) -> Result<Option<RecordedStatement>, WarehouseError> {
+    let table = "_streambuild_run_statements";
+    if !client.table_exists(database, table)? {
+        return Ok(None);
+    }
+    let rows = client.query(&format!(
+        "SELECT step_id, phase, intent, sql FROM {}.{table} FINAL \
+         WHERE invocation_id = {} AND statement_sequence = {sequence} \
+         ORDER BY workflow_revision DESC LIMIT 1",
+        stb_ddl::identifier(database),
+        stb_ddl::string_literal(invocation_id),
+    ))?;
+    if rows.data.is_empty() {
+        return Ok(None);
+    }
+    let text = |column: &str| rows.text(0, column).unwrap_or_default();
+    Ok(Some(RecordedStatement {
+        invocation_id: invocation_id.to_owned(),
+        statement_sequence: sequence,
+        step_id: text("step_id"),
+        phase: text("phase"),
+        intent: text("intent"),
+        sql: text("sql"),
+    }))
+}

@@ -317,6 +317,29 @@ fn plan_build_live_events_and_promote_through_the_api() {
     assert_eq!(status, 200);
     assert_eq!(run["run"]["status"], "succeeded", "{run}");
     assert_eq!(run["run"]["owner"], "olga", "the run names who started it");
+    // The exact SQL of a statement it ran.
+    let (status, first, _) = send(
+        "GET",
+        &format!("/runs/{invocation}/statements/1"),
+        vic,
+        None,
+    );
+    assert_eq!(status, 200, "{first}");
+    assert!(
+        first["sql"].as_str().is_some_and(|sql| !sql.is_empty()),
+        "{first}"
+    );
+    assert_eq!(first["statement_sequence"], 1);
+    assert_eq!(
+        send(
+            "GET",
+            &format!("/runs/{invocation}/statements/99999"),
+            vic,
+            None
+        )
+        .0,
+        404
+    );
     let deployment = run["run"]["deployment_id"]
         .as_str()
         .expect("staged")
