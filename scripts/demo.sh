@@ -15,6 +15,9 @@ stop_at_end=false
 [ "${1:-}" = "--stop" ] && stop_at_end=true
 say() { printf '\n==> %s\n' "$*"; }
 
+say "building the web UI that stb dev serves"
+"$repo/scripts/build-ui.sh"
+
 say "building stb and the event producer"
 cargo build --locked -p stb -p stb-example-orders --manifest-path "$repo/Cargo.toml"
 stb="$CARGO_TARGET_DIR/debug/stb"

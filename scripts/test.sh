@@ -2,7 +2,7 @@
 # The whole test suite, exactly as CI runs it (.ci/run calls this script).
 #
 # On a fresh Debian machine it installs what is missing (C toolchain for librdkafka, Python
-# venv support), builds the workspace, starts the local stack (chDB ClickHouse server +
+# venv support, Node.js for the web UI), builds the web UI and the workspace, starts the local stack (chDB ClickHouse server +
 # tansu broker), and runs: formatting, clippy, the Python server's unit tests and every Rust
 # test, unit and integration, against the real engine and broker; then the one-command
 # demo (scripts/demo.sh). Exits non-zero on any failure. Caches live outside the checkout so a fresh clone reuses them:
@@ -37,6 +37,9 @@ fi
 ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || missing+=(postgresql)
 command -v psql >/dev/null || missing+=(postgresql-client)
 command -v script >/dev/null || missing+=(util-linux)
+# The web UI is built with Node.js (scripts/build-ui.sh checks the version).
+command -v node >/dev/null || missing+=(nodejs)
+command -v npm >/dev/null || missing+=(npm)
 if ((${#missing[@]})); then
   echo "installing: ${missing[*]}"
   sudo_cmd=()
@@ -48,6 +51,9 @@ command -v cargo >/dev/null || { echo "cargo is required (https://rustup.rs)"; e
 
 step "formatting"
 cargo fmt --all -- --check
+
+step "building the web UI (scripts/build-ui.sh: lock-file install, type check, vite build)"
+"$repo/scripts/build-ui.sh"
 
 step "building (target: $CARGO_TARGET_DIR)"
 cargo build --workspace --all-targets --locked

@@ -22,6 +22,7 @@ pub mod scheduler;
 pub mod snapshot;
 mod sources;
 pub mod throttle;
+pub mod ui;
 pub mod warehouse;
 mod work;
 
@@ -124,7 +125,7 @@ impl AppState {
 /// The whole application: API routes, authentication, headers, JSON 404.
 pub fn router(state: Arc<AppState>) -> Router {
     routes::api(Arc::clone(&state))
-        .fallback(routes::not_found)
+        .fallback(ui::serve)
         .layer(axum::middleware::from_fn(headers::security_headers))
         .with_state(state)
 }

@@ -155,11 +155,6 @@ async fn admin_only(request: Request, next: Next) -> Result<Response, ApiError> 
     Ok(next.run(request).await)
 }
 
-/// Unknown paths: JSON 404.
-pub(crate) async fn not_found() -> ApiError {
-    ApiError::not_found()
-}
-
 async fn peer_address(mut request: Request, next: Next) -> Response {
     let peer = request
         .extensions()

@@ -1032,3 +1032,72 @@ async fn admins_manage_accounts_roles_and_project_roles_through_the_api() {
     assert_eq!(refused.status, StatusCode::FORBIDDEN);
     assert_eq!(refused.body["detail"]["reason"], "system_admin_required");
 }
+
+/// The UI's files, straight from the binary: its routes get the app, a missing file is 404,
+/// unknown API paths stay JSON 404, every answer carries the CSP.
+#[tokio::test]
+async fn the_web_ui_is_served_from_the_binary_with_the_app_for_its_routes() {
+    assert!(
+        stb_server::ui::embedded(),
+        "this build carries no web UI: run scripts/build-ui.sh before building"
+    );
+    let (app, _) = app(config(AuthMode::Password)).await;
+    let get = |path: &str| {
+        let app = app.clone();
+        let request = Request::builder()
+            .uri(path)
+            .body(Body::empty())
+            .expect("request");
+        async move { app.oneshot(request).await.expect("answered") }
+    };
+    let text = |response: axum::response::Response| async move {
+        let bytes = response
+            .into_body()
+            .collect()
+            .await
+            .expect("body")
+            .to_bytes();
+        String::from_utf8_lossy(&bytes).into_owned()
+    };
+    for path in ["/", "/runs/abc", "/plan?select=pipeline:x"] {
+        let response = get(path).await;
+        assert_eq!(response.status(), StatusCode::OK, "{path}");
+        assert_eq!(response.headers()[header::CACHE_CONTROL], "no-cache");
+        assert!(
+            response.headers()[header::CONTENT_SECURITY_POLICY]
+                .to_str()
+                .is_ok_and(
+                    |csp| csp.contains("script-src 'self'") && !csp.contains("unsafe-inline")
+                )
+        );
+        let page = text(response).await;
+        assert!(page.contains("<div id=\"app\">"), "{path}: {page}");
+        assert!(!page.contains("<script>"), "no inline script: {page}");
+    }
+    let index = text(get("/").await).await;
+    let script = index
+        .split('"')
+        .find(|part| part.starts_with("/assets/") && part.ends_with(".js"))
+        .expect("the app's script")
+        .to_owned();
+    let response = get(&script).await;
+    assert_eq!(response.status(), StatusCode::OK);
+    assert!(
+        response.headers()[header::CONTENT_TYPE]
+            .to_str()
+            .is_ok_and(|t| t.starts_with("text/javascript"))
+    );
+    assert!(
+        response.headers()[header::CACHE_CONTROL]
+            .to_str()
+            .is_ok_and(|c| c.contains("immutable"))
+    );
+    assert_eq!(
+        get("/assets/missing.js").await.status(),
+        StatusCode::NOT_FOUND
+    );
+    assert_eq!(get("/../Cargo.toml").await.status(), StatusCode::NOT_FOUND);
+    let api = get("/api/nothing-here").await;
+    assert_eq!(api.status(), StatusCode::NOT_FOUND);
+    assert_eq!(text(api).await, r#"{"detail":"Not Found"}"#);
+}
