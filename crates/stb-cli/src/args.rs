@@ -30,7 +30,8 @@ impl ProjectArgs {
         self.vars.as_deref()
     }
 
-    /// Discovers the project, or reports why not and returns the exit code.
+    /// Discovers the project, or reports why not and returns the exit code. (Commands that
+    /// connect compile through [`Self::compile`], or [`pin_database`] first.)
     pub(crate) fn discover(&self, json: bool) -> Result<(DiscoverOptions, Project), ExitCode> {
         let options = self.options()?;
         match stb_project::discover(&options) {
@@ -39,9 +40,16 @@ impl ProjectArgs {
         }
     }
 
-    /// Discovers and compiles the project, or reports why not and returns the exit code.
-    pub(crate) fn compile(&self, json: bool) -> Result<(Project, stb_compile::Compiled), ExitCode> {
-        let (_, project) = self.discover(json)?;
+    /// Discovers and compiles the project for `database` (`--database`, when given: the
+    /// relations it creates are named in that database, not the target's), or reports why
+    /// not and returns the exit code.
+    pub(crate) fn compile(
+        &self,
+        json: bool,
+        database: Option<&str>,
+    ) -> Result<(Project, stb_compile::Compiled), ExitCode> {
+        let (_, mut project) = self.discover(json)?;
+        pin_database(&mut project, database);
         match stb_compile::compile(&project) {
             Ok(compiled) => Ok((project, compiled)),
             Err(diagnostics) => Err(report(diagnostics, json)),
@@ -193,5 +201,12 @@ impl ScopeArgs {
             message: e.message,
             hint: e.hint.to_owned(),
         })
+    }
+}
+
+/// Makes `--database` the project's database, so compiled DDL and the connection agree.
+pub(crate) fn pin_database(project: &mut Project, database: Option<&str>) {
+    if let Some(database) = database {
+        project.database = Some(database.to_owned());
     }
 }

@@ -12,7 +12,10 @@ use crate::quality::print_lines;
 pub(crate) use crate::quality::QualityArgs as AuditArgs;
 
 pub(crate) fn run(args: &AuditArgs) -> ExitCode {
-    let (project, compiled) = match args.project.compile(args.json) {
+    let (project, compiled) = match args
+        .project
+        .compile(args.json, args.connection.database.as_deref())
+    {
         Ok(compiled) => compiled,
         Err(code) => return code,
     };

@@ -116,7 +116,7 @@ fn destruct(
     include_orphans: bool,
     json: bool,
 ) -> ExitCode {
-    let (project, compiled) = match project_args.compile(json) {
+    let (project, compiled) = match project_args.compile(json, connection.database.as_deref()) {
         Ok(compiled) => compiled,
         Err(code) => return code,
     };

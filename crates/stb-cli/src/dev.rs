@@ -211,10 +211,11 @@ pub(crate) fn run(args: &DevArgs) -> ExitCode {
         );
     }
     drop(err);
-    let (_, project) = match args.project.discover(false) {
+    let (_, mut project) = match args.project.discover(false) {
         Ok(found) => found,
         Err(code) => return code,
     };
+    crate::args::pin_database(&mut project, args.connection.database.as_deref());
     let started = std::time::Instant::now();
     let held = held_of(&project);
     let compile_ms = started.elapsed().as_millis();
@@ -321,13 +322,17 @@ fn held_of(project: &stb_project::Project) -> stb_server::Held {
 /// Discovers and compiles the project again with the options `stb dev` started with.
 fn recompile(args: &DevArgs) -> stb_server::Recompile {
     let options = args.project.options().ok();
+    let database = args.connection.database.clone();
     Arc::new(move || {
         let discovered = options
             .as_ref()
             .ok_or_else(stb_diagnostics::Diagnostics::new)
             .and_then(stb_project::discover);
         match discovered {
-            Ok(project) => held_of(&project),
+            Ok(mut project) => {
+                crate::args::pin_database(&mut project, database.as_deref());
+                held_of(&project)
+            }
             Err(diagnostics) => stb_server::Held {
                 compile: CompileStatus {
                     state: "failing",

@@ -28,7 +28,10 @@ pub(crate) struct PlanArgs {
 }
 
 pub(crate) fn run(args: &PlanArgs) -> ExitCode {
-    let (project, compiled) = match args.project.compile(args.json) {
+    let (project, compiled) = match args
+        .project
+        .compile(args.json, args.connection.database.as_deref())
+    {
         Ok(compiled) => compiled,
         Err(code) => return code,
     };

@@ -29,7 +29,10 @@ pub(crate) struct ReconcileArgs {
 }
 
 pub(crate) fn run(args: &ReconcileArgs) -> ExitCode {
-    let (project, compiled) = match args.project.compile(args.json) {
+    let (project, compiled) = match args
+        .project
+        .compile(args.json, args.connection.database.as_deref())
+    {
         Ok(compiled) => compiled,
         Err(code) => return code,
     };

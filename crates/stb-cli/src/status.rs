@@ -30,7 +30,11 @@ pub(crate) fn run(args: &StatusArgs) -> ExitCode {
             json,
         );
     };
-    let (project, compiled) = match args.common.project.compile(json) {
+    let (project, compiled) = match args
+        .common
+        .project
+        .compile(json, args.common.connection.database.as_deref())
+    {
         Ok(compiled) => compiled,
         Err(code) => return code,
     };

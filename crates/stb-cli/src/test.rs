@@ -14,7 +14,10 @@ pub(crate) use crate::quality::QualityArgs as TestArgs;
 const CODE_FAILED: &str = "STB-TEST-001";
 
 pub(crate) fn run(args: &TestArgs) -> ExitCode {
-    let (project, compiled) = match args.project.compile(args.json) {
+    let (project, compiled) = match args
+        .project
+        .compile(args.json, args.connection.database.as_deref())
+    {
         Ok(compiled) => compiled,
         Err(code) => return code,
     };

@@ -36,7 +36,9 @@ pub(crate) fn connect_compiled(
     ),
     ExitCode,
 > {
-    let (project, compiled) = common.project.compile(common.json)?;
+    let (project, compiled) = common
+        .project
+        .compile(common.json, common.connection.database.as_deref())?;
     let (client, database) = connect_project(common, &project)?;
     Ok((project, compiled, client, database))
 }

@@ -135,6 +135,12 @@ pub const ROUTES: &[Route] = &[
         Permission("build.direct.run", Scope::Pipelines),
         "Start a build (deployment.create for virtual pipelines)",
     ),
+    route(
+        "GET",
+        "/api/build/current",
+        SignedIn,
+        "The last build this server started, and its stderr's tail",
+    ),
     route("GET", "/api/deployments", SignedIn, "Virtual deployments"),
     route(
         "POST",

@@ -27,11 +27,35 @@ pub struct Launcher {
     pub env: Vec<(String, String)>,
 }
 
-/// The build that runs now, if any: its invocation id and process.
+/// The last build this server started: its invocation id, process, where its stderr goes
+/// and, once it ended, its exit code.
+struct Launched {
+    id: String,
+    child: std::process::Child,
+    stderr: PathBuf,
+    exit: Option<i32>,
+}
+
+/// The build this server started last, running or ended.
 #[derive(Default)]
 pub struct Builds {
-    current: Mutex<Option<(String, std::process::Child)>>,
+    current: Mutex<Option<Launched>>,
 }
+
+/// What `GET /api/build/current` says of that build.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct BuildState {
+    pub invocation_id: String,
+    pub running: bool,
+    pub exit_code: Option<i32>,
+    /// The last 50 lines it wrote to stderr (a build that fails before it records anything
+    /// says why only there).
+    pub stderr: Vec<String>,
+}
+
+/// Lines of a child's stderr kept for the feed.
+const STDERR_TAIL: usize = 50;
 
 impl Launcher {
     fn command(&self, args: &[String]) -> std::process::Command {
@@ -98,7 +122,9 @@ impl Launcher {
             .current
             .lock()
             .map_err(|_| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "lock poisoned"))?;
-        if let Some((running, child)) = current.as_mut()
+        if let Some(Launched {
+            id: running, child, ..
+        }) = current.as_mut()
             && matches!(child.try_wait(), Ok(None))
         {
             return Err(ApiError {
@@ -116,6 +142,16 @@ impl Launcher {
         ];
         all.extend(args.iter().cloned());
         let display = format!("stb {}", all.join(" "));
+        if let Some(previous) = current.take() {
+            let _ = std::fs::remove_file(&previous.stderr);
+        }
+        let stderr = std::env::temp_dir().join(format!("stb-dev-build-{invocation_id}.log"));
+        let stderr_file = std::fs::File::create(&stderr).map_err(|e| {
+            ApiError::new(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                format!("cannot create {}: {e}", stderr.display()),
+            )
+        })?;
         let child = self
             .command(&all)
             .env("STREAMBUILD_RUN_INVOCATION_ID", invocation_id)
@@ -127,9 +163,10 @@ impl Launcher {
                 "STREAMBUILD_EXPECTED_BUILD_PIPELINE_SCOPE",
                 serde_json::to_string(authorised_pipelines).unwrap_or_else(|_| "[]".into()),
             )
-            // Its events reach the warehouse; the feed reads them there.
+            // Its events reach the warehouse; the feed reads them there. Its stderr says
+            // why a build that never recorded anything did not start.
             .stdout(Stdio::null())
-            .stderr(Stdio::null())
+            .stderr(stderr_file)
             .spawn()
             .map_err(|e| {
                 ApiError::new(
@@ -137,7 +174,12 @@ impl Launcher {
                     format!("cannot start stb build: {e}"),
                 )
             })?;
-        *current = Some((invocation_id.to_owned(), child));
+        *current = Some(Launched {
+            id: invocation_id.to_owned(),
+            child,
+            stderr,
+            exit: None,
+        });
         Ok(())
     }
 }
@@ -147,17 +189,45 @@ impl Builds {
     #[must_use]
     pub fn running(&self) -> Option<String> {
         let mut current = self.current.lock().ok()?;
-        let (id, child) = current.as_mut()?;
-        matches!(child.try_wait(), Ok(None)).then(|| id.clone())
+        let launched = current.as_mut()?;
+        matches!(launched.child.try_wait(), Ok(None)).then(|| launched.id.clone())
     }
 
-    /// Stops waiting for a finished child (so it leaves no zombie).
+    /// Collects a finished child's exit code (so it leaves no zombie); the record stays for
+    /// `current`.
     pub fn reap(&self) {
         if let Ok(mut current) = self.current.lock()
-            && let Some((_, child)) = current.as_mut()
-            && matches!(child.try_wait(), Ok(Some(_)))
+            && let Some(launched) = current.as_mut()
+            && let Ok(Some(status)) = launched.child.try_wait()
         {
-            *current = None;
+            launched.exit = Some(status.code().unwrap_or(-1));
         }
+    }
+
+    /// The last build this server started, with the tail of its stderr; `hide` is removed
+    /// from it (the warehouse password, were it ever printed).
+    #[must_use]
+    pub fn current(&self, hide: &[&str]) -> Option<BuildState> {
+        self.reap();
+        let current = self.current.lock().ok()?;
+        let launched = current.as_ref()?;
+        let text = std::fs::read_to_string(&launched.stderr).unwrap_or_default();
+        let lines: Vec<&str> = text.lines().collect();
+        let tail = lines[lines.len().saturating_sub(STDERR_TAIL)..]
+            .iter()
+            .map(|line| {
+                hide.iter()
+                    .filter(|secret| !secret.is_empty())
+                    .fold((*line).to_owned(), |line, secret| {
+                        line.replace(secret, "<redacted>")
+                    })
+            })
+            .collect();
+        Some(BuildState {
+            invocation_id: launched.id.clone(),
+            running: launched.exit.is_none(),
+            exit_code: launched.exit,
+            stderr: tail,
+        })
     }
 }

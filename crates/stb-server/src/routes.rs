@@ -87,6 +87,7 @@ pub(crate) fn api(state: Arc<AppState>) -> Router<Arc<AppState>> {
         )
         .route("/api/plan", get(crate::work::plan))
         .route("/api/build", post(crate::work::build))
+        .route("/api/build/current", get(crate::work::current_build))
         .route("/api/deployments", get(crate::work::deployments))
         .route("/api/deployments/cleanup", post(crate::cleanup::cleanup))
         .route(

@@ -160,6 +160,26 @@ fn planned_models(plan: &serde_json::Value, into: &mut std::collections::BTreeSe
     }
 }
 
+/// Whether a plan (`stb plan --json`, any mode) would change anything: a virtual phase
+/// with steps, a direct phase that rebuilds, creates, tears down or recreates a landing.
+/// A build of a plan without work records no run, so the server refuses it instead.
+fn has_work(plan: &serde_json::Value) -> bool {
+    let non_empty = |key: &str| plan[key].as_array().is_some_and(|a| !a.is_empty());
+    match plan["mode"].as_str() {
+        Some("mixed") => has_work(&plan["virtual"]) || has_work(&plan["direct"]),
+        Some("virtual environments") => non_empty("steps"),
+        _ => [
+            "entries",
+            "creation",
+            "teardown",
+            "source_recreations",
+            "landing_repairs",
+        ]
+        .iter()
+        .any(|key| non_empty(key)),
+    }
+}
+
 /// The pipelines of `models`, split into direct and virtual; a model the project does not
 /// own is an unresolved scope (403).
 pub(crate) fn pipelines_of(
@@ -238,6 +258,9 @@ pub(crate) async fn plan(
         one("deployment").as_deref(),
         one("changed").is_some_and(|v| v == "true"),
     )?);
+    if one("full_refresh").is_some_and(|v| v == "true") {
+        args.push("--full-refresh".to_owned());
+    }
     Ok(Json(state.launcher.json(args).await?))
 }
 
@@ -272,6 +295,10 @@ pub(crate) async fn build(
         request.deployment_id.as_deref(),
         request.changed,
     )?;
+    // A full refresh changes what the plan does: the preview plans it too.
+    if request.full_refresh {
+        args.push("--full-refresh".to_owned());
+    }
     if precheck(&state, &principal, "build.direct.run")
         .await
         .is_err()
@@ -283,6 +310,16 @@ pub(crate) async fn build(
     let mut preview = vec!["plan".to_owned()];
     preview.extend(args.iter().cloned());
     let plan = state.launcher.json(preview).await?;
+    if !has_work(&plan) {
+        return Err(ApiError {
+            status: StatusCode::CONFLICT,
+            detail: serde_json::json!({
+                "message": "Nothing to build: what is built already matches the project",
+                "reason": "no_changes",
+                "hint": "fullRefresh builds a new deployment of a virtual pipeline anyway",
+            }),
+        });
+    }
     let mut models = std::collections::BTreeSet::new();
     planned_models(&plan, &mut models);
     let (direct, staged) = pipelines_of(&state, models)?;
@@ -297,9 +334,6 @@ pub(crate) async fn build(
     }
     if !staged.is_empty() {
         authorize(&state, &principal, "deployment.create", &staged).await?;
-    }
-    if request.full_refresh {
-        args.push("--full-refresh".to_owned());
     }
     if request.allow_shrink {
         args.push("--allow-shrink".to_owned());
@@ -325,6 +359,19 @@ pub(crate) async fn build(
             "events": format!("/api/runs/{invocation_id}/events"),
         })),
     ))
+}
+
+/// `GET /api/build/current`: the last build this server started: running or its exit code,
+/// and its stderr's tail (why a build that recorded nothing did not start).
+pub(crate) async fn current_build(State(state): Shared) -> Json<serde_json::Value> {
+    let hide: Vec<&str> = state
+        .launcher
+        .env
+        .iter()
+        .filter(|(name, _)| name.ends_with("PASSWORD"))
+        .map(|(_, value)| value.as_str())
+        .collect();
+    Json(serde_json::json!({"build": state.builds.current(&hide)}))
 }
 
 /// `POST /api/deployments/{id}/promote`: as `stb deployment promote <id> --json`.
@@ -621,4 +668,25 @@ pub(crate) async fn reload(
     }
     state.snapshots.invalidate();
     Ok(Json(serde_json::json!({"compile": compile})))
+}
+
+#[cfg(test)]
+mod plan_work_tests {
+    use super::has_work;
+
+    #[test]
+    fn a_plan_without_steps_or_entries_has_no_work() {
+        let virtual_noop = serde_json::json!({"mode": "virtual environments", "steps": [],
+            "object_changes": [{"model": "a", "change_type": "no_op"}]});
+        assert!(!has_work(&virtual_noop));
+        let virtual_build =
+            serde_json::json!({"mode": "virtual environments", "steps": ["plan-1-table-t"]});
+        assert!(has_work(&virtual_build));
+        let direct_noop =
+            serde_json::json!({"mode": "direct", "entries": [], "creation": [], "teardown": []});
+        assert!(!has_work(&direct_noop));
+        assert!(has_work(&serde_json::json!({"entries": [{"model": "a"}]})));
+        let mixed = serde_json::json!({"mode": "mixed", "virtual": virtual_noop, "direct": {"entries": [{"model": "b"}]}});
+        assert!(has_work(&mixed));
+    }
 }

@@ -84,10 +84,11 @@ pub(crate) fn run(args: &BuildArgs) -> ExitCode {
     if let Err(failure) = args.scope.check() {
         return fail(&failure, args.json);
     }
-    let (_, project) = match args.project.discover(args.json) {
+    let (_, mut project) = match args.project.discover(args.json) {
         Ok(found) => found,
         Err(code) => return code,
     };
+    crate::args::pin_database(&mut project, args.connection.database.as_deref());
     let compile_started = Instant::now();
     let compiled = match stb_compile::compile(&project) {
         Ok(compiled) => compiled,

@@ -509,3 +509,28 @@ fn a_landing_missing_its_kafka_table_or_view_is_completed_and_keeps_its_rows() {
     assert_exactly(&db.name, 15);
     assert_eq!(landed(), "15");
 }
+
+#[test]
+fn database_flag_places_the_landing_and_models_in_that_database() {
+    let db = TestDatabase::create("build_kafka_flag");
+    let topic = unique_name("orders");
+    create_topic(&stack().kafka_brokers, &topic, 3);
+    send(&topic, 0..12);
+    // The project names another database; `--database` wins for every relation.
+    let dir = project("a_database_nobody_creates", &topic, "");
+    let output = stb(
+        dir.path(),
+        &["build", "--auto-approve", "--json", "--database", &db.name],
+    );
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert_exactly(&db.name, 12);
+    assert!(landing_view_exists(&db.name));
+    let elsewhere = execute(
+        "SELECT count() FROM system.databases WHERE name = 'a_database_nobody_creates' FORMAT TSV",
+    );
+    assert_eq!(elsewhere.trim(), "0");
+}
