@@ -4,7 +4,8 @@
 # On a fresh Debian machine it installs what is missing (C toolchain for librdkafka, Python
 # venv support, Node.js for the web UI), builds the web UI and the workspace, starts the local stack (chDB ClickHouse server +
 # tansu broker), and runs: formatting, clippy, the Python server's unit tests and every Rust
-# test, unit and integration, against the real engine and broker; then the one-command
+# test, unit and integration, against the real engine and broker; the browser tests of the
+# web UI; then the one-command
 # demo (scripts/demo.sh). Exits non-zero on any failure. Caches live outside the checkout so a fresh clone reuses them:
 #   CARGO_TARGET_DIR  (default ~/.cache/streambuild/target)
 #   STB_VENV          (default ~/.cache/streambuild/venv)
@@ -90,6 +91,9 @@ else
   echo "cargo-nextest not found; using cargo test"
   cargo test --workspace --locked
 fi
+
+step "browser tests of the web UI (scripts/test-ui.sh: Playwright, Debian's Chromium)"
+"$repo/scripts/test-ui.sh"
 
 step "the one-command demo (scripts/demo.sh --stop)"
 demo_log="$(mktemp)"

@@ -1,6 +1,6 @@
 // Signing in and out, what each persona may do, and a spoofed proxy identity refused.
 import { expect, test } from "@playwright/test";
-import { createUser, demoProject, startDev, type Project, type Server } from "./support/stack";
+import { createUser, demoProject, dropProject, startDev, type Project, type Server } from "./support/stack";
 import { keep, signIn } from "./support/pages";
 
 let project: Project;
@@ -15,6 +15,7 @@ test.beforeAll(async () => {
 
 test.afterAll(async () => {
   await server?.stop();
+  await dropProject(project);
 });
 
 test("the login lifecycle in password mode", async ({ page }) => {

@@ -2,7 +2,7 @@
 // promote, stage a second deployment, roll back; every page of the UI is visited (and
 // kept as a screenshot for docs/ui.md when asked).
 import { expect, test } from "@playwright/test";
-import { createUser, demoProject, query, startDev, type Project, type Server } from "./support/stack";
+import { createUser, demoProject, dropProject, query, startDev, type Project, type Server } from "./support/stack";
 import { keep, signIn } from "./support/pages";
 
 let project: Project;
@@ -16,6 +16,7 @@ test.beforeAll(async () => {
 
 test.afterAll(async () => {
   await server?.stop();
+  await dropProject(project);
 });
 
 async function buildFromPlan(page: import("@playwright/test").Page, fullRefresh = false): Promise<string> {
@@ -96,10 +97,10 @@ test("plan, build, follow live, promote, stage again and roll back", async ({ pa
   await expect(page.getByRole("heading", { name: "order_events", exact: true })).toBeVisible();
   await keep(page, "catalog");
   await page.getByRole("link", { name: "Sources" }).click();
-  await expect(page.getByRole("cell", { name: "orders.events" })).toBeVisible();
+  await expect(page.getByRole("cell", { name: project.topic })).toBeVisible();
   await keep(page, "sources");
   await page.getByRole("link", { name: "Topics" }).click();
-  await expect(page.getByRole("cell", { name: "orders.events" })).toBeVisible();
+  await expect(page.getByRole("cell", { name: project.topic })).toBeVisible();
   await keep(page, "topics");
   await page.getByRole("link", { name: "Status" }).click();
   await expect(page.getByRole("heading", { name: "Models" })).toBeVisible();

@@ -3,7 +3,7 @@
 // `stb admin`, and `stb dev` processes on free ports. Paths come from scripts/test-ui.sh.
 
 import { execFileSync, spawn, type ChildProcess } from "node:child_process";
-import { cpSync, mkdtempSync } from "node:fs";
+import { cpSync, mkdtempSync, readFileSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { createInterface } from "node:readline";
@@ -49,6 +49,7 @@ export interface Project {
   dir: string;
   database: string;
   vars: string;
+  topic: string;
 }
 
 /** A copy of `examples/<example>` in `database` (emptied first), with `events` orders
@@ -60,9 +61,21 @@ export async function demoProject(
 ): Promise<Project> {
   const dir = mkdtempSync(join(tmpdir(), "stb-ui-"));
   cpSync(join(repo, "examples", example), dir, { recursive: true });
+  // A topic of its own: deleting a topic under another test's landing would stop that
+  // landing (and the local server with it).
+  const topic = `ui.${database}.${Date.now()}`;
+  const sources = join(dir, "sources/orders.yml");
+  writeFileSync(sources, readFileSync(sources, "utf8").replace("topic: orders.events", `topic: ${topic}`));
   await query(`DROP DATABASE IF EXISTS ${database} SYNC`);
-  execFileSync(producer, ["--reset-topic", "--from", "0", "--count", String(events)], { env: warehouseEnv() });
-  return { dir, database, vars: JSON.stringify({ kafka_brokers: stack.STB_LOCAL_KAFKA_BROKERS }) };
+  execFileSync(producer, ["--topic", topic, "--reset-topic", "--from", "0", "--count", String(events)], {
+    env: warehouseEnv(),
+  });
+  return { dir, database, vars: JSON.stringify({ kafka_brokers: stack.STB_LOCAL_KAFKA_BROKERS }), topic };
+}
+
+/** Drops the project's database: its landings stop consuming. */
+export async function dropProject(project: Project | undefined): Promise<void> {
+  if (project) await query(`DROP DATABASE IF EXISTS ${project.database} SYNC`);
 }
 
 export function stbOn(project: Project, args: string[], input = ""): string {
