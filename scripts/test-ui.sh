@@ -20,8 +20,9 @@ if [ ! -x /usr/bin/chromium ]; then
 fi
 
 "$repo/scripts/build-ui.sh"
-cargo build --locked -p stb -p stb-example-orders --manifest-path "$repo/Cargo.toml"
+cargo build --locked -p stb -p stb-example-orders -p stb-bench --manifest-path "$repo/Cargo.toml"
 export STB_BIN="$CARGO_TARGET_DIR/debug/stb"
+export STB_BENCH_GENERATE="$CARGO_TARGET_DIR/debug/stb-bench-generate"
 export STB_PRODUCER="$CARGO_TARGET_DIR/debug/orders-producer"
 if ! "$STB_BIN" local env --state-dir "$STB_TEST_STACK_DIR" >/dev/null 2>&1; then
   "$STB_BIN" local up --state-dir "$STB_TEST_STACK_DIR" --clickhouse-port 0 --kafka-port 0

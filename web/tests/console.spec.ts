@@ -74,3 +74,30 @@ test("quality: the audit runs from the page and its result is recorded", async (
   await expect(row).toContainText("dev_server");
   await expect(page.getByText("Disabled for this target")).toBeVisible();
 });
+
+test("destruction: blocked by a reader, planned with it, reviewed, typed, dropped", async ({ page }) => {
+  await signIn(page, server.url, "ana");
+  await page.getByRole("link", { name: "Destroy" }).click();
+  await page.getByLabel("pl__orders").check();
+  await page.getByRole("button", { name: "Plan the destruction" }).click();
+  await expect(page.getByTestId("destruction-blocked")).toContainText("pl__reporting");
+  await page.getByRole("button", { name: "Include them" }).click();
+  await expect(page.getByRole("heading", { name: "Destroy pl__orders, pl__reporting" })).toBeVisible();
+  await expect(page.getByRole("cell", { name: "tbl__paid_orders" })).toBeVisible();
+  await expect(page).toHaveURL(/\?plan=/);
+  await page.getByRole("button", { name: "I have reviewed this plan" }).click();
+  const drop = page.getByRole("button", { name: "Drop them" });
+  await expect(drop).toBeDisabled();
+  await page.getByLabel("Type pl__orders").fill("pl__orders");
+  await page.getByLabel("Type pl__reporting").fill("PL__REPORTING");
+  await expect(drop).toBeDisabled();
+  await page.getByLabel("Type pl__reporting").fill("pl__reporting");
+  await keep(page, "destroy");
+  await drop.click();
+  await expect(page).toHaveURL(/\/runs\//);
+  await expect(page.getByTestId("run-status")).toContainText("succeeded", { timeout: 60_000 });
+  const left = await query(
+    `SELECT count() FROM system.tables WHERE database = '${project.database}' AND name IN ('tbl__paid_orders', 'view__top_customers')`,
+  );
+  expect(left).toBe("0");
+});

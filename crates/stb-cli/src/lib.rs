@@ -89,9 +89,9 @@ enum Command {
     /// Break the target's mutation lock left by a killed command (refused while its run
     /// still heartbeats).
     Unlock(unlock::UnlockArgs),
-    /// Serve the JSON API for this project on 127.0.0.1:8000: plans, builds, runs,
-    /// deployments, audits, messages, with sign-in and project roles; the web pages come
-    /// later (docs/dev-server.md).
+    /// Serve the web UI and JSON API for this project on 127.0.0.1:8000: plans, builds,
+    /// runs, deployments, audits, messages, with sign-in and project roles
+    /// (docs/dev-server.md, docs/ui.md).
     Dev(dev::DevArgs),
     /// Accounts of the control store (users, system roles, passwords) for `stb dev`;
     /// never opens a warehouse connection.

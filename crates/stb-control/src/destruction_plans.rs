@@ -103,6 +103,24 @@ fn lookup(plan: Option<StoredPlan>, now: i64) -> PlanLookup {
 }
 
 impl ControlStore {
+    /// Opens a write transaction and reads `plan_id` for `actor` at `now`: the transaction
+    /// and the plan, or what was found instead (the transaction then committed).
+    async fn begin_found(
+        &self,
+        plan_id: &str,
+        actor: &str,
+        now: i64,
+    ) -> Result<Result<(Transaction<'static, Any>, StoredPlan), PlanLookup>, StoreError> {
+        let mut tx = self.write().await?;
+        match lookup(read(&mut tx, plan_id, actor).await?, now) {
+            PlanLookup::Found(plan) => Ok(Ok((tx, plan))),
+            other => {
+                tx.commit().await?;
+                Ok(Err(other))
+            }
+        }
+    }
+
     /// Stores a new plan made by `actor` (audited) that expires `ttl_ms` from now (the
     /// server gives [`PLAN_TTL_MS`]).
     ///
@@ -178,11 +196,9 @@ impl ControlStore {
         actor: &str,
     ) -> Result<PlanLookup, StoreError> {
         let now = now_ms();
-        let mut tx = self.write().await?;
-        let found = lookup(read(&mut tx, plan_id, actor).await?, now);
-        let PlanLookup::Found(mut plan) = found else {
-            tx.commit().await?;
-            return Ok(found);
+        let (mut tx, mut plan) = match self.begin_found(plan_id, actor, now).await? {
+            Ok(found) => found,
+            Err(other) => return Ok(other),
         };
         if plan.status == "created" {
             sqlx::query(
@@ -218,11 +234,9 @@ impl ControlStore {
         actor: &str,
     ) -> Result<PlanLookup, StoreError> {
         let now = now_ms();
-        let mut tx = self.write().await?;
-        let found = lookup(read(&mut tx, plan_id, actor).await?, now);
-        let PlanLookup::Found(mut plan) = found else {
-            tx.commit().await?;
-            return Ok(found);
+        let (mut tx, mut plan) = match self.begin_found(plan_id, actor, now).await? {
+            Ok(found) => found,
+            Err(other) => return Ok(other),
         };
         if plan.status != "reviewed" {
             tx.commit().await?;
