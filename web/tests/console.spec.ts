@@ -1,5 +1,7 @@
 // The demo's direct project: the message console over landed Kafka messages, a selection
 // on the lineage graph handed to the plan page, and the quality page's checks.
+import { writeFileSync } from "node:fs";
+import { join } from "node:path";
 import { expect, test } from "@playwright/test";
 import { build, createUser, demoProject, dropProject, query, startDev, type Project, type Server } from "./support/stack";
 import { keep, signIn } from "./support/pages";
@@ -14,6 +16,11 @@ test.beforeAll(async () => {
     if ((await query(`SELECT count() FROM ${project.database}.raw__orders`)) === "90") break;
     await new Promise((wait) => setTimeout(wait, 500));
   }
+  // pl__reporting becomes protected: a build of it needs its word typed.
+  writeFileSync(
+    join(project.dir, "pipelines/pl__reporting/pipeline.toml"),
+    '[protection]\nwarning = "The reporting views feed the finance dashboards."\n',
+  );
   createUser(project, "ana", "admin");
   createUser(project, "vic", "viewer");
   server = await startDev(project);
@@ -73,6 +80,23 @@ test("quality: the audit runs from the page and its result is recorded", async (
   await expect(row).toContainText("passed");
   await expect(row).toContainText("dev_server");
   await expect(page.getByText("Disabled for this target")).toBeVisible();
+});
+
+test("a protected pipeline builds only with its word typed", async ({ page }) => {
+  await signIn(page, server.url, "ana");
+  await page.getByRole("link", { name: "Plan" }).click();
+  await page.getByLabel("pl__reporting", { exact: true }).check();
+  await page.getByRole("button", { name: "Preview" }).click();
+  await expect(page.getByText("The reporting views feed the finance dashboards.")).toBeVisible();
+  const build = page.getByRole("button", { name: "Build", exact: true });
+  await expect(build).toBeDisabled();
+  await page.getByLabel("Type pl__reporting to confirm").fill("pl__Reporting");
+  await expect(build).toBeDisabled();
+  await page.getByLabel("Type pl__reporting to confirm").fill("pl__reporting");
+  await expect(page.getByTestId("cli-command")).toContainText("--confirm pl__reporting");
+  await expect(build).toBeEnabled();
+  await build.click();
+  await expect(page.getByTestId("run-status")).toContainText("succeeded", { timeout: 60_000 });
 });
 
 test("destruction: blocked by a reader, planned with it, reviewed, typed, dropped", async ({ page }) => {

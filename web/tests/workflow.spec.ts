@@ -75,6 +75,11 @@ test("plan, build, follow live, promote, stage again and roll back", async ({ pa
   page.once("dialog", (dialog) => dialog.accept());
   await page.getByRole("row", { name: new RegExp(first) }).getByRole("button", { name: "Roll back to" }).click();
   await expect(page.getByRole("status")).toContainText(`Rolled back to ${first}`);
+  // Clean-up: nothing may go yet (the active one, the newest); the preview says why.
+  await page.getByRole("button", { name: "Preview clean-up" }).click();
+  await expect(page.getByRole("row", { name: new RegExp(`${first}.*keep.*currently active`) })).toBeVisible();
+  await expect(page.getByRole("row", { name: new RegExp(`${second}.*keep`) })).toBeVisible();
+  await expect(page.getByRole("button", { name: "Drop the deletable ones" })).toHaveCount(0);
   const rolled = await query(
     `SELECT as_select FROM system.tables WHERE database = '${project.database}' AND name = 'tbl__order_events'`,
   );
