@@ -80,6 +80,10 @@ test("quality: the audit runs from the page and its result is recorded", async (
   await expect(row).toContainText("passed");
   await expect(row).toContainText("dev_server");
   await expect(page.getByText("Disabled for this target")).toBeVisible();
+  // Its history, from a deep link.
+  await row.getByRole("link", { name: "revenue_matches_paid_orders" }).click();
+  await expect(page).toHaveURL(/\?audit=revenue_matches_paid_orders/);
+  await expect(page.getByTestId("check-history").locator("tbody tr").first()).toContainText("dev_server");
 });
 
 test("a protected pipeline builds only with its word typed", async ({ page }) => {

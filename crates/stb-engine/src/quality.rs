@@ -154,3 +154,46 @@ pub fn latest(
         })
         .collect())
 }
+
+/// The last `limit` recorded results of one check in `target`, newest first.
+///
+/// # Errors
+/// The records could not be read.
+pub fn history(
+    client: &Client,
+    database: &str,
+    target: &str,
+    kind: &str,
+    name: &str,
+    limit: usize,
+) -> Result<Vec<CheckStatus>, WarehouseError> {
+    if !client.table_exists(database, "_streambuild_node_results")? {
+        return Ok(Vec::new());
+    }
+    let rows = client.query(&format!(
+        "SELECT node_kind, node_name, status, severity, toString(failure_count) AS failures, trigger, \
+         toString(completed_at) AS completed, error_message AS error, payload_json AS payload \
+         FROM {} WHERE target_identity = {} AND node_kind = {} AND node_name = {} \
+         ORDER BY completed_at DESC LIMIT {limit}",
+        stb_ddl::QualifiedName::new(database, "_streambuild_node_results"),
+        stb_ddl::string_literal(target),
+        stb_ddl::string_literal(kind),
+        stb_ddl::string_literal(name),
+    ))?;
+    Ok((0..rows.data.len())
+        .map(|row| {
+            let text = |column: &str| rows.text(row, column).filter(|t| !t.is_empty());
+            CheckStatus {
+                kind: text("node_kind").unwrap_or_default(),
+                name: text("node_name").unwrap_or_default(),
+                status: text("status").unwrap_or_default(),
+                severity: text("severity"),
+                failure_count: text("failures").and_then(|f| f.parse().ok()).unwrap_or(0),
+                trigger: text("trigger"),
+                completed_at: text("completed"),
+                error_message: text("error"),
+                payload: text("payload").and_then(|p| serde_json::from_str(&p).ok()),
+            }
+        })
+        .collect())
+}

@@ -185,6 +185,12 @@ pub const ROUTES: &[Route] = &[
         "Every check's latest result",
     ),
     route(
+        "GET",
+        "/api/checks/history",
+        SignedIn,
+        "One check's recorded results, newest first",
+    ),
+    route(
         "POST",
         "/api/audits/run",
         Permission("quality.audit.run", Scope::Pipelines),

@@ -277,3 +277,36 @@ pub(crate) async fn checks_status(
         .await?;
     Ok(Json(serde_json::json!({"checks": checks})))
 }
+
+#[derive(Debug, Deserialize)]
+pub(crate) struct HistoryQuery {
+    kind: String,
+    name: String,
+    limit: Option<usize>,
+}
+
+/// `GET /api/checks/history?kind=audit&name=N&limit=50`: one check's recorded results,
+/// newest first (at most 500).
+pub(crate) async fn checks_history(
+    State(state): Shared,
+    axum::extract::Query(query): axum::extract::Query<HistoryQuery>,
+) -> Result<Json<serde_json::Value>, ApiError> {
+    if !matches!(query.kind.as_str(), "audit" | "test") {
+        return Err(ApiError::new(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "kind must be audit or test",
+        ));
+    }
+    let database = state.database.clone();
+    let target = state.target_name.clone();
+    let limit = query.limit.unwrap_or(50).clamp(1, 500);
+    let (kind, name) = (query.kind, query.name);
+    let results = state
+        .warehouse
+        .read(move |client| {
+            stb_engine::quality::history(client, &database, &target, &kind, &name, limit)
+                .map_err(|e| ApiError::new(StatusCode::BAD_GATEWAY, e.message))
+        })
+        .await?;
+    Ok(Json(serde_json::json!({"results": results})))
+}

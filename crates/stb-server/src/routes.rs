@@ -53,6 +53,7 @@ pub(crate) fn api(state: Arc<AppState>) -> Router<Arc<AppState>> {
         )
         .route("/api/checks/run", post(crate::quality::run_check))
         .route("/api/checks/status", get(crate::quality::checks_status))
+        .route("/api/checks/history", get(crate::quality::checks_history))
         .route("/api/audits/run", post(crate::quality::run_named_audits))
         .route("/api/audit-scheduler", get(crate::scheduler::health))
         .route("/api/topics", get(crate::sources::topics))

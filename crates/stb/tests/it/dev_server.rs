@@ -800,6 +800,21 @@ fn audits_run_on_their_schedule_and_on_demand_through_the_api() {
     );
     assert_eq!(status, 200, "{named}");
     assert_eq!(named["results"].as_array().map(Vec::len), Some(2));
+    // Its history: the run just now, then the scheduled one, newest first.
+    let (status, history, _) = send(
+        "GET",
+        "/checks/history?kind=audit&name=big_amounts",
+        vic,
+        None,
+    );
+    assert_eq!(status, 200, "{history}");
+    let triggers: Vec<&str> = history["results"]
+        .as_array()
+        .expect("results")
+        .iter()
+        .filter_map(|r| r["trigger"].as_str())
+        .collect();
+    assert_eq!(triggers, ["dev_server", "scheduled"], "{history}");
     assert_eq!(
         send("POST", "/audits/run", me, Some(r#"{"names": []}"#)).0,
         422
