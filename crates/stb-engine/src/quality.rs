@@ -88,6 +88,23 @@ pub struct CheckStatus {
     pub payload: Option<serde_json::Value>,
 }
 
+/// One result row (`node_kind, node_name, status, severity, failures, trigger, completed,
+/// error, payload`) as a check's status.
+fn status_of(rows: &stb_warehouse::Rows, row: usize) -> CheckStatus {
+    let text = |column: &str| rows.text(row, column).filter(|t| !t.is_empty());
+    CheckStatus {
+        kind: text("node_kind").unwrap_or_default(),
+        name: text("node_name").unwrap_or_default(),
+        status: text("status").unwrap_or_default(),
+        severity: text("severity"),
+        failure_count: text("failures").and_then(|f| f.parse().ok()).unwrap_or(0),
+        trigger: text("trigger"),
+        completed_at: text("completed"),
+        error_message: text("error"),
+        payload: text("payload").and_then(|p| serde_json::from_str(&p).ok()),
+    }
+}
+
 /// The newest result of every check in `checks` (kind and name) for `target`, from the
 /// records; a check without one is `never_run` (neither passing nor failing).
 ///
@@ -112,25 +129,8 @@ pub fn latest(
             stb_ddl::string_literal(target),
         ))?;
         for row in 0..rows.data.len() {
-            let text = |column: &str| rows.text(row, column).filter(|t| !t.is_empty());
-            let key = (
-                text("node_kind").unwrap_or_default(),
-                text("node_name").unwrap_or_default(),
-            );
-            found.insert(
-                key.clone(),
-                CheckStatus {
-                    kind: key.0,
-                    name: key.1,
-                    status: text("status").unwrap_or_default(),
-                    severity: text("severity"),
-                    failure_count: text("failures").and_then(|f| f.parse().ok()).unwrap_or(0),
-                    trigger: text("trigger"),
-                    completed_at: text("completed"),
-                    error_message: text("error"),
-                    payload: text("payload").and_then(|p| serde_json::from_str(&p).ok()),
-                },
-            );
+            let status = status_of(&rows, row);
+            found.insert((status.kind.clone(), status.name.clone()), status);
         }
     }
     Ok(checks
@@ -181,19 +181,6 @@ pub fn history(
         stb_ddl::string_literal(name),
     ))?;
     Ok((0..rows.data.len())
-        .map(|row| {
-            let text = |column: &str| rows.text(row, column).filter(|t| !t.is_empty());
-            CheckStatus {
-                kind: text("node_kind").unwrap_or_default(),
-                name: text("node_name").unwrap_or_default(),
-                status: text("status").unwrap_or_default(),
-                severity: text("severity"),
-                failure_count: text("failures").and_then(|f| f.parse().ok()).unwrap_or(0),
-                trigger: text("trigger"),
-                completed_at: text("completed"),
-                error_message: text("error"),
-                payload: text("payload").and_then(|p| serde_json::from_str(&p).ok()),
-            }
-        })
+        .map(|row| status_of(&rows, row))
         .collect())
 }
