@@ -1,4 +1,6 @@
 // Signing in and out, what each persona may do, and a spoofed proxy identity refused.
+import { writeFileSync } from "node:fs";
+import { join } from "node:path";
 import { expect, test } from "@playwright/test";
 import { createUser, demoProject, dropProject, startDev, type Project, type Server } from "./support/stack";
 import { keep, signIn } from "./support/pages";
@@ -8,6 +10,11 @@ let server: Server;
 
 test.beforeAll(async () => {
   project = await demoProject("deployments", "ui_auth", 60);
+  // A project role that may stage deployments of pl__staged; vic gets it from the Users page.
+  writeFileSync(
+    join(project.dir, "access.yml"),
+    "roles:\n  stager:\n    grants:\n      - pipelines: [pl__staged]\n        permissions: [deployment.create]\n",
+  );
   createUser(project, "ana", "admin");
   createUser(project, "vic", "viewer");
   server = await startDev(project);
@@ -92,4 +99,29 @@ test("a spoofed proxy identity is refused", async ({ page }) => {
   } finally {
     await proxied.stop();
   }
+});
+
+test("an admin assigns a project role on the Users page and the viewer may then build", async ({ browser }) => {
+  const admin = await browser.newPage();
+  await signIn(admin, server.url, "ana");
+  await admin.getByRole("link", { name: "Users" }).click();
+  const vicRow = admin.getByRole("row", { name: /^vic/ });
+  await vicRow.getByLabel("Project role for vic").selectOption("stager");
+  await vicRow.getByRole("button", { name: "Assign" }).click();
+  await expect(vicRow).toContainText("stager");
+
+  const viewer = await browser.newPage();
+  await signIn(viewer, server.url, "vic");
+  await viewer.getByRole("link", { name: "Plan" }).click();
+  await viewer.getByRole("button", { name: "Preview" }).click();
+  await expect(viewer.getByTestId("plan-deployment")).toBeVisible();
+  await expect(viewer.getByRole("button", { name: "Build", exact: true })).toBeEnabled();
+
+  await vicRow.getByRole("button", { name: "Revoke stager from vic" }).click();
+  await expect(vicRow).toContainText("no project role");
+  await viewer.reload();
+  await viewer.getByRole("button", { name: "Preview" }).click();
+  await expect(viewer.getByRole("button", { name: "Build", exact: true })).toBeDisabled();
+  await admin.close();
+  await viewer.close();
 });
