@@ -1,6 +1,7 @@
 //! `stb dev`'s HTTP server: the JSON API under `/api`, behind one authentication mode,
-//! CSRF proofs on unsafe methods, login throttling and security headers on every answer.
-//! Unknown `/api` paths answer JSON 404.
+//! CSRF proofs on unsafe methods, login throttling and security headers on every answer,
+//! and the web UI embedded at build time ([`ui`]) on every other path. Unknown `/api` paths
+//! answer JSON 404. Every route and its policy is declared in [`inventory`].
 //!
 //! The warehouse is reached lazily: the server starts and answers while ClickHouse is down,
 //! a background worker keeps trying (1 s doubling to 30 s, then a probe every 10 s), and
@@ -122,7 +123,7 @@ impl AppState {
     }
 }
 
-/// The whole application: API routes, authentication, headers, JSON 404.
+/// The whole application: API routes, authentication, headers, JSON 404, the web UI.
 pub fn router(state: Arc<AppState>) -> Router {
     routes::api(Arc::clone(&state))
         .fallback(ui::serve)
