@@ -108,13 +108,8 @@ fn engine(error: &stb_warehouse::WarehouseError) -> EngineError {
 /// # Errors
 /// A read failed.
 pub fn observe(client: &Client, database: &str, target: &str) -> Result<Observed, EngineError> {
-    let now = client
-        .query("SELECT toString(toUnixTimestamp64Milli(now64(3, 'UTC'))) AS now")
-        .map_err(|e| engine(&e))?;
-    let now_ms = now
-        .text(0, "now")
-        .and_then(|t| t.parse().ok())
-        .unwrap_or_default();
+    let now = crate::deployments::warehouse_now(client)?;
+    let now_ms = stb_plan::deployment::parse_utc_text(&now).unwrap_or_default();
     let mut observed = Observed {
         now_ms,
         ..Observed::default()

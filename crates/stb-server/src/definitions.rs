@@ -29,10 +29,16 @@ fn secret_name(name: &str) -> bool {
 
 /// A broker list with credentials in it (`user:pass@host`) or from the environment.
 fn broker_list(value: &Resolved) -> String {
-    if value.from_environment || value.value.contains('@') {
+    shown_broker_list(&value.value, value.from_environment)
+}
+
+/// `list` as responses show it: redacted when it holds credentials (`user:pass@host`) or
+/// came from the environment.
+pub(crate) fn shown_broker_list(list: &str, from_environment: bool) -> String {
+    if from_environment || list.contains('@') {
         REDACTED.to_owned()
     } else {
-        value.value.clone()
+        list.to_owned()
     }
 }
 

@@ -80,11 +80,8 @@ fn managed(compilation: &Compilation) -> Vec<Managed> {
                 .as_ref()
                 .and_then(|k| k.broker_list.as_ref())
                 .is_some_and(|b| b.from_environment);
-            let shown_brokers = if from_environment || landing.brokers.contains('@') {
-                crate::definitions::REDACTED.to_owned()
-            } else {
-                landing.brokers.clone()
-            };
+            let shown_brokers =
+                crate::definitions::shown_broker_list(&landing.brokers, from_environment);
             Some(Managed {
                 name: plan.name.clone(),
                 topic: source.topic.clone().unwrap_or_default(),

@@ -22,7 +22,7 @@ use crate::error::ApiError;
 type Shared = State<Arc<AppState>>;
 
 /// Refuses a value that the child would read as a flag.
-pub(crate) fn value(name: &str, text: &str) -> Result<String, ApiError> {
+fn value(name: &str, text: &str) -> Result<String, ApiError> {
     let text = text.trim();
     if text.is_empty() || text.starts_with('-') || text.contains('\0') {
         return Err(ApiError::new(
