@@ -16,6 +16,9 @@ pub(crate) struct Prepared {
     pub(crate) client: Arc<stb_warehouse::Client>,
     /// For a virtual scope: the deployment's plan, which is what the user confirms.
     pub(crate) staged: Option<stb_engine::staged::Planned>,
+    /// The warehouse refused some of the plan's statements: located errors; a plan with
+    /// them fails and a build stops before it changes anything.
+    pub(crate) validation: Result<(), stb_diagnostics::Diagnostics>,
 }
 
 /// Checks the flags and selectors, connects, reads the warehouse, plans and measures the
@@ -60,6 +63,10 @@ pub(crate) fn prepare(
         }
     };
     measure(&client, &mut planned)?;
+    // Every statement the build would run, checked before anyone is asked to confirm it.
+    let validation =
+        stb_engine::validation::validate(&client, project, &compiled.plan_sources, &planned)
+            .map(|validated| planned.validated = Some(validated));
     let mut staged = staged;
     if let Some(staged) = &mut staged {
         staged
@@ -70,7 +77,31 @@ pub(crate) fn prepare(
         planned,
         client: Arc::new(client),
         staged,
+        validation,
     })
+}
+
+/// Every statement the warehouse refused across `parts` (a mixed scope's two phases), so
+/// the author fixes them in one go; `None` when all passed.
+pub(crate) fn refused(parts: &[&Prepared]) -> Option<stb_diagnostics::Diagnostics> {
+    let mut invalid = stb_diagnostics::Diagnostics::new();
+    for part in parts {
+        if let Err(found) = &part.validation {
+            invalid.extend(found.clone());
+        }
+    }
+    (!invalid.is_empty()).then_some(invalid)
+}
+
+/// The record of a build the validation stopped: how many statements the warehouse refused
+/// and the first, located (the whole list goes to the terminal or the JSON).
+pub(crate) fn invalid_summary(invalid: &stb_diagnostics::Diagnostics) -> String {
+    let sorted = invalid.clone().into_sorted();
+    let first = sorted.first().map(ToString::to_string).unwrap_or_default();
+    format!(
+        "{} statement(s) failed the warehouse's check; nothing was changed. {first}",
+        sorted.len()
+    )
 }
 
 /// What a scope needs planned.

@@ -9,7 +9,8 @@ use clap::Args;
 use stb_engine::staged::Route;
 
 use crate::args::{ConnectionArgs, ProjectArgs, ScopeArgs};
-use crate::output::{Failure, fail};
+use crate::direct::Prepared;
+use crate::output::{Failure, fail, report};
 
 #[derive(Debug, Args)]
 pub(crate) struct PlanArgs {
@@ -50,6 +51,9 @@ pub(crate) fn run(args: &PlanArgs) -> ExitCode {
         Ok(prepared) => prepared,
         Err(failure) => return fail(&failure, args.json),
     };
+    if let Err(invalid) = &prepared.validation {
+        return report(invalid.clone(), args.json);
+    }
     if let Err(failure) = crate::run_artifacts::write_plan(&project.root, &prepared.planned) {
         return fail(&failure, args.json);
     }
@@ -65,6 +69,10 @@ fn plan_virtual(
     compiled: &stb_compile::Compiled,
 ) -> ExitCode {
     match crate::direct::prepare(project, compiled, &args.connection, &args.scope) {
+        Ok(Prepared {
+            validation: Err(invalid),
+            ..
+        }) => report(invalid, args.json),
         Ok(prepared) => match &prepared.staged {
             Some(staged) => {
                 crate::staged_render::print(staged, args.json, args.verbose);
@@ -100,6 +108,9 @@ fn plan_mixed(
         (Ok(staged), Ok(direct)) => (staged, direct),
         (Err(failure), _) | (_, Err(failure)) => return fail(&failure, args.json),
     };
+    if let Some(invalid) = crate::direct::refused(&[&staged, &direct]) {
+        return report(invalid, args.json);
+    }
     let Some(deployment) = &staged.staged else {
         let failure = Failure {
             code: stb_engine::direct::VIRTUAL_CODE,

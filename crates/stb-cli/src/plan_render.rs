@@ -150,6 +150,20 @@ pub(crate) fn print(planned: &Planned, as_json: bool, verbose: bool) {
             let _ = writeln!(out, "  {warning}");
         }
     }
+    if let Some(validated) = &planned.validated {
+        let _ = writeln!(
+            out,
+            "\nChecked against the warehouse: {} statements passed ({} ms)",
+            validated.checked, validated.elapsed_ms
+        );
+        for unchecked in &validated.unchecked {
+            let _ = writeln!(
+                out,
+                "  not checked: {}: {}",
+                unchecked.model, unchecked.reason
+            );
+        }
+    }
     let relations: usize = planned.plan.creation.len();
     let _ = writeln!(
         out,
@@ -209,5 +223,6 @@ pub(crate) fn json(planned: &Planned) -> serde_json::Value {
             "source": source, "missing": missing,
         })).collect::<Vec<_>>(),
         "warnings": planned.plan.warnings,
+        "validation": planned.validated,
     })
 }

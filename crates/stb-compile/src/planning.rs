@@ -173,6 +173,7 @@ pub(crate) fn sources(
                         .kafka
                         .render_if_not_exists(stb_ddl::Audience::Artifact),
                     create_raw: objects.raw.render_if_not_exists(),
+                    raw_definition: Some(objects.raw.clone()),
                     create_view: objects.landing.render_if_not_exists(),
                     consumer_group: objects.kafka.group.clone(),
                     brokers: objects.kafka.broker_list.clone(),

@@ -179,8 +179,20 @@ impl Table {
         self.render_with("CREATE TABLE IF NOT EXISTS")
     }
 
+    /// `CREATE TEMPORARY TABLE <name>` with the same columns, engine, keys, TTL and
+    /// settings: a session-scoped copy nobody else sees, which the warehouse checks exactly
+    /// as it would check the table itself (plans validate DDL with it).
+    #[must_use]
+    pub fn render_temporary(&self, name: &str) -> String {
+        self.render_named("CREATE TEMPORARY TABLE", &identifier(name))
+    }
+
     fn render_with(&self, create: &str) -> String {
-        let mut text = format!("{create} {} (\n", self.name);
+        self.render_named(create, &self.name.to_string())
+    }
+
+    fn render_named(&self, create: &str, name: &str) -> String {
+        let mut text = format!("{create} {name} (\n");
         let columns: Vec<String> = self
             .columns
             .iter()
@@ -505,6 +517,10 @@ mod tests {
             ],
         };
         insta::assert_snapshot!("model_table", table.render());
+        insta::assert_snapshot!(
+            "model_table_temporary",
+            table.render_temporary("stb_check_1")
+        );
         let minimal = Table {
             partition_by: None,
             ttl: None,

@@ -263,6 +263,10 @@ pub const CODES: &[(&str, &str)] = &[
         "a replay root cannot be bounded (lineage columns missing, driving input not referenced)",
     ),
     ("STB-PLAN-005", "--changed cannot read the build records"),
+    (
+        "STB-PLAN-006",
+        "a model's query or table fails the warehouse's check before anything changes",
+    ),
     ("STB-RUN-001", "target/run/ could not be written"),
     (
         "STB-RUNS-001",

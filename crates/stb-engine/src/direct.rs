@@ -206,6 +206,9 @@ pub struct Planned {
     /// Set when this workflow builds a virtual deployment (its copies under their physical
     /// names): what it records instead of direct fingerprints.
     pub deployment: Option<crate::staged::Deployment>,
+    /// What the warehouse accepted when the plan's statements were checked
+    /// ([`crate::validation::validate`]); `None` until they are.
+    pub validated: Option<crate::validation::Validated>,
 }
 
 /// The shrink guard's summary.
@@ -420,6 +423,7 @@ pub fn plan_selection(
         replay_windows: Vec::new(),
         models: compiled.plan_models.clone(),
         deployment: None,
+        validated: None,
     })
 }
 

@@ -25,6 +25,7 @@ pub mod sql_tests;
 pub mod staged;
 pub mod status;
 pub mod unlock;
+pub mod validation;
 
 pub use error::EngineError;
 

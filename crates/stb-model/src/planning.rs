@@ -242,6 +242,9 @@ pub struct Landing {
     pub create_kafka_recorded: String,
     /// `CREATE TABLE IF NOT EXISTS raw__S`.
     pub create_raw: String,
+    /// The landing table as a typed value: plans check its DDL (and the models that read
+    /// it) before a build creates it.
+    pub raw_definition: Option<stb_ddl::Table>,
     /// `CREATE MATERIALIZED VIEW IF NOT EXISTS mv__S`.
     pub create_view: String,
     /// The effective consumer group (suffixed with the database).

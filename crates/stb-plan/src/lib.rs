@@ -10,5 +10,6 @@ pub mod replay_progress;
 pub mod seed;
 pub mod shrink;
 pub mod sql_change;
+pub mod validation;
 pub mod virtual_plan;
 pub mod workflow;

@@ -106,6 +106,15 @@ pub(super) fn run_mixed(
             return fail(&failure, args.json);
         }
     };
+    if let Some(invalid) = crate::direct::refused(&[&staged, &direct]) {
+        let failure = Failure {
+            code: stb_engine::validation::INVALID_CODE,
+            message: crate::direct::invalid_summary(&invalid),
+            hint: String::new(),
+        };
+        early("failed", &failure, &first_recorder);
+        return crate::output::report(invalid, args.json);
+    }
     let direct_run = RunIdentity::new(None, run.display_command.clone(), run.owner.clone());
     if let Err(error) = stb_engine::build::open(
         &scope.observation,

@@ -147,6 +147,11 @@ pub(crate) fn run(args: &BuildArgs) -> ExitCode {
         }
     };
     timings.planning_ms = planning_started.elapsed().as_millis();
+    if let Err(invalid) = &prepared.validation {
+        let summary = crate::direct::invalid_summary(invalid);
+        finish(&Ending::early("failed", Some(&summary), 0));
+        return report(invalid.clone(), args.json);
+    }
     if let Some(staged) = &prepared.staged {
         let _ = recorder.deployment.set(staged.deployment.to_string());
     }

@@ -8,6 +8,7 @@ fn declared() -> Landing {
         create_kafka: "CREATE TABLE IF NOT EXISTS db.kafka__orders (\n    message String\n) ENGINE = Kafka\nSETTINGS kafka_broker_list = 'b:9092', kafka_topic_list = 'orders', kafka_group_name = 'g_db', kafka_format = 'JSONAsString', kafka_sasl_password = 'it\\'s'".into(),
         create_kafka_recorded: String::new(),
         create_raw: String::new(),
+        raw_definition: None,
         create_view: "CREATE MATERIALIZED VIEW IF NOT EXISTS db.mv__orders\nTO db.raw__orders AS\nSELECT 1".into(),
         consumer_group: "g_db".into(),
         brokers: "b:9092".into(),

@@ -199,6 +199,7 @@ fn roots_on_paused_landings_need_no_wait_and_a_fresh_landing_resets_its_group() 
         create_kafka: "CREATE TABLE IF NOT EXISTS db.kafka__events (message String) ENGINE = Kafka SETTINGS kafka_sasl_password = 's3cret'".into(),
         create_kafka_recorded: "CREATE TABLE IF NOT EXISTS db.kafka__events (message String) ENGINE = Kafka SETTINGS kafka_sasl_password = '***'".into(),
         create_raw: "CREATE TABLE IF NOT EXISTS db.raw__events (x UInt8) ENGINE = MergeTree ORDER BY x".into(),
+        raw_definition: None,
         create_view: "CREATE MATERIALIZED VIEW IF NOT EXISTS db.mv__events TO db.raw__events AS SELECT 1 AS x FROM db.kafka__events".into(),
         consumer_group: "group_db".into(),
         brokers: "b:9092".into(),

@@ -13,6 +13,7 @@ mod destruction;
 mod dev_server;
 mod discover;
 mod dst;
+mod failure_safety;
 mod fan_in;
 mod local_stack;
 mod plan;

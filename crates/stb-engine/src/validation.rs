@@ -1,0 +1,298 @@
+//! Checks a plan's statements against the warehouse before a build may change anything
+//! ([`stb_plan::validation`] says what is checked and how nothing is touched). `stb plan`
+//! fails on what it finds; `stb build` runs the same checks again under the target lock,
+//! before its first change.
+
+use std::time::Instant;
+
+use stb_diagnostics::{Diagnostic, Diagnostics, Location, Position};
+use stb_plan::validation::{Check, Subject, Unchecked, validation};
+use stb_warehouse::Client;
+
+use crate::direct::Planned;
+
+/// A model's SQL or DDL fails the warehouse's own check.
+pub const INVALID_CODE: &str = "STB-PLAN-006";
+
+/// What a passed validation checked.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct Validated {
+    /// Statements the warehouse accepted.
+    pub checked: usize,
+    /// Models, or parts of them, it could not check, and why.
+    pub unchecked: Vec<UncheckedModel>,
+    pub elapsed_ms: u64,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct UncheckedModel {
+    pub model: String,
+    pub reason: String,
+}
+
+impl From<Unchecked> for UncheckedModel {
+    fn from(unchecked: Unchecked) -> Self {
+        Self {
+            model: unchecked.name,
+            reason: unchecked.reason,
+        }
+    }
+}
+
+/// Runs the checks of `planned` in one session of its own; every failure, located in the
+/// model's (or source's) file. A warehouse that cannot be reached is one diagnostic too.
+///
+/// # Errors
+/// Each model whose statement the warehouse refused, with ClickHouse's message.
+pub fn validate(
+    client: &Client,
+    project: &stb_project::Project,
+    sources: &[stb_plan::direct::PlanSource],
+    planned: &Planned,
+) -> Result<Validated, Diagnostics> {
+    let started = Instant::now();
+    let scope = planned.executed_models();
+    // A landing the build creates has its preparation step; every other one exists.
+    let created = |relation: &str| {
+        sources.iter().any(|source| {
+            source
+                .landing
+                .as_ref()
+                .is_some_and(|l| l.raw_table == relation)
+                && planned
+                    .workflow
+                    .steps
+                    .iter()
+                    .any(|s| s.id == format!("prepare_source_raw__{}", source.name))
+        })
+    };
+    let plan = validation(&scope, &planned.models, sources, &|r| !created(r));
+    let session = session_client(client).map_err(|e| one(warehouse_diagnostic(&e)))?;
+    let mut diagnostics = Diagnostics::new();
+    let mut unchecked: Vec<UncheckedModel> = plan
+        .unchecked
+        .into_iter()
+        .map(UncheckedModel::from)
+        .collect();
+    let mut failed_stand_ins: Vec<String> = Vec::new();
+    let mut reported: Vec<(&str, Option<u32>)> = Vec::new();
+    let mut checked = 0;
+    for check in &plan.checks {
+        let result = if check.subject == Subject::Query {
+            session.query(&check.sql).map(|_| ())
+        } else {
+            session.execute(&check.sql, None).map(|_| ())
+        };
+        let Err(error) = result else {
+            checked += 1;
+            continue;
+        };
+        if error.server_code.is_none() {
+            // No answer at all: the warehouse, not the model.
+            diagnostics.push(warehouse_diagnostic(&error));
+            break;
+        }
+        let reason = error.server_code;
+        if failed_stand_ins
+            .iter()
+            .any(|s| check.sql.contains(s.as_str()))
+        {
+            unchecked.push(UncheckedModel {
+                model: check.name.clone(),
+                reason: "an upstream model it reads failed its own check".into(),
+            });
+        } else if check.authored {
+            // A bad type fails a model's query and its table alike: said once.
+            if !reported.contains(&(check.name.as_str(), reason)) {
+                diagnostics.push(located(project, check, &error.message));
+                reported.push((check.name.as_str(), reason));
+            }
+        } else {
+            unchecked.push(UncheckedModel {
+                model: check.name.clone(),
+                reason: format!("its stand-in could not be made: {}", error.message),
+            });
+        }
+        if check.subject != Subject::Query
+            && let Some(name) = stand_in_name(&check.sql)
+        {
+            failed_stand_ins.push(name);
+        }
+    }
+    if !diagnostics.is_empty() {
+        return Err(diagnostics);
+    }
+    Ok(Validated {
+        checked,
+        unchecked,
+        elapsed_ms: u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
+    })
+}
+
+fn one(diagnostic: Diagnostic) -> Diagnostics {
+    let mut all = Diagnostics::new();
+    all.push(diagnostic);
+    all
+}
+
+fn warehouse_diagnostic(error: &stb_warehouse::WarehouseError) -> Diagnostic {
+    Diagnostic::new(
+        error.kind.code(),
+        format!(
+            "the plan's statements could not be checked: {}",
+            error.message
+        ),
+        error.kind.hint(),
+    )
+}
+
+/// A client whose requests share one server session: temporary tables live in it and
+/// vanish with it (ClickHouse ends an idle session after `session_timeout` seconds).
+fn session_client(client: &Client) -> Result<Client, stb_warehouse::WarehouseError> {
+    let mut config = client.config().clone();
+    config.settings.insert(
+        "session_id".into(),
+        format!("stb-validate-{}", uuid::Uuid::new_v4()),
+    );
+    config
+        .settings
+        .insert("session_timeout".into(), "60".into());
+    Client::new(config)
+}
+
+/// The temporary table a storage or landing check creates.
+fn stand_in_name(sql: &str) -> Option<String> {
+    sql.strip_prefix("CREATE TEMPORARY TABLE ")?
+        .split_whitespace()
+        .next()
+        .map(str::to_owned)
+}
+
+/// The failure as the author sees it: the model's file, the line and column of the first
+/// name the warehouse quotes that the file holds, ClickHouse's message, and what to do.
+fn located(project: &stb_project::Project, check: &Check, message: &str) -> Diagnostic {
+    let (file, text) = match check.subject {
+        Subject::Landing => project
+            .sources
+            .iter()
+            .find(|s| s.name == check.name)
+            .map(|s| (s.file.clone(), None))
+            .unwrap_or_default(),
+        Subject::Query | Subject::Storage => project
+            .pipelines
+            .iter()
+            .flat_map(|p| &p.models)
+            .find(|m| m.name == check.name)
+            .map(|m| (m.file.clone(), Some(m.text.clone())))
+            .unwrap_or_default(),
+    };
+    let what = match check.subject {
+        Subject::Query => format!("model '{}': its query does not run", check.name),
+        Subject::Storage => format!("model '{}': its table cannot be created", check.name),
+        Subject::Landing => format!(
+            "source '{}': its landing table cannot be created",
+            check.name
+        ),
+    };
+    let mut diagnostic = Diagnostic::new(
+        INVALID_CODE,
+        format!("{what}: {}", first_line(message)),
+        "fix it and plan again; nothing was changed (every statement a build runs is checked before it may change anything)",
+    );
+    if !file.is_empty() {
+        let position = text.as_deref().and_then(|t| {
+            position_of_quoted(t, message).or_else(|| {
+                // Nothing quoted the file holds: point at the part that failed, the
+                // header for a table, the query for a query.
+                let part = if check.subject == Subject::Storage {
+                    "MODEL"
+                } else {
+                    "SELECT"
+                };
+                let upper = t.to_ascii_uppercase();
+                word_offset(&upper, part).map(|at| Position::of_offset(t, at))
+            })
+        });
+        diagnostic.location = Some(match position {
+            Some(position) => Location::at(&file, position),
+            None => Location::file(&file),
+        });
+    }
+    diagnostic
+}
+
+/// ClickHouse's message without its trailing version note.
+fn first_line(message: &str) -> String {
+    let line = message.lines().next().unwrap_or(message);
+    line.split(" (version ")
+        .next()
+        .unwrap_or(line)
+        .trim()
+        .to_owned()
+}
+
+/// Where in `text` the first name `message` quotes (in backticks or single quotes, or
+/// after "family:", "Unknown function" or "Column") first occurs as a whole word.
+fn position_of_quoted(text: &str, message: &str) -> Option<Position> {
+    // The warehouse's suggestions name what the author did not write.
+    let message = message
+        .split("Maybe you meant")
+        .enumerate()
+        .map(|(at, piece)| {
+            if at == 0 {
+                piece
+            } else {
+                piece.split_once(']').map_or("", |(_, rest)| rest)
+            }
+        })
+        .collect::<String>();
+    let mut names: Vec<&str> = Vec::new();
+    for marker in ["family: ", "Unknown function ", "Column "] {
+        if let Some((_, after)) = message.split_once(marker) {
+            names.extend(
+                after
+                    .split(|c: char| !(c.is_alphanumeric() || c == '_'))
+                    .next(),
+            );
+        }
+    }
+    for quote in ['`', '\''] {
+        names.extend(message.split(quote).skip(1).step_by(2));
+    }
+    names
+        .into_iter()
+        .filter(|name| !name.is_empty() && !name.starts_with("stb_check_"))
+        .find_map(|name| word_offset(text, name))
+        .map(|offset| Position::of_offset(text, offset))
+}
+
+fn word_offset(text: &str, word: &str) -> Option<usize> {
+    let is_word = |c: char| c.is_alphanumeric() || c == '_';
+    text.match_indices(word).map(|(at, _)| at).find(|&at| {
+        let before = text.get(..at).and_then(|s| s.chars().next_back());
+        let after = text.get(at + word.len()..).and_then(|s| s.chars().next());
+        !before.is_some_and(is_word) && !after.is_some_and(is_word)
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_quoted_name_is_found_where_the_author_wrote_it() {
+        let text = "MODEL (kind table);\nSELECT order_id,\n  amount_centz::UInt64 AS amount_cents\nFROM __ref('orders')";
+        let message = "Code: 47. DB::Exception: Unknown expression or function identifier `amount_centz`. In scope SELECT CAST(amount_centz, 'UInt64') FROM stb_check_1. (UNKNOWN_IDENTIFIER) (version 26.9.2.1)";
+        assert_eq!(position_of_quoted(text, message), Some(Position::new(3, 3)));
+        let types = "Code: 50. DB::Exception: Unknown data type family: UInt65. Maybe you meant: ['UInt64','Int64']: In scope SELECT CAST(x, 'UInt65') AS x, CAST(o, 'Int64') AS o FROM t. (UNKNOWN_TYPE)";
+        let typed = "MODEL (kind table);\nSELECT o::Int64 AS o,\n  x::UInt65 AS x FROM t";
+        // Not the suggestion, nor another quoted type the file also holds.
+        assert_eq!(position_of_quoted(typed, types), Some(Position::new(3, 6)));
+        // A name the file does not hold as a whole word gives no position.
+        assert_eq!(position_of_quoted("SELECT amount_centzz", message), None);
+        assert_eq!(
+            first_line(message),
+            "Code: 47. DB::Exception: Unknown expression or function identifier `amount_centz`. In scope SELECT CAST(amount_centz, 'UInt64') FROM stb_check_1. (UNKNOWN_IDENTIFIER)"
+        );
+    }
+}
