@@ -11,12 +11,15 @@ use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use stb_plan::replay::{Capture, OffsetRun, parse_capture, predicate};
-use stb_plan::workflow::{Action, Step, Workflow};
+use stb_plan::workflow::{Action, Phase, Step, Workflow};
 use stb_warehouse::statements::PlannedStatement;
 use stb_warehouse::{Client, WarehouseError};
 
 use crate::replay_watch::ReplayWatch;
 use crate::secrets::{inline_secrets, resolve_secrets, scrub};
+use crate::undo::{
+    REPLAYS_COMPLETE_EVENT, RESTORE_POINT_EVENT, RestorePoint, TARGET_RESTORED_EVENT,
+};
 
 /// How the run ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
@@ -35,6 +38,17 @@ pub struct StatementOutcome {
     pub written_rows: Option<u64>,
     pub returned_rows: Option<u64>,
     pub elapsed_ms: u64,
+}
+
+/// How a stopped run gave the target back.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct Restored {
+    /// True when every replay had completed and the build was finished instead of undone.
+    pub finished: bool,
+    /// The statements it ran, by step id.
+    pub statements: Vec<String>,
+    /// Those that failed, with the warehouse's message.
+    pub errors: Vec<String>,
 }
 
 /// Runs of offsets a record or an event lists at most.
@@ -76,6 +90,8 @@ pub struct Execution {
     pub seeds: Vec<(String, Option<u64>)>,
     /// Things the operator should know about a run that otherwise went as planned.
     pub warnings: Vec<String>,
+    /// A run that stopped: how the target was given back.
+    pub restored: Option<Restored>,
     /// The statements as recorded (secrets redacted), replays rendered once known.
     #[serde(skip)]
     pub statements: Vec<PlannedStatement>,
@@ -85,6 +101,12 @@ pub struct Execution {
 /// the statement list when a replay is rendered.
 pub trait Observer {
     fn event(&self, kind: &str, step: Option<&Step>, payload: serde_json::Value);
+    /// Makes every event so far durable before the run goes on: what an undo needs must
+    /// be on record before the first change, whatever happens to this process then.
+    ///
+    /// # Errors
+    /// The events could not be written; the run stops before it changes anything more.
+    fn checkpoint(&self) -> Result<(), WarehouseError>;
     /// The statement list changed (a replay was rendered): record it as `revision`.
     ///
     /// # Errors
@@ -185,11 +207,41 @@ pub fn run(
         replays: Vec::new(),
         seeds: Vec::new(),
         warnings: Vec::new(),
+        restored: None,
         statements: planned_statements(workflow),
     };
     let mut captures: Vec<Option<Capture>> = vec![None; workflow.roots.len()];
     let mut revision = 1;
+    // Before the first change: what the target holds, durably on record, so a build that
+    // stops here or anywhere later (a kill included) can be given back.
+    let point = match record_restore_point(client, workflow, observer) {
+        Ok(point) => point,
+        Err(message) => {
+            execution.status = Status::Failed;
+            execution.failed_step = Some(
+                workflow
+                    .steps
+                    .first()
+                    .map_or_else(String::new, |s| s.id.clone()),
+            );
+            execution.error_message = Some(format!("{message}; nothing was changed"));
+            return execution;
+        }
+    };
+    let mut replays_complete = false;
     for (index, step) in workflow.steps.iter().enumerate() {
+        if !replays_complete && matches!(step.phase, Phase::Activation | Phase::Cleanup) {
+            observer.event(REPLAYS_COMPLETE_EVENT, None, serde_json::json!({}));
+            if let Err(error) = observer.checkpoint() {
+                execution.status = Status::Failed;
+                execution.failed_step = Some(step.id.clone());
+                execution.error_message = Some(format!(
+                    "the run's records could not be written before activation: {error}"
+                ));
+                break;
+            }
+            replays_complete = true;
+        }
         if interrupt.load(Ordering::SeqCst) {
             execution.status = Status::Cancelled;
             execution.failed_step = Some(step.id.clone());
@@ -343,6 +395,13 @@ pub fn run(
                 }
                 execution.completed_steps.push(step.id.clone());
             }
+            Some(Interrupted::Failed(message)) if step.phase == Phase::Cleanup => {
+                // The build is complete; only an old copy is left behind.
+                execution.warnings.push(format!(
+                    "step {} failed ({message}): the previous copy it drops is left; `stb unlock` or a rerun of it drops it",
+                    step.id
+                ));
+            }
             Some(Interrupted::Failed(message)) => {
                 execution.status = Status::Failed;
                 execution.failed_step = Some(step.id.clone());
@@ -358,9 +417,91 @@ pub fn run(
         }
     }
     if execution.status != Status::Succeeded {
-        recover_landings(client, workflow, observer, &mut execution);
+        if replays_complete {
+            // Every replay completed: the new relations are whole, so the build is
+            // finished (landings started, old copies dropped) rather than undone.
+            recover_landings(client, workflow, observer, &mut execution);
+            give_back(client, &point, true, observer, &mut execution);
+        } else {
+            give_back(client, &point, false, observer, &mut execution);
+            recover_landings(client, workflow, observer, &mut execution);
+        }
     }
     execution
+}
+
+/// Reads and records the restore point, and waits until it is durable.
+fn record_restore_point(
+    client: &Client,
+    workflow: &Workflow,
+    observer: &dyn Observer,
+) -> Result<RestorePoint, String> {
+    let point = RestorePoint::read(client, workflow)?;
+    observer.event(
+        RESTORE_POINT_EVENT,
+        None,
+        serde_json::to_value(&point).unwrap_or_default(),
+    );
+    observer
+        .checkpoint()
+        .map_err(|e| format!("the restore point could not be recorded: {e}"))?;
+    Ok(point)
+}
+
+/// Undoes (or, with `finish`, finishes) a build that stopped, statement by statement,
+/// each recorded like the workflow's own; what could not be done is added to the error.
+fn give_back(
+    client: &Client,
+    point: &RestorePoint,
+    finish: bool,
+    observer: &dyn Observer,
+    execution: &mut Execution,
+) {
+    let mut errors = Vec::new();
+    match crate::undo::statements(client, point, finish) {
+        Ok(statements) => {
+            for statement in &statements {
+                if let Err(error) = recover_statement(
+                    client,
+                    observer,
+                    execution,
+                    statement.step_id.clone(),
+                    &statement.sql,
+                    &statement.sql,
+                ) {
+                    errors.push(format!("{}: {error}", statement.step_id));
+                }
+            }
+            execution.restored = Some(Restored {
+                finished: finish,
+                statements: statements.iter().map(|s| s.step_id.clone()).collect(),
+                errors: errors.clone(),
+            });
+        }
+        Err(error) => errors.push(error),
+    }
+    observer.event(
+        TARGET_RESTORED_EVENT,
+        None,
+        serde_json::json!({"finished": finish, "errors": errors}),
+    );
+    let note = if errors.is_empty() {
+        if finish {
+            "note: every replay had completed, so the build was finished: landings resumed, previous copies dropped".to_owned()
+        } else {
+            "note: the target was given back as the build found it: what the build created was dropped, the previous tables and views are back".to_owned()
+        }
+    } else {
+        format!(
+            "note: the target could not be fully given back ({}); run `stb unlock` to try again, `stb status` shows what is missing",
+            errors.join("; ")
+        )
+    };
+    let message = execution.error_message.get_or_insert_with(String::new);
+    if !message.is_empty() {
+        message.push('\n');
+    }
+    message.push_str(&note);
 }
 
 /// Resumes every landing view the run paused and did not resume: a stopped build must
@@ -427,7 +568,7 @@ fn recover_statement(
 ) -> Result<(), String> {
     let step = Step {
         id: step_id,
-        phase: stb_plan::workflow::Phase::Activation,
+        phase: Phase::Activation,
         action: Action::Statement(sql.to_owned()),
         recorded: Some(recorded.to_owned()),
     };

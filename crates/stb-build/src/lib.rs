@@ -6,3 +6,4 @@ pub mod execute;
 mod replay_watch;
 mod secrets;
 pub mod shrink;
+pub mod undo;

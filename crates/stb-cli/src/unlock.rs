@@ -35,6 +35,9 @@ pub(crate) fn run(args: &UnlockArgs) -> ExitCode {
                 print_json(&serde_json::json!({
                     "database": database, "locked": false, "broken_owner": broken.owner,
                     "killed_queries": broken.killed_queries,
+                    "given_back": broken.given_back.as_ref().map(|g| serde_json::json!({
+                        "finished": g.finished, "statements": g.statements,
+                    })),
                 }));
             } else {
                 let mut out = std::io::stdout().lock();
@@ -45,6 +48,25 @@ pub(crate) fn run(args: &UnlockArgs) -> ExitCode {
                         broken.killed_queries.len(),
                         broken.owner
                     );
+                }
+                match &broken.given_back {
+                    Some(given) if given.finished => {
+                        let _ = writeln!(
+                            out,
+                            "Run '{}' had completed every replay: its build was finished ({} statements: landings resumed, previous copies dropped)",
+                            broken.owner,
+                            given.statements.len()
+                        );
+                    }
+                    Some(given) => {
+                        let _ = writeln!(
+                            out,
+                            "Gave the target back as run '{}' found it ({} statements: what it created dropped, previous tables and views back)",
+                            broken.owner,
+                            given.statements.len()
+                        );
+                    }
+                    None => {}
                 }
                 let _ = writeln!(
                     out,

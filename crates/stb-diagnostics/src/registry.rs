@@ -246,6 +246,10 @@ pub const CODES: &[(&str, &str)] = &[
         "stb unlock refuses: the lock's run still heartbeats",
     ),
     (
+        "STB-LOCK-004",
+        "stb unlock could not give back the target a killed build left (rerun it once the cause is fixed)",
+    ),
+    (
         "STB-MESSAGES-001",
         "a message console request off its document (filter, path, time, mode)",
     ),

@@ -9,6 +9,8 @@ use crate::EngineError;
 
 /// The lock's run still heartbeats.
 pub const ALIVE_CODE: &str = "STB-LOCK-003";
+/// A killed build's target could not be given back.
+pub const GIVE_BACK_CODE: &str = "STB-LOCK-004";
 
 /// A lock broken, and what of its run was still running in the warehouse.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -18,6 +20,8 @@ pub struct Broken {
     /// killed client's query can outlive it and would write into what the next build
     /// replaces.
     pub killed_queries: Vec<String>,
+    /// The killed build's half-made target, given back as it found it (or finished).
+    pub given_back: Option<GivenBack>,
 }
 
 /// Breaks `database`'s lock when its run is silent; what was broken, or `None` when
@@ -52,6 +56,8 @@ pub fn break_stale_lock(
         ));
     }
     let killed_queries = kill_unfinished(client, database, &owner)?;
+    // Still under its lock: the dead build's half-made relations are given back first.
+    let given_back = give_back(client, database, &owner)?;
     TargetLock::of_owner(client, database, &owner)
         .release()
         .map_err(|e| EngineError::from(&e))?;
@@ -59,6 +65,74 @@ pub fn break_stale_lock(
     Ok(Some(Broken {
         owner,
         killed_queries,
+        given_back,
+    }))
+}
+
+/// What `stb unlock` did to the target a killed build left.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GivenBack {
+    /// True when every replay had completed and the build was finished instead of undone.
+    pub finished: bool,
+    /// The statements run, by step id.
+    pub statements: Vec<String>,
+}
+
+/// Undoes (or finishes) the build `invocation` left, from the restore point it recorded
+/// before its first change; `None` when it recorded none or was already given back.
+///
+/// # Errors
+/// Its records or the catalog could not be read, or a statement failed (the others are
+/// not attempted: run `stb unlock` again once the cause is fixed; every step is safe to
+/// repeat).
+pub fn give_back(
+    client: &Client,
+    database: &str,
+    invocation: &str,
+) -> Result<Option<GivenBack>, EngineError> {
+    use stb_build::undo::{
+        REPLAYS_COMPLETE_EVENT, RESTORE_POINT_EVENT, RestorePoint, TARGET_RESTORED_EVENT,
+    };
+    let events = stb_warehouse::runs::events_of(client, database, invocation)
+        .map_err(|e| EngineError::from(&e))?;
+    let has = |kind: &str| events.iter().any(|e| e.kind == kind);
+    let Some(point) = events
+        .iter()
+        .rev()
+        .find(|e| e.kind == RESTORE_POINT_EVENT)
+        .and_then(|e| serde_json::from_str::<RestorePoint>(&e.payload).ok())
+    else {
+        return Ok(None);
+    };
+    if has(TARGET_RESTORED_EVENT) || has("run_completed") {
+        return Ok(None);
+    }
+    let finished = has(REPLAYS_COMPLETE_EVENT);
+    let failed = |message: String| {
+        EngineError::new(
+            GIVE_BACK_CODE,
+            format!("the target left by run '{invocation}' could not be given back: {message}"),
+            "fix the cause and run `stb unlock` again: every step of a give-back is safe to repeat",
+        )
+    };
+    let statements = stb_build::undo::statements(client, &point, finished).map_err(&failed)?;
+    for statement in &statements {
+        client
+            .execute(&statement.sql, None)
+            .map_err(|e| failed(format!("{}: {e}", statement.step_id)))?;
+    }
+    let ids: Vec<String> = statements.iter().map(|s| s.step_id.clone()).collect();
+    stb_warehouse::events::append_event(
+        client,
+        database,
+        invocation,
+        TARGET_RESTORED_EVENT,
+        &serde_json::json!({"finished": finished, "errors": [], "statements": ids, "by": "stb unlock"}),
+    )
+    .map_err(|e| EngineError::from(&e))?;
+    Ok(Some(GivenBack {
+        finished,
+        statements: ids,
     }))
 }
 

@@ -7,6 +7,7 @@ pub mod drift;
 pub mod options;
 pub mod replay;
 pub mod replay_progress;
+pub mod restore;
 pub mod seed;
 pub mod shrink;
 pub mod sql_change;

@@ -25,6 +25,8 @@ pub enum Phase {
     Boundary,
     Replay,
     Activation,
+    /// After everything else: the tables moved aside are dropped (see [`crate::restore`]).
+    Cleanup,
 }
 
 impl Phase {
@@ -38,6 +40,7 @@ impl Phase {
             Self::Boundary => "boundary",
             Self::Replay => "replay",
             Self::Activation => "activation",
+            Self::Cleanup => "cleanup",
         }
     }
 }
@@ -165,6 +168,8 @@ pub struct Workflow {
     /// Consumer groups of landings this build creates: their committed offsets belong to
     /// an earlier landing and would skip history, so they are deleted first.
     pub fresh_groups: Vec<FreshGroup>,
+    /// What a build that does not finish must undo (see [`crate::restore`]).
+    pub undo: crate::restore::Undo,
 }
 
 /// The consumer group of a landing the build creates.
@@ -312,7 +317,37 @@ pub fn assemble(
     let mut fresh_groups = Vec::new();
     let paused_landings =
         prepare_landings(&landings, options, present, &mut steps, &mut fresh_groups);
-    for (_, relation) in &plan.teardown {
+    let mut undo = crate::restore::Undo {
+        database: database.clone(),
+        ..crate::restore::Undo::default()
+    };
+    undo.dropped.extend(
+        paused_landings
+            .iter()
+            .filter_map(|l| landings.iter().find(|(source, _)| *source == l.source))
+            .map(|(_, landing)| landing.view.clone())
+            .filter(|view| present(view)),
+    );
+    for (kind, relation) in &plan.teardown {
+        if *kind == RelationKind::Table && present(relation) {
+            // Its rows stay, under another name, until the build has completed. (Its
+            // views are dropped before: they would write into the new table by name.)
+            let aside = crate::restore::aside_name(relation);
+            steps.push(Step::statement(
+                format!("set_aside_{relation}"),
+                Phase::Teardown,
+                format!(
+                    "RENAME TABLE {} TO {}",
+                    qualified(database, relation),
+                    qualified(database, &aside)
+                ),
+            ));
+            undo.set_aside.push((relation.clone(), aside));
+            continue;
+        }
+        if present(relation) {
+            undo.dropped.push(relation.clone());
+        }
         // DROP TABLE drops views too, so a model that changed kind is still torn down.
         steps.push(Step::statement(
             format!("drop_{relation}"),
@@ -415,6 +450,14 @@ pub fn assemble(
             landing.resume_sql.clone(),
         ));
     }
+    for (relation, aside) in &undo.set_aside {
+        steps.push(Step::statement(
+            format!("drop_previous_{relation}"),
+            Phase::Cleanup,
+            format!("DROP TABLE IF EXISTS {} SYNC", qualified(database, aside)),
+        ));
+    }
+    undo.created = created_relations(&steps, &landings);
     Ok(Workflow {
         database: database.clone(),
         steps,
@@ -422,7 +465,34 @@ pub fn assemble(
         start_time: options.start_time.clone(),
         paused_landings,
         fresh_groups,
+        undo,
     })
+}
+
+/// The relations the workflow's steps create, in order: every realized model relation,
+/// a landing's tables when the build creates the landing, and the landing views it
+/// starts. (A Kafka table recreated by a
+/// settings repair is not among them: the landing recovery puts it back as declared.)
+fn created_relations(steps: &[Step], landings: &[(&str, &Landing)]) -> Vec<String> {
+    let mut created = Vec::new();
+    for step in steps {
+        if let Some(relation) = step.id.strip_prefix("realize_") {
+            created.push(relation.to_owned());
+        }
+        for (source, landing) in landings {
+            if step.id == format!("prepare_source_kafka__{source}") {
+                created.push(landing.kafka_table.clone());
+            }
+            if step.id == format!("prepare_source_raw__{source}") {
+                created.push(landing.raw_table.clone());
+            }
+            // Resumed as it was, or created for a new landing: the undo tells them apart.
+            if step.id == format!("activate_source_{}", landing.view) {
+                created.push(landing.view.clone());
+            }
+        }
+    }
+    created
 }
 
 /// A stage's waits, captures and replays. The wait lets inserts that began before the new

@@ -62,6 +62,38 @@ impl Client {
         Ok(!rows.data.is_empty())
     }
 
+    /// The engine and `create_table_query` of each of `names` that exists in `database`;
+    /// one query. (What a build records to undo itself, and reads again to do it.)
+    ///
+    /// # Errors
+    /// The catalog could not be read.
+    pub fn definitions(
+        &self,
+        database: &str,
+        names: &[String],
+    ) -> Result<BTreeMap<String, (String, String)>, WarehouseError> {
+        if names.is_empty() {
+            return Ok(BTreeMap::new());
+        }
+        let listed: Vec<String> = names.iter().map(|n| stb_ddl::string_literal(n)).collect();
+        let rows = self.query(&format!(
+            "SELECT name, engine, create_table_query FROM system.tables WHERE database = {} AND name IN ({})",
+            stb_ddl::string_literal(database),
+            listed.join(", ")
+        ))?;
+        Ok((0..rows.data.len())
+            .map(|row| {
+                (
+                    text(&rows, row, "name"),
+                    (
+                        text(&rows, row, "engine"),
+                        text(&rows, row, "create_table_query"),
+                    ),
+                )
+            })
+            .collect())
+    }
+
     /// What each of `views` (materialized views of `database`) reads: view -> (database,
     /// relation), from the catalog's view dependencies rather than the views' SQL. One
     /// query.

@@ -21,8 +21,10 @@ pub(super) fn summary(
         "database": prepared.planned.workflow.database,
         "status": execution.status,
         "start_time": prepared.planned.start_time.as_ref().map(|s| s.as_str().to_owned()),
-        "dropped": plan.teardown.iter().map(|(_, r)| r).collect::<Vec<_>>(),
-        "created": plan.creation.iter().map(|(_, r)| r).collect::<Vec<_>>(),
+        // What holds at the end: nothing, once a stopped build was undone.
+        "dropped": plan.teardown.iter().filter(|_| applied(execution)).map(|(_, r)| r).collect::<Vec<_>>(),
+        "created": plan.creation.iter().filter(|_| applied(execution)).map(|(_, r)| r).collect::<Vec<_>>(),
+        "restored": execution.restored,
         "boundary_time": execution.captured_roots.first().and_then(|c| c.captured_at.clone()),
         "boundaries": execution.captured_roots,
         "replays": execution.replays.iter().map(|(model, rows)| serde_json::json!({
@@ -46,6 +48,16 @@ pub(super) fn summary(
             "over_empty_relations": stb_engine::audits::over_empty_relations(audits),
         },
     })
+}
+
+/// True when the build's relations stand at the end: it succeeded, or it stopped after
+/// every replay and was finished.
+fn applied(execution: &Execution) -> bool {
+    execution.status == Status::Succeeded
+        || execution
+            .restored
+            .as_ref()
+            .is_some_and(|r| r.finished && r.errors.is_empty())
 }
 
 /// The shrink guard's numbers; a build that ran past the guard with a loss accepted it.
@@ -108,10 +120,29 @@ pub(super) fn print_result(
         prepared.planned.workflow.roots.len()
     );
     let _ = writeln!(out, "\nRelations");
-    if deployment.is_none() {
-        let _ = writeln!(out, "  dropped  {}", plan.teardown.len());
+    match &execution.restored {
+        Some(restored) if !restored.errors.is_empty() => {
+            let _ = writeln!(
+                out,
+                "  NOT fully given back: {} of {} statements failed (see the error); run `stb unlock`",
+                restored.errors.len(),
+                restored.statements.len()
+            );
+        }
+        Some(restored) if !restored.finished => {
+            let _ = writeln!(
+                out,
+                "  given back as the build found them ({} statements); nothing created, nothing dropped",
+                restored.statements.len()
+            );
+        }
+        _ => {
+            if deployment.is_none() {
+                let _ = writeln!(out, "  dropped  {}", plan.teardown.len());
+            }
+            let _ = writeln!(out, "  created  {}", plan.creation.len());
+        }
     }
-    let _ = writeln!(out, "  created  {}", plan.creation.len());
     if !execution.captured_roots.is_empty() {
         let _ = writeln!(out, "\nReplay boundaries");
         for root in &execution.captured_roots {

@@ -357,17 +357,18 @@ pub fn record(
     } = *finished;
     let (workflow_id, execution) = (ran.workflow_id.as_str(), &ran.execution);
     let workflow = &planned.workflow;
-    let replayed: Vec<&str> = execution.replays.iter().map(|(m, _)| m.as_str()).collect();
     let fingerprinted: Vec<ModelDefinition<'_>> = planned
         .plan
         .entries
         .iter()
-        .filter(|entry| {
+        .filter(|_| {
+            // A build that stopped was undone: the previous relations, and with them the
+            // previous baseline, stand. One finished after its replays is complete.
             execution.status == Status::Succeeded
-                || workflow.roots.iter().any(|root| {
-                    replayed.contains(&root.model.as_str())
-                        && (root.model == entry.model || root.propagated.contains(&entry.model))
-                })
+                || execution
+                    .restored
+                    .as_ref()
+                    .is_some_and(|r| r.finished && r.errors.is_empty())
         })
         .filter_map(|entry| planned.models.iter().find(|m| m.name == entry.model))
         .map(|model| ModelDefinition {

@@ -131,6 +131,10 @@ impl Observer for BuildObserver {
         }
     }
 
+    fn checkpoint(&self) -> Result<(), WarehouseError> {
+        self.sink.flush()
+    }
+
     fn statements_changed(
         &self,
         statements: &[PlannedStatement],

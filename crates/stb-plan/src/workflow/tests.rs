@@ -110,8 +110,8 @@ fn phases_run_in_order_and_every_capture_precedes_every_replay() {
             "drop_vw__report",
             "drop_mv__counts",
             "drop_mv__clean",
-            "drop_tbl__counts",
-            "drop_tbl__clean",
+            "set_aside_tbl__counts",
+            "set_aside_tbl__clean",
             "realize_tbl__clean",
             "realize_tbl__counts",
             "realize_mv__counts",
@@ -121,6 +121,30 @@ fn phases_run_in_order_and_every_capture_precedes_every_replay() {
             "capture_replay_clean",
             "wait_for_inflight_inserts",
             "replay_clean",
+            // The old tables were kept aside until now.
+            "drop_previous_tbl__counts",
+            "drop_previous_tbl__clean",
+        ]
+    );
+    assert_eq!(
+        workflow.undo.set_aside,
+        [
+            ("tbl__counts".to_owned(), "tbl__counts__stb_prev".to_owned()),
+            ("tbl__clean".to_owned(), "tbl__clean__stb_prev".to_owned()),
+        ]
+    );
+    assert_eq!(
+        workflow.undo.dropped,
+        ["vw__report", "mv__counts", "mv__clean"]
+    );
+    assert_eq!(
+        workflow.undo.created,
+        [
+            "tbl__clean",
+            "tbl__counts",
+            "mv__counts",
+            "mv__clean",
+            "vw__report"
         ]
     );
     let phases: Vec<Phase> = workflow.steps.iter().map(|s| s.phase).collect();
@@ -221,13 +245,14 @@ fn roots_on_paused_landings_need_no_wait_and_a_fresh_landing_resets_its_group() 
             "prepare_source_raw__events",
             "pause_source_mv__events",
             "drop_mv__clean",
-            "drop_tbl__clean",
+            "set_aside_tbl__clean",
             "realize_tbl__clean",
             "realize_mv__clean",
             "capture_replay_clean",
             "wait_for_inflight_inserts",
             "replay_clean",
             "activate_source_mv__events",
+            "drop_previous_tbl__clean",
         ],
         "no stabilisation wait: nothing inserts into a paused landing"
     );
@@ -349,6 +374,9 @@ fn a_fan_in_fed_live_bounds_its_replay_on_its_rebuilt_input() {
             "capture_replay_joined",
             "wait_for_inflight_inserts_stage_1",
             "replay_joined",
+            "drop_previous_tbl__joined",
+            "drop_previous_tbl__names",
+            "drop_previous_tbl__clean",
         ]
     );
     let joined = &workflow.roots[1];

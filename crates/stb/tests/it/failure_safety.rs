@@ -68,9 +68,12 @@ fn insert_events(database: &str, from: u64, to: u64) {
 
 /// Every relation of the target but the lifecycle tables: its name, identity, definition
 /// and its rows, sorted (the multiset).
+///
+/// A table keeps its identity (the same table, never a copy); a view given back is created
+/// again from its definition, so its definition is what is compared.
 fn target_state(database: &str) -> Vec<(String, String)> {
     let relations = execute(&format!(
-        "SELECT name, uuid, engine, create_table_query FROM system.tables WHERE database = '{database}' AND name NOT LIKE '\\_streambuild%' ORDER BY name FORMAT TSV"
+        "SELECT name, if(engine IN ('View', 'MaterializedView'), '', toString(uuid)), engine, create_table_query FROM system.tables WHERE database = '{database}' AND name NOT LIKE '\\_streambuild%' ORDER BY name FORMAT TSV"
     ));
     relations
         .lines()
@@ -192,4 +195,226 @@ fn broken_sql_and_ddl_are_refused_before_a_direct_build_changes_anything() {
 #[test]
 fn broken_sql_and_ddl_are_refused_before_a_virtual_build_changes_anything() {
     broken_sql_and_ddl_are_refused_before_anything_changes("virtual");
+}
+
+fn count(database: &str, relation: &str) -> u64 {
+    execute(&format!(
+        "SELECT count() FROM {database}.{relation} FORMAT TSV"
+    ))
+    .trim()
+    .parse()
+    .expect("count")
+}
+
+/// The graph holds exactly what the adopted table implies.
+fn assert_graph_matches(database: &str) {
+    let expected = |sql: &str| execute(&format!("SELECT * FROM ({sql}) ORDER BY ALL FORMAT TSV"));
+    assert_eq!(
+        expected(&format!("SELECT * FROM {database}.tbl__clean")),
+        expected(&format!(
+            "SELECT p, o, kind, amount FROM {database}.events_existing"
+        )),
+        "clean"
+    );
+    assert_eq!(
+        expected(&format!("SELECT * FROM {database}.view__report")),
+        expected(&format!(
+            "SELECT kind, sum(amount) FROM {database}.events_existing GROUP BY kind"
+        )),
+        "report"
+    );
+}
+
+/// A statement that fails on one late row of the replay (offset 35 of 40): nothing the
+/// warehouse can see before it reads that row.
+const FAILS_LATE: &str = "(amount + throwIf(_replay_offset = 35, 'a late row'))::UInt64 AS amount";
+
+#[test]
+fn a_direct_build_that_fails_mid_replay_gives_the_target_back_live() {
+    let db = TestDatabase::create("undo_direct");
+    let dir = built(&db.name, "direct");
+    assert_graph_matches(&db.name);
+    let before = target_state(&db.name);
+    write(dir.path(), &files(&db.name, "direct", FAILS_LATE, SUMMING));
+    let plan = stb(dir.path(), &["plan"]);
+    assert!(plan.status.success(), "the plan cannot see a late row");
+    let build = stb(dir.path(), &["build", "--auto-approve", "--json"]);
+    assert_eq!(build.status.code(), Some(1));
+    let result: Value = serde_json::from_slice(&build.stdout).expect("JSON");
+    assert_eq!(result["status"], "failed", "{result}");
+    assert_eq!(result["failed_step"], "replay_clean", "{result}");
+    assert_eq!(result["restored"]["finished"], false, "{result}");
+    assert_eq!(
+        result["restored"]["errors"],
+        serde_json::json!([]),
+        "{result}"
+    );
+    assert_eq!(
+        result["created"],
+        serde_json::json!([]),
+        "nothing was left created"
+    );
+    assert_eq!(
+        target_state(&db.name),
+        before,
+        "the target was not given back"
+    );
+    // Live rows flow into the relations given back.
+    insert_events(&db.name, 40, 50);
+    assert_eq!(count(&db.name, "tbl__clean"), 150);
+    assert_graph_matches(&db.name);
+    // The baseline is the previous build's: the change is still pending.
+    let changed = stb(dir.path(), &["plan", "--changed", "--json"]);
+    let changed: Value = serde_json::from_slice(&changed.stdout).expect("JSON");
+    assert_eq!(changed["entries"][0]["model"], "clean", "{changed}");
+    let outcome = execute(&format!(
+        "SELECT outcome FROM {}._streambuild_invocations ORDER BY started_at DESC LIMIT 1 FORMAT TSV",
+        db.name
+    ));
+    assert_eq!(outcome.trim(), "failed");
+    // Fixed, the same --changed build rebuilds it.
+    write(dir.path(), &files(&db.name, "direct", AMOUNT, SUMMING));
+    let rebuilt = stb(
+        dir.path(),
+        &["build", "--changed", "--auto-approve", "--json"],
+    );
+    assert!(
+        rebuilt.status.success(),
+        "{}",
+        String::from_utf8_lossy(&rebuilt.stderr)
+    );
+    assert_graph_matches(&db.name);
+    assert_eq!(
+        execute(&format!(
+            "SELECT count() FROM system.tables WHERE database = '{}' AND name LIKE '%\\_\\_stb\\_prev' FORMAT TSV",
+            db.name
+        ))
+        .trim(),
+        "0",
+        "no previous copy is left"
+    );
+}
+
+/// `stb unlock` with a two-second signal window: a killed run is silent by then.
+fn unlock(dir: &Path) -> Value {
+    let output = assert_cmd::Command::cargo_bin("stb")
+        .expect("the stb binary")
+        .args(["unlock", "--json", "--project-dir"])
+        .arg(dir)
+        .envs(stb_test_support::warehouse_env())
+        .env("STREAMBUILD_RUN_SIGNAL_WINDOW_SECONDS", "2")
+        .output()
+        .expect("stb runs");
+    assert!(
+        output.status.success(),
+        "unlock\n{}\n{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    serde_json::from_slice(&output.stdout).expect("JSON")
+}
+
+fn statements_of(database: &str, invocation: &str) -> u64 {
+    execute(&format!(
+        "SELECT count() FROM {database}._streambuild_run_statements FINAL WHERE invocation_id = '{invocation}' FORMAT TSV"
+    ))
+    .trim()
+    .parse()
+    .expect("count")
+}
+
+#[test]
+fn a_direct_build_killed_at_any_statement_is_given_back_or_finished_by_unlock() {
+    // How many statements the rebuild after a SQL change runs, from one that completes.
+    let reference = TestDatabase::create("kill_reference");
+    let dir = built(&reference.name, "direct");
+    write(
+        dir.path(),
+        &files(
+            &reference.name,
+            "direct",
+            "(amount * 2)::UInt64 AS amount",
+            SUMMING,
+        ),
+    );
+    let invocation = format!("reference-{}", reference.name);
+    let mut child = stb_test_support::spawn_on_project(
+        dir.path(),
+        &["build", "--auto-approve", "--json"],
+        &invocation,
+    );
+    assert!(child.wait().expect("waits").success());
+    let total = statements_of(&reference.name, &invocation);
+    assert!(total >= 15, "{total} statements");
+    let mut killed = Vec::new();
+    for k in 1..total {
+        let db = TestDatabase::create(&format!("kill_{k}"));
+        let dir = built(&db.name, "direct");
+        let before = target_state(&db.name);
+        write(
+            dir.path(),
+            &files(
+                &db.name,
+                "direct",
+                "(amount * 2)::UInt64 AS amount",
+                SUMMING,
+            ),
+        );
+        let invocation = format!("kill-{k}-{}", db.name);
+        let mut child = stb_test_support::spawn_on_project(
+            dir.path(),
+            &["build", "--auto-approve", "--json"],
+            &invocation,
+        );
+        stb_test_support::wait_for_statements(&db.name, &invocation, k);
+        child.kill().expect("SIGKILL");
+        let _ = child.wait();
+        killed.push((db, dir, before, invocation));
+    }
+    std::thread::sleep(std::time::Duration::from_millis(2_500));
+    let mut outcomes = Vec::new();
+    for (db, dir, before, invocation) in &killed {
+        let unlocked = unlock(dir.path());
+        let finished = unlocked["given_back"]["finished"].as_bool();
+        outcomes.push(finished);
+        let prev = execute(&format!(
+            "SELECT count() FROM system.tables WHERE database = '{}' AND name LIKE '%\\\\_\\\\_stb\\\\_prev' FORMAT TSV",
+            db.name
+        ));
+        assert_eq!(
+            prev.trim(),
+            "0",
+            "{invocation}: an aside is left: {unlocked}"
+        );
+        if finished == Some(true) {
+            // Killed after its replays: finished as it would have ended.
+            assert_eq!(
+                execute(&format!(
+                    "SELECT sum(amount) FROM {}.tbl__clean FORMAT TSV",
+                    db.name
+                )),
+                execute(&format!(
+                    "SELECT sum(amount * 2) FROM {}.events_existing FORMAT TSV",
+                    db.name
+                )),
+                "{invocation}: {unlocked}"
+            );
+        } else {
+            // The lock may have been broken before the build changed anything (nothing to
+            // give back) or after: either way the target is as the build found it.
+            assert_eq!(&target_state(&db.name), before, "{invocation}: {unlocked}");
+            insert_events(&db.name, 40, 50);
+            assert_eq!(
+                count(&db.name, "tbl__clean"),
+                150,
+                "{invocation}: live flow"
+            );
+            assert_graph_matches(&db.name);
+        }
+    }
+    // The kills landed on both sides of the replays: some builds were undone, some
+    // finished.
+    eprintln!("given back (Some(false)), finished (Some(true)), untouched (None): {outcomes:?}");
+    assert!(outcomes.contains(&Some(false)), "{outcomes:?}");
+    assert!(outcomes.contains(&Some(true)), "{outcomes:?}");
 }

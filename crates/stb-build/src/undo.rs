@@ -1,0 +1,97 @@
+//! The I/O around [`stb_plan::restore`]: the restore point a build records before its first
+//! change, and the undo (or the finish) a build that stops runs, in process or, for a
+//! killed one, from `stb unlock`.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+use stb_plan::restore::{Held, Undo, UndoStatement, finish_statements, is_aside, undo_statements};
+use stb_plan::workflow::Workflow;
+use stb_warehouse::Client;
+
+/// The run event that carries a build's restore point.
+pub const RESTORE_POINT_EVENT: &str = "restore_point";
+/// Written (and made durable) once every replay has completed: a build that stops after
+/// it is finished, not undone (its landings may have delivered rows to the new views only).
+pub const REPLAYS_COMPLETE_EVENT: &str = "replays_complete";
+/// Written once a stopped build was undone or finished.
+pub const TARGET_RESTORED_EVENT: &str = "target_restored";
+
+/// What a build records before its first change: enough to give the target back without
+/// the process that started it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RestorePoint {
+    pub undo: Undo,
+    /// What each relation the build touches was at the start (absent: did not exist).
+    pub before: BTreeMap<String, Held>,
+    /// The landing views to start again when a build that stops is finished instead.
+    pub resume: Vec<String>,
+}
+
+impl RestorePoint {
+    /// Reads what `workflow` touches, as it is now. Refused while an aside of an earlier
+    /// build is still there: that build was neither undone nor finished, and its aside may
+    /// hold the only copy of a table's rows.
+    ///
+    /// # Errors
+    /// The catalog could not be read, or an earlier build's aside is present.
+    pub fn read(client: &Client, workflow: &Workflow) -> Result<Self, String> {
+        let undo = workflow.undo.clone();
+        let before = held(client, &undo)?;
+        if let Some(aside) = before.keys().find(|name| is_aside(name)) {
+            return Err(format!(
+                "'{aside}' is still there: an earlier build set it aside and was neither undone nor finished; run `stb unlock` to give the target back as that build found it"
+            ));
+        }
+        Ok(Self {
+            undo,
+            before,
+            resume: workflow
+                .paused_landings
+                .iter()
+                .map(|l| l.resume_sql.clone())
+                .collect(),
+        })
+    }
+}
+
+/// The relations of `undo` as the target holds them now.
+///
+/// # Errors
+/// The catalog could not be read.
+pub fn held(client: &Client, undo: &Undo) -> Result<BTreeMap<String, Held>, String> {
+    let definitions = client
+        .definitions(&undo.database, &undo.relations())
+        .map_err(|e| format!("the target's relations could not be read: {e}"))?;
+    Ok(definitions
+        .into_iter()
+        .map(|(name, (engine, create))| (name, Held { engine, create }))
+        .collect())
+}
+
+/// What to run now to give the target back as `point` found it: the undo (`finish` false),
+/// or the finish of a build whose replays completed (its landings started, asides dropped).
+///
+/// # Errors
+/// The catalog could not be read.
+pub fn statements(
+    client: &Client,
+    point: &RestorePoint,
+    finish: bool,
+) -> Result<Vec<UndoStatement>, String> {
+    let now = held(client, &point.undo)?;
+    if !finish {
+        return Ok(undo_statements(&point.undo, &point.before, &now));
+    }
+    let mut statements: Vec<UndoStatement> = point
+        .resume
+        .iter()
+        .enumerate()
+        .map(|(index, sql)| UndoStatement {
+            step_id: format!("finish_resume_landing_{}", index + 1),
+            sql: sql.clone(),
+        })
+        .collect();
+    statements.extend(finish_statements(&point.undo, &now));
+    Ok(statements)
+}
