@@ -94,13 +94,19 @@ for e in events:
         count += 1
         step = e["stepId"] or ""
         kind = ("replay" if step.startswith("replay_") else "wait" if step.startswith("wait_") else
+                "swap" if step.startswith(("set_aside_", "drop_previous_")) else
                 "capture" if step.startswith("capture_") else "pause" if step.startswith("pause_") else
                 "ddl" if step.startswith(("drop_", "realize_", "prepare_", "activate_", "restore_", "recreate_", "reset_")) else "other")
         kinds[kind] = kinds.get(kind, 0) + (e.get("elapsedMs") or 0)
 statements = sum(kinds.values())
+# What keeping the target restorable costs: checking every statement before the build
+# (part of planning), reading the restore point, and the swap (old tables set aside, then
+# dropped once the build completed).
+point = next((e.get("readMs") or 0 for e in events if e["event"] == "restore_point"), 0)
+safety = {"validation": started.get("validationMs") or 0, "restore point": point, "swap": kinds.get("swap", 0)}
 known = started["compileMs"] + started["observabilityMs"] + started["planningMs"] + statements
 print(json.dumps({"wall": wall, "trips": trips, "pause": kinds.get("pause", 0), "count": count, "compile": started["compileMs"], "records": started["observabilityMs"],
-                  "planning": started["planningMs"], "kinds": kinds, "rest": wall - known}))
+                  "planning": started["planningMs"], "kinds": kinds, "safety": safety, "rest": wall - known}))
 PY
   done
   python3 - "$label" "$results" <<'PY'
@@ -112,8 +118,10 @@ kinds = " ".join(f"{k} {v}" for k, v in sorted(m["kinds"].items()))
 pauses = sorted(r["pause"] for r in runs)
 pause = (f" (without the pause {(m['wall'] - m['pause']) / 1000:.2f} s; pause {pauses[0]}-{pauses[-1]} ms over the runs)"
          if pauses[-1] else "")
+safety = " ".join(f"{k} {v}" for k, v in m["safety"].items())
 print(f"{label:<23} median {m['wall'] / 1000:.2f} s{pause} | statements {m['count']}, round trips {m['trips']} | compile {m['compile']} ms, records {m['records']} ms, "
-      f"planning {m['planning']} ms, statements [{kinds}] ms, rest (process start, confirmation, audits, final records) {m['rest']} ms")
+      f"planning {m['planning']} ms, statements [{kinds}] ms, rest (process start, confirmation, audits, final records) {m['rest']} ms | "
+      f"restorable [{safety}] = {sum(m['safety'].values())} ms")
 PY
 }
 

@@ -436,12 +436,13 @@ fn record_restore_point(
     workflow: &Workflow,
     observer: &dyn Observer,
 ) -> Result<RestorePoint, String> {
+    let started = Instant::now();
     let point = RestorePoint::read(client, workflow)?;
-    observer.event(
-        RESTORE_POINT_EVENT,
-        None,
-        serde_json::to_value(&point).unwrap_or_default(),
-    );
+    let mut payload = serde_json::to_value(&point).unwrap_or_default();
+    payload["readMs"] = u64::try_from(started.elapsed().as_millis())
+        .unwrap_or(u64::MAX)
+        .into();
+    observer.event(RESTORE_POINT_EVENT, None, payload);
     observer
         .checkpoint()
         .map_err(|e| format!("the restore point could not be recorded: {e}"))?;

@@ -5,7 +5,9 @@
 use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
-use stb_plan::restore::{Held, Undo, UndoStatement, finish_statements, is_aside, undo_statements};
+use stb_plan::restore::{
+    Held, Undo, UndoStatement, aside_name, finish_statements, is_aside, undo_statements,
+};
 use stb_plan::workflow::Workflow;
 use stb_warehouse::Client;
 
@@ -38,7 +40,12 @@ impl RestorePoint {
     pub fn read(client: &Client, workflow: &Workflow) -> Result<Self, String> {
         let undo = workflow.undo.clone();
         let before = held(client, &undo)?;
-        if let Some(aside) = before.keys().find(|name| is_aside(name)) {
+        // Any relation the build makes may have an aside an earlier build left.
+        let asides: Vec<String> = undo.created.iter().map(|r| aside_name(r)).collect();
+        let left = client
+            .definitions(&undo.database, &asides)
+            .map_err(|e| format!("the target's relations could not be read: {e}"))?;
+        if let Some(aside) = before.keys().chain(left.keys()).find(|name| is_aside(name)) {
             return Err(format!(
                 "'{aside}' is still there: an earlier build set it aside and was neither undone nor finished; run `stb unlock` to give the target back as that build found it"
             ));

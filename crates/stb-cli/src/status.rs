@@ -100,6 +100,14 @@ fn print_text(status: &ProjectStatus) {
             run.scope.join(", ")
         );
     }
+    let target = &status.target;
+    if let (Some(message), Some(mend)) = (&target.message, &target.mend) {
+        let _ = writeln!(
+            out,
+            "TARGET {}: {message}\n  mend it with: {mend}",
+            target.state.replace('_', "-").to_uppercase()
+        );
+    }
     for (title, relations) in [("Sources", &status.sources), ("Models", &status.models)] {
         let _ = writeln!(out, "\n{title}:");
         for relation in relations {
@@ -113,6 +121,20 @@ fn line(relation: &RelationStatus) -> String {
     if relation.relation.is_some() && !relation.built {
         return format!("{name}: not built");
     }
+    let missing: Vec<&str> = relation
+        .relations
+        .iter()
+        .filter(|r| !r.present)
+        .map(|r| r.name.as_str())
+        .collect();
+    let missing = if missing.is_empty() {
+        String::new()
+    } else {
+        format!(" INCOMPLETE, missing {};", missing.join(", "))
+    };
+    let rows = relation
+        .rows
+        .map_or_else(|| "rows unknown".to_owned(), |n| format!("{n} rows"));
     let activity = relation.activity.as_ref().map_or_else(
         || "no writes to watch".to_owned(),
         |a| {
@@ -122,7 +144,10 @@ fn line(relation: &RelationStatus) -> String {
                 .map(|t| format!(", last write {t}"))
                 .unwrap_or_default();
             let approximate = if a.approximate { " ~approximate" } else { "" };
-            format!("{}{approximate} ({} rows{last})", a.state, a.rows_written)
+            format!(
+                "{}{approximate} ({} rows written in the window{last})",
+                a.state, a.rows_written
+            )
         },
     );
     let fresh = &relation.freshness;
@@ -139,7 +164,7 @@ fn line(relation: &RelationStatus) -> String {
         ),
     };
     format!(
-        "{name}: {activity}; freshness {}{lag}{expected}",
+        "{name}:{missing} {rows}; {activity}; freshness {}{lag}{expected}",
         fresh.state
     )
 }

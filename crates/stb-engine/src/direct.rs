@@ -526,7 +526,8 @@ fn changed_selection(
             .and_then(|f| f.get(&format!("{database}.{name}")))
             .map(|f| (f.definition_hash.clone(), f.identity_metadata.clone()))
     };
-    let changed = Selection::changed(graph, &direct, &baseline);
+    let present = |relation: &str| reads.catalog.relation(relation).is_some();
+    let changed = Selection::changed(graph, &direct, &baseline, &present);
     let repairs = drifted_source_pipelines(project, compiled, &reads.catalog, &changed.scope);
     if !repairs.is_empty() && request.start_time.is_some() {
         return Err(EngineError::new(

@@ -23,11 +23,41 @@ pub struct RelationStatus {
     pub pipeline: Option<String>,
     /// The physical table its rows are in (a virtual model's active copy).
     pub relation: Option<String>,
-    /// Whether that table exists.
+    /// Whether that table (or a view model's view) exists.
     pub built: bool,
+    /// Every relation the model owns in the target (for a virtual model: its stable
+    /// view), and whether it exists; a model with one missing is incomplete.
+    pub relations: Vec<OwnedRelation>,
+    /// The rows `relation` holds now (a table's parts count them; a view is counted);
+    /// `None` when it is not built or could not be counted.
+    pub rows: Option<u64>,
     /// `None` for views and pulls read through a table function: nothing is written.
     pub activity: Option<Activity>,
     pub freshness: FreshnessState,
+}
+
+/// A relation a model owns, and whether the target holds it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct OwnedRelation {
+    pub name: String,
+    /// `table`, `materialized_view` or `view`.
+    pub kind: &'static str,
+    pub present: bool,
+}
+
+/// Whether the target is whole, and what mends it when it is not.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct TargetCondition {
+    /// `healthy`; `half_built` (a build stopped and was neither given back nor finished:
+    /// tables of it are still set aside); `incomplete` (relations of models are missing).
+    pub state: &'static str,
+    pub message: Option<String>,
+    /// The command that mends it.
+    pub mend: Option<String>,
+    /// Tables a stopped build set aside.
+    pub set_aside: Vec<String>,
+    /// Models with a relation missing.
+    pub incomplete_models: Vec<String>,
 }
 
 /// The project's live state in one target.
@@ -44,6 +74,8 @@ pub struct ProjectStatus {
     pub live_runs: Vec<RunSummary>,
     pub sources: Vec<RelationStatus>,
     pub models: Vec<RelationStatus>,
+    /// Half-built or incomplete targets say so, with the command that mends them.
+    pub target: TargetCondition,
 }
 
 /// The time column a source's freshness is judged by: when rows landed if it records
@@ -113,6 +145,8 @@ fn planned_relations(
                 .as_ref()
                 .is_some_and(|r| state.relations.contains(r)),
             relation,
+            relations: Vec::new(),
+            rows: None,
             activity: None,
             freshness: judge::freshness(&Newest::default(), None),
         }
@@ -143,11 +177,16 @@ fn planned_relations(
         .plan_models
         .iter()
         .map(|model| {
+            use stb_plan::direct::RelationKind;
+            // Where its rows are read: a table model's table, a view model's view.
             let table = model
                 .relations
                 .iter()
-                .find(|(kind, _)| *kind == stb_plan::direct::RelationKind::Table)
+                .find(|(kind, _)| matches!(kind, RelationKind::Table | RelationKind::View))
                 .map(|(_, name)| name.clone());
+            let is_virtual = project.pipelines.iter().any(|p| {
+                p.name == model.pipeline && p.mode == stb_project::project_config::Mode::Virtual
+            });
             // A stable view reads the active copy: that is where rows arrive.
             let physical = table
                 .as_ref()
@@ -161,14 +200,30 @@ fn planned_relations(
                 .iter()
                 .find(|c| columns.iter().any(|(name, _)| name == *c))
                 .map(|c| (*c).to_owned());
+            let mut status = blank(
+                &model.name,
+                if model.is_table { "table" } else { "view" },
+                Some(model.pipeline.clone()),
+                physical,
+            );
+            // A deployment's views carry its id; what readers rely on is the stable view.
+            status.relations = model
+                .relations
+                .iter()
+                .filter(|(kind, _)| !is_virtual || *kind != RelationKind::MaterializedView)
+                .map(|(kind, name)| OwnedRelation {
+                    name: name.clone(),
+                    kind: match kind {
+                        RelationKind::Table => "table",
+                        RelationKind::MaterializedView => "materialized_view",
+                        RelationKind::View => "view",
+                    },
+                    present: state.relations.contains(name),
+                })
+                .collect();
             Planned {
                 writes: model.is_table,
-                status: blank(
-                    &model.name,
-                    if model.is_table { "table" } else { "view" },
-                    Some(model.pipeline.clone()),
-                    physical,
-                ),
+                status,
                 time_column,
                 expectation: driving_source(compiled, &model.name).and_then(expectation_of),
             }
@@ -220,6 +275,8 @@ pub fn read(
         .filter_map(|p| Some((p.status.relation.clone()?, p.time_column.clone()?)))
         .collect();
     let newest = crate::activity::newest(client, database, &timed);
+    let mut counts = row_counts(client, database, &models);
+    counts.extend(row_counts(client, database, &sources));
     let judged = |planned: Vec<Planned>| -> Vec<RelationStatus> {
         planned
             .into_iter()
@@ -239,6 +296,9 @@ pub fn read(
                     Newest::default()
                 };
                 status.freshness = judge::freshness(&found, p.expectation);
+                if status.built {
+                    status.rows = counts.get(&relation).copied();
+                }
                 status
             })
             .collect()
@@ -251,6 +311,84 @@ pub fn read(
         lock_holder,
         live_runs,
         sources: judged(sources),
+        target: condition(&state, &models),
         models: judged(models),
     })
+}
+
+/// The rows of every built relation of `planned`: tables by their parts' count (one query), views by
+/// counting them (one query each, bounded to a few seconds; one that does not answer in
+/// time stays uncounted).
+fn row_counts(
+    client: &Client,
+    database: &str,
+    models: &[Planned],
+) -> std::collections::BTreeMap<String, u64> {
+    let built = models.iter().filter(|p| p.status.built);
+    let tables: Vec<String> = built
+        .clone()
+        .filter(|p| p.writes)
+        .filter_map(|p| p.status.relation.clone())
+        .collect();
+    let mut counts = client.stored_rows(database, &tables).unwrap_or_default();
+    for view in built
+        .filter(|p| !p.writes)
+        .filter_map(|p| p.status.relation.as_ref())
+    {
+        let counted = client
+            .query(&format!(
+                "SELECT toString(count()) AS n FROM {} SETTINGS max_execution_time = 5",
+                stb_ddl::QualifiedName::new(database, view)
+            ))
+            .ok()
+            .and_then(|rows| rows.text(0, "n"))
+            .and_then(|n| n.parse().ok());
+        if let Some(n) = counted {
+            counts.insert(view.clone(), n);
+        }
+    }
+    counts
+}
+
+/// Half-built (a stopped build's asides are there) before incomplete (relations missing).
+fn condition(state: &crate::deployments::State, models: &[Planned]) -> TargetCondition {
+    let set_aside: Vec<String> = state
+        .relations
+        .iter()
+        .filter(|r| stb_plan::restore::is_aside(r))
+        .cloned()
+        .collect();
+    let incomplete_models: Vec<String> = models
+        .iter()
+        .filter(|p| p.status.relations.iter().any(|r| !r.present))
+        .map(|p| p.status.name.clone())
+        .collect();
+    let (state, message, mend) = if !set_aside.is_empty() {
+        (
+            "half_built",
+            Some(format!(
+                "a build stopped and was neither given back nor finished: {} set aside",
+                set_aside.join(", ")
+            )),
+            Some("stb unlock".to_owned()),
+        )
+    } else if !incomplete_models.is_empty() {
+        (
+            "incomplete",
+            Some(format!(
+                "relations are missing for {}",
+                incomplete_models.join(", ")
+            )),
+            Some("stb build --changed".to_owned()),
+        )
+    } else {
+        ("healthy", None, None)
+    };
+    TargetCondition {
+        state,
+        message,
+        mend,
+        set_aside,
+        incomplete_models,
+    }
 }

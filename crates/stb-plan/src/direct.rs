@@ -134,11 +134,15 @@ impl Selection {
         graph: &stb_graph::ModelGraph,
         models: &[PlanModel],
         baseline: &dyn Fn(&str) -> Option<(String, String)>,
+        present: &dyn Fn(&str) -> bool,
     ) -> Self {
         let changed: BTreeSet<String> = models
             .iter()
             .filter(|model| match baseline(&model.name) {
                 None => true,
+                // A relation gone (dropped by hand, a build stopped and not given back)
+                // needs a build whatever the records say.
+                Some(_) if model.relations.iter().any(|(_, r)| !present(r)) => true,
                 Some((hash, identity)) => {
                     hash != crate::sql_change::sql_hash(&model.query)
                         || !same_identity(&identity, &model.identity())

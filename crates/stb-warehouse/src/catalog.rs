@@ -94,6 +94,33 @@ impl Client {
             .collect())
     }
 
+    /// The rows each of `tables` holds, as its parts count them (`system.tables.total_rows`;
+    /// tables whose engine keeps no count are left out). One query.
+    ///
+    /// # Errors
+    /// The catalog could not be read.
+    pub fn stored_rows(
+        &self,
+        database: &str,
+        tables: &[String],
+    ) -> Result<BTreeMap<String, u64>, WarehouseError> {
+        if tables.is_empty() {
+            return Ok(BTreeMap::new());
+        }
+        let listed: Vec<String> = tables.iter().map(|n| stb_ddl::string_literal(n)).collect();
+        let rows = self.query(&format!(
+            "SELECT name, toString(total_rows) AS total_rows FROM system.tables WHERE database = {} AND name IN ({}) AND total_rows IS NOT NULL",
+            stb_ddl::string_literal(database),
+            listed.join(", ")
+        ))?;
+        Ok((0..rows.data.len())
+            .filter_map(|row| {
+                let count = text(&rows, row, "total_rows").parse().ok()?;
+                Some((text(&rows, row, "name"), count))
+            })
+            .collect())
+    }
+
     /// What each of `views` (materialized views of `database`) reads: view -> (database,
     /// relation), from the catalog's view dependencies rather than the views' SQL. One
     /// query.

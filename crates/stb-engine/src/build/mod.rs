@@ -160,6 +160,8 @@ pub fn run_started(
             "compileMs": timings.compile_ms,
             "observabilityMs": timings.observability_ms,
             "planningMs": timings.planning_ms,
+            // Part of planning: checking every statement against the warehouse.
+            "validationMs": planned.validated.as_ref().map(|v| v.elapsed_ms),
             "totalMs": run.clock.elapsed().as_millis(),
         },
     })

@@ -253,7 +253,7 @@ fn changed_picks_models_without_a_matching_baseline_and_their_downstream() {
             _ => Some((crate::sql_change::sql_hash(&model.query), model.identity())),
         }
     };
-    let selection = Selection::changed(&graph, &models, &recorded);
+    let selection = Selection::changed(&graph, &models, &recorded, &everything_exists);
     let plan = plan_direct(&models, &sources, &selection, &everything_exists).expect("plan");
     assert_eq!(
         reasons(&plan),
@@ -263,6 +263,10 @@ fn changed_picks_models_without_a_matching_baseline_and_their_downstream() {
             ("summary", "downstream_of_selected"),
         ]
     );
+    // An unchanged model whose table is gone is rebuilt too.
+    let without_clean = |relation: &str| !relation.ends_with("__clean");
+    let selection = Selection::changed(&graph, &models, &recorded, &without_clean);
+    assert!(selection.scope.contains("clean"), "{:?}", selection.scope);
 }
 
 #[test]

@@ -150,11 +150,12 @@ fn a_managed_landing_is_created_paused_replayed_and_resumed() {
 #[test]
 fn a_failed_build_resumes_the_landing_it_paused() {
     let (db, topic, dir) = built_landing("build_kafka_fail", 9);
-    // A model the warehouse refuses when its view is created, after the landing paused.
+    // A model whose replay fails on its rows, after the landing paused (a model the
+    // warehouse refuses outright is stopped by the plan's checks, before any pause).
     let broken = project(
         &db.name,
         &topic,
-        ", streambuildNoSuchFunction(1)::UInt64 AS broken",
+        ", throwIf(_replay_offset >= 0, 'a failing row')::UInt8 AS broken",
     );
     let output = stb(broken.path(), &["build", "--auto-approve", "--json"]);
     assert_eq!(output.status.code(), Some(1));
@@ -165,11 +166,13 @@ fn a_failed_build_resumes_the_landing_it_paused() {
     .expect("JSON");
     assert_eq!(execution["status"], "failed");
     assert_eq!(
-        execution["failed_step"], "realize_mv__order_lines",
+        execution["failed_step"], "replay_order_lines",
         "{execution}"
     );
     let completed = execution["completed_steps"].to_string();
     assert!(completed.contains("recover_source_orders"), "{execution}");
+    // The previous table and its view are back, with their rows.
+    assert_exactly(&db.name, 9);
     assert!(
         landing_view_exists(&db.name),
         "ingestion is not left stopped"

@@ -418,3 +418,158 @@ fn a_direct_build_killed_at_any_statement_is_given_back_or_finished_by_unlock() 
     assert!(outcomes.contains(&Some(false)), "{outcomes:?}");
     assert!(outcomes.contains(&Some(true)), "{outcomes:?}");
 }
+
+#[test]
+fn a_virtual_build_that_fails_mid_replay_leaves_production_and_nothing_staged() {
+    let db = TestDatabase::create("undo_virtual");
+    let dir = built(&db.name, "virtual");
+    let before = target_state(&db.name);
+    write(dir.path(), &files(&db.name, "virtual", FAILS_LATE, SUMMING));
+    let build = stb(dir.path(), &["build", "--auto-approve", "--json"]);
+    assert_eq!(build.status.code(), Some(1));
+    let result: Value = serde_json::from_slice(&build.stdout).expect("JSON");
+    assert_eq!(result["status"], "failed", "{result}");
+    assert_eq!(result["restored"]["finished"], false, "{result}");
+    assert_eq!(
+        result["restored"]["errors"],
+        serde_json::json!([]),
+        "{result}"
+    );
+    assert_eq!(
+        target_state(&db.name),
+        before,
+        "the failed deployment's copies are gone, the active ones untouched"
+    );
+    insert_events(&db.name, 40, 50);
+    assert_eq!(
+        count(&db.name, "tbl__clean"),
+        150,
+        "live rows reach production"
+    );
+}
+
+#[test]
+fn a_cast_that_fails_late_in_a_million_row_replay_leaves_every_row_in_place() {
+    let db = TestDatabase::create("undo_million");
+    execute(&EVENTS.replace("{db}", &db.name));
+    // 333,334 offsets in each of 3 partitions: 1,000,002 rows.
+    insert_events(&db.name, 0, 333_334);
+    let dir = stb_test_support::project_dir(&files(&db.name, "direct", AMOUNT, SUMMING));
+    let first = stb(dir.path(), &["build", "--auto-approve", "--json"]);
+    assert!(
+        first.status.success(),
+        "{}",
+        String::from_utf8_lossy(&first.stderr)
+    );
+    assert_eq!(count(&db.name, "tbl__clean"), 1_000_002);
+    let before = target_state(&db.name);
+    // Only the very last offsets fail the cast.
+    write(
+        dir.path(),
+        &files(
+            &db.name,
+            "direct",
+            "(amount + throwIf(_replay_offset >= 333333, 'a late row'))::UInt64 AS amount",
+            SUMMING,
+        ),
+    );
+    let build = stb(dir.path(), &["build", "--auto-approve", "--json"]);
+    assert_eq!(build.status.code(), Some(1));
+    let result: Value = serde_json::from_slice(&build.stdout).expect("JSON");
+    assert_eq!(result["failed_step"], "replay_clean", "{result}");
+    assert_eq!(target_state(&db.name), before, "every row is back in place");
+    insert_events(&db.name, 333_334, 333_344);
+    assert_eq!(count(&db.name, "tbl__clean"), 1_000_032, "live rows flow");
+    assert_graph_matches(&db.name);
+}
+
+fn status(dir: &Path) -> Value {
+    let output = stb(dir, &["status", "--json"]);
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    serde_json::from_slice(&output.stdout).expect("JSON")
+}
+
+fn model<'v>(status: &'v Value, name: &str) -> &'v Value {
+    status["models"]
+        .as_array()
+        .and_then(|models| models.iter().find(|m| m["name"] == name))
+        .unwrap_or_else(|| panic!("{name} in {status}"))
+}
+
+#[test]
+fn status_tells_a_half_built_or_incomplete_target_and_changed_mends_it() {
+    let db = TestDatabase::create("status_truth");
+    let dir = built(&db.name, "direct");
+    let healthy = status(dir.path());
+    assert_eq!(healthy["target"]["state"], "healthy", "{healthy}");
+    assert_eq!(model(&healthy, "clean")["rows"], 120, "{healthy}");
+    // A view is built when it exists, and is counted.
+    assert_eq!(model(&healthy, "report")["built"], true, "{healthy}");
+    assert_eq!(model(&healthy, "report")["rows"], 3, "{healthy}");
+    // A build stopped by hand half-way: a table set aside, its view gone.
+    let db_name = &db.name;
+    execute(&format!("DROP TABLE {db_name}.mv__totals"));
+    execute(&format!(
+        "RENAME TABLE {db_name}.tbl__totals TO {db_name}.tbl__totals__stb_prev"
+    ));
+    let half = status(dir.path());
+    assert_eq!(half["target"]["state"], "half_built", "{half}");
+    assert_eq!(half["target"]["mend"], "stb unlock", "{half}");
+    assert_eq!(
+        half["target"]["set_aside"],
+        serde_json::json!(["tbl__totals__stb_prev"])
+    );
+    let text = stb(dir.path(), &["status"]);
+    let text = String::from_utf8_lossy(&text.stdout);
+    assert!(text.contains("TARGET HALF-BUILT"), "{text}");
+    // A plan refuses to build over it rather than lose the set-aside rows.
+    let build = stb(
+        dir.path(),
+        &["build", "--select", "totals", "--auto-approve", "--json"],
+    );
+    assert_eq!(build.status.code(), Some(1));
+    let refused: Value = serde_json::from_slice(&build.stdout).expect("JSON");
+    assert!(
+        refused["error_message"]
+            .as_str()
+            .is_some_and(|m| m.contains("stb unlock")),
+        "{refused}"
+    );
+    assert_eq!(
+        count(&db.name, "tbl__totals__stb_prev"),
+        3,
+        "the aside is kept"
+    );
+    // Put back by hand but for the view: incomplete, and --changed picks the model.
+    execute(&format!("DROP TABLE IF EXISTS {db_name}.tbl__totals SYNC"));
+    execute(&format!(
+        "RENAME TABLE {db_name}.tbl__totals__stb_prev TO {db_name}.tbl__totals"
+    ));
+    let incomplete = status(dir.path());
+    assert_eq!(incomplete["target"]["state"], "incomplete", "{incomplete}");
+    assert_eq!(incomplete["target"]["mend"], "stb build --changed");
+    let totals = model(&incomplete, "totals");
+    assert!(
+        totals["relations"].as_array().is_some_and(|r| r
+            .iter()
+            .any(|r| r["name"] == "mv__totals" && r["present"] == false)),
+        "{totals}"
+    );
+    let changed = stb(
+        dir.path(),
+        &["build", "--changed", "--auto-approve", "--json"],
+    );
+    assert!(
+        changed.status.success(),
+        "{}",
+        String::from_utf8_lossy(&changed.stderr)
+    );
+    let mended = status(dir.path());
+    assert_eq!(mended["target"]["state"], "healthy", "{mended}");
+    insert_events(&db.name, 40, 50);
+    assert_graph_matches(&db.name);
+}
