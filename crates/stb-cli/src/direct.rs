@@ -93,6 +93,48 @@ pub(crate) fn refused(parts: &[&Prepared]) -> Option<stb_diagnostics::Diagnostic
     (!invalid.is_empty()).then_some(invalid)
 }
 
+/// The hash a reviewer approves for `parts` (one, or a mixed scope's two phases in order).
+pub(crate) fn plan_hash(parts: &[&Prepared]) -> String {
+    match parts {
+        [one] => one.planned.plan_hash(),
+        _ => {
+            let joined: Vec<String> = parts.iter().map(|p| p.planned.plan_hash()).collect();
+            stb_warehouse::statements::workflow_sha256(
+                &joined
+                    .iter()
+                    .map(|hash| stb_warehouse::statements::PlannedStatement {
+                        step_id: String::new(),
+                        phase: String::new(),
+                        intent: String::new(),
+                        sql: hash.clone(),
+                    })
+                    .collect::<Vec<_>>(),
+            )
+        }
+    }
+}
+
+/// Refuses a build whose plan is not the one reviewed (`--plan-hash`).
+pub(crate) fn check_plan_hash(expected: Option<&str>, parts: &[&Prepared]) -> Result<(), Failure> {
+    let Some(expected) = expected else {
+        return Ok(());
+    };
+    let actual = plan_hash(parts);
+    if actual == expected {
+        return Ok(());
+    }
+    Err(Failure {
+        code: PLAN_CHANGED_CODE,
+        message: format!(
+            "the plan changed since it was reviewed (reviewed {expected}, now {actual}): the project or the warehouse changed; nothing was changed"
+        ),
+        hint: "plan again, review what changed, and build with the new plan's hash".into(),
+    })
+}
+
+/// A build's plan differs from the one its `--plan-hash` names.
+pub(crate) const PLAN_CHANGED_CODE: &str = "STB-BUILD-007";
+
 /// The record of a build the validation stopped: how many statements the warehouse refused
 /// and the first, located (the whole list goes to the terminal or the JSON).
 pub(crate) fn invalid_summary(invalid: &stb_diagnostics::Diagnostics) -> String {

@@ -74,6 +74,12 @@ fn plan_virtual(
             ..
         }) => report(invalid, args.json),
         Ok(prepared) => match &prepared.staged {
+            Some(staged) if args.json => {
+                let mut value = crate::staged_render::json(staged);
+                value["plan_hash"] = crate::direct::plan_hash(&[&prepared]).into();
+                crate::output::print_json(&value);
+                ExitCode::SUCCESS
+            }
             Some(staged) => {
                 crate::staged_render::print(staged, args.json, args.verbose);
                 ExitCode::SUCCESS
@@ -122,6 +128,7 @@ fn plan_mixed(
     if args.json {
         crate::output::print_json(&serde_json::json!({
             "mode": "mixed",
+            "plan_hash": crate::direct::plan_hash(&[&staged, &direct]),
             "execution_order": ["virtual", "direct"],
             "virtual": crate::staged_render::json(deployment),
             "direct": crate::plan_render::json(&direct.planned),

@@ -224,5 +224,6 @@ pub(crate) fn json(planned: &Planned) -> serde_json::Value {
         })).collect::<Vec<_>>(),
         "warnings": planned.plan.warnings,
         "validation": planned.validated,
+        "plan_hash": planned.plan_hash(),
     })
 }

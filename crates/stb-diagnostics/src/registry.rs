@@ -40,6 +40,10 @@ pub const CODES: &[(&str, &str)] = &[
         "STB-BUILD-006",
         "the deployment id names a complete deployment; a build needs a new id",
     ),
+    (
+        "STB-BUILD-007",
+        "the plan changed since it was reviewed (--plan-hash); nothing was changed",
+    ),
     ("STB-COMPILE-001", "a MODEL header is invalid"),
     (
         "STB-COMPILE-002",

@@ -280,6 +280,17 @@ impl Planned {
         }
     }
 
+    /// What a reviewer approves: SHA-256 over every statement the build would run, as
+    /// recorded (a build's `workflow_id`). The project's SQL and DDL and whatever of the
+    /// warehouse shapes the statements (what exists, what drifted) change it; a build
+    /// given `--plan-hash` refuses to run another plan.
+    #[must_use]
+    pub fn plan_hash(&self) -> String {
+        stb_warehouse::statements::workflow_sha256(&stb_build::execute::planned_statements(
+            &self.workflow,
+        ))
+    }
+
     /// The relations `model` creates, in creation order.
     #[must_use]
     pub fn relations_of(&self, model: &str) -> Vec<&str> {

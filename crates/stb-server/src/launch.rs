@@ -74,8 +74,8 @@ impl Launcher {
         command
     }
 
-    /// Runs `stb <args> --json` to the end and returns its JSON (an `{"error": …}` answer
-    /// becomes a 400 carrying it).
+    /// Runs `stb <args> --json` to the end and returns its JSON (an `{"error": …}` or
+    /// `{"errors": […]}` answer becomes a 400 carrying it).
     ///
     /// # Errors
     /// The child could not run, or answered an error or no JSON.
@@ -100,6 +100,18 @@ impl Launcher {
             return Err(ApiError {
                 status: StatusCode::BAD_REQUEST,
                 detail: error.clone(),
+            });
+        }
+        // Located problems (a model the warehouse refuses): the first one speaks for all,
+        // and every one is kept with its file, line and column.
+        if let Some(errors) = answer.get("errors").and_then(serde_json::Value::as_array)
+            && let Some(first) = errors.first()
+        {
+            let mut detail = first.clone();
+            detail["errors"] = errors.clone().into();
+            return Err(ApiError {
+                status: StatusCode::BAD_REQUEST,
+                detail,
             });
         }
         Ok(answer)

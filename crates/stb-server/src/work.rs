@@ -280,6 +280,8 @@ pub(crate) struct BuildRequest {
     /// Protected pipelines' confirmation tokens.
     #[serde(default)]
     confirm: Vec<String>,
+    /// The `plan_hash` of the preview the caller reviewed: only that plan is built.
+    plan_hash: Option<String>,
 }
 
 /// `POST /api/build`: starts `stb build --events` for the scope as a new run; 202 with its
@@ -335,6 +337,33 @@ pub(crate) async fn build(
     if !staged.is_empty() {
         authorize(&state, &principal, "deployment.create", &staged).await?;
     }
+    // Nothing runs that nobody reviewed: the caller names the preview it approved, and a
+    // plan that differs now (the project or the warehouse changed) is refused.
+    let current = plan["plan_hash"].as_str().unwrap_or_default().to_owned();
+    let Some(reviewed) = request.plan_hash.clone() else {
+        return Err(ApiError {
+            status: StatusCode::BAD_REQUEST,
+            detail: serde_json::json!({
+                "message": "A build names the plan it executes: planHash is required",
+                "reason": "plan_hash_required",
+                "hint": "preview the plan (GET /api/plan with the same scope) and send its plan_hash",
+                "planHash": current,
+            }),
+        });
+    };
+    if reviewed != current {
+        return Err(ApiError {
+            status: StatusCode::CONFLICT,
+            detail: serde_json::json!({
+                "message": "The plan changed since it was reviewed: the project or the warehouse changed",
+                "reason": "plan_changed",
+                "hint": "preview the plan again and review what changed",
+                "planHash": current,
+            }),
+        });
+    }
+    args.push("--plan-hash".to_owned());
+    args.push(value("plan hash", &reviewed)?);
     if request.allow_shrink {
         args.push("--allow-shrink".to_owned());
     }

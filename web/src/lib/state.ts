@@ -24,8 +24,21 @@ export interface RelationStatus {
   pipeline: string | null;
   relation: string | null;
   built: boolean;
+  /** Every relation the model owns, and whether the target holds it. */
+  relations: { name: string; kind: string; present: boolean }[];
+  /** The rows it holds now (null: not built, or not countable). */
+  rows: number | null;
   activity: Activity | null;
   freshness: Freshness;
+}
+
+/** Whether the target is whole, and what mends it. */
+export interface TargetCondition {
+  state: "healthy" | "half_built" | "incomplete";
+  message: string | null;
+  mend: string | null;
+  set_aside: string[];
+  incomplete_models: string[];
 }
 
 export interface WarehouseState {
@@ -36,6 +49,7 @@ export interface WarehouseState {
   live_runs: { invocation_id: string; status: string; display_command: string | null }[];
   sources: RelationStatus[];
   models: RelationStatus[];
+  target: TargetCondition;
   warehouse_health: {
     disks: { name: string; path: string; free_bytes: number; total_bytes: number }[] | null;
     memory: { resident_bytes: number | null; total_bytes: number | null } | null;
@@ -56,7 +70,7 @@ export function byStaleness(a: RelationStatus, b: RelationStatus): number {
 }
 
 export function lagText(seconds: number | null): string {
-  if (seconds === null) return "no rows";
+  if (seconds === null) return "–";
   if (seconds < 120) return `${seconds} s`;
   if (seconds < 7200) return `${Math.round(seconds / 60)} min`;
   if (seconds < 172800) return `${Math.round(seconds / 3600)} h`;

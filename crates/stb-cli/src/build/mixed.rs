@@ -115,6 +115,12 @@ pub(super) fn run_mixed(
         early("failed", &failure, &first_recorder);
         return crate::output::report(invalid, args.json);
     }
+    if let Err(failure) =
+        crate::direct::check_plan_hash(args.plan_hash.as_deref(), &[&staged, &direct])
+    {
+        early("refused", &failure, &first_recorder);
+        return fail(&failure, args.json);
+    }
     let direct_run = RunIdentity::new(None, run.display_command.clone(), run.owner.clone());
     if let Err(error) = stb_engine::build::open(
         &scope.observation,

@@ -56,6 +56,10 @@ pub(crate) struct BuildArgs {
     /// plan's "Replay windows" shows what is lost). Protected pipelines still need --confirm.
     #[arg(long)]
     allow_shrink: bool,
+    /// Build only the plan that was reviewed: the `plan_hash` `stb plan --json` gave. A
+    /// plan that differs now (the project or the warehouse changed) is refused.
+    #[arg(long, value_name = "HASH")]
+    plan_hash: Option<String>,
 }
 
 /// Prints a warning the build survives on stderr.
@@ -151,6 +155,10 @@ pub(crate) fn run(args: &BuildArgs) -> ExitCode {
         let summary = crate::direct::invalid_summary(invalid);
         finish(&Ending::early("failed", Some(&summary), 0));
         return report(invalid.clone(), args.json);
+    }
+    if let Err(failure) = crate::direct::check_plan_hash(args.plan_hash.as_deref(), &[&prepared]) {
+        finish(&Ending::early("refused", Some(&failure.message), 0));
+        return fail(&failure, args.json);
     }
     if let Some(staged) = &prepared.staged {
         let _ = recorder.deployment.set(staged.deployment.to_string());

@@ -148,16 +148,30 @@ fn stop(mut child: std::process::Child, lines: Lines) {
     assert!(rest.iter().any(|l| l == "dev server stopped"), "{rest:?}");
 }
 
+/// The body of a build of the plan `query` previews (as `session`): `extra`'s fields, the
+/// plan's hash, and for a virtual plan the deployment id it pinned.
+fn reviewed(api: &str, session: Option<(&str, &str)>, query: &str, extra: &str) -> String {
+    let (status, plan, _) = call(api, "GET", &format!("/plan?{query}"), session, None);
+    assert_eq!(status, 200, "{plan}");
+    let mut body: Value = serde_json::from_str(extra).expect("JSON");
+    body["planHash"] = plan["plan_hash"].clone();
+    assert!(body["planHash"].is_string(), "{plan}");
+    if let Some(id) = plan["deployment_id"].as_str() {
+        body["deploymentId"] = id.into();
+    }
+    body.to_string()
+}
+
 /// Starts a full-refresh build of `pl__v` as `session` and waits for it to succeed; its
 /// run's detail.
 fn rebuild_and_wait(api: &str, session: Option<(&str, &str)>) -> Value {
-    let (status, started, _) = call(
+    let body = reviewed(
         api,
-        "POST",
-        "/build",
         session,
-        Some(r#"{"select": ["pipeline:pl__v"], "fullRefresh": true}"#),
+        "select=pipeline%3Apl__v&full_refresh=true",
+        r#"{"select": ["pipeline:pl__v"], "fullRefresh": true}"#,
     );
+    let (status, started, _) = call(api, "POST", "/build", session, Some(&body));
     assert_eq!(status, 202, "{started}");
     let run = started["invocationId"].as_str().expect("id").to_owned();
     let finished = wait_for(Duration::from_secs(60), || {
@@ -279,8 +293,26 @@ fn plan_build_live_events_and_promote_through_the_api() {
         "{refused}"
     );
     assert_eq!(refused["detail"]["permission"], "deployment.create");
-    // Build as the stager: a new run, followed live over server-sent events.
-    let (status, started, _) = send("POST", "/build", olga, build);
+    // A build names the plan it runs: without it, or with another, nothing starts.
+    let (status, unnamed, _) = send("POST", "/build", olga, build);
+    assert_eq!(status, 400, "{unnamed}");
+    assert_eq!(
+        unnamed["detail"]["reason"], "plan_hash_required",
+        "{unnamed}"
+    );
+    let stale = r#"{"select": ["pipeline:pl__v"], "planHash": "0000"}"#;
+    let (status, changed, _) = send("POST", "/build", olga, Some(stale));
+    assert_eq!(status, 409, "{changed}");
+    assert_eq!(changed["detail"]["reason"], "plan_changed", "{changed}");
+    // Build as the stager the plan it reviewed: a new run, followed live over server-sent
+    // events.
+    let body = reviewed(
+        &api,
+        olga,
+        "select=pipeline%3Apl__v",
+        r#"{"select": ["pipeline:pl__v"]}"#,
+    );
+    let (status, started, _) = send("POST", "/build", olga, Some(&body));
     assert_eq!(status, 202, "{started}");
     let invocation = started["invocationId"].as_str().expect("id").to_owned();
     let feed = http
@@ -518,11 +550,12 @@ fn a_build_started_from_the_api_is_cancelled_from_the_api() {
     let (child, api, lines) = start(dir.path());
     let (cookie, csrf) = sign_in(&api, "ana");
     let me = Some((cookie.as_str(), csrf.as_str()));
-    let (status, started, _) = call(&api, "POST", "/build", me, Some("{}"));
+    let body = reviewed(&api, me, "", "{}");
+    let (status, started, _) = call(&api, "POST", "/build", me, Some(&body));
     assert_eq!(status, 202, "{started}");
     let invocation = started["invocationId"].as_str().expect("id").to_owned();
     // One build at a time per server.
-    let (status, busy, _) = call(&api, "POST", "/build", me, Some("{}"));
+    let (status, busy, _) = call(&api, "POST", "/build", me, Some(&body));
     assert_eq!(status, 409, "{busy}");
     crate::runs::wait_for_step(&db.name, &invocation, "replay_heavy");
     // A viewer may not cancel it.
