@@ -39,13 +39,12 @@ impl RestorePoint {
     /// The catalog could not be read, or an earlier build's aside is present.
     pub fn read(client: &Client, workflow: &Workflow) -> Result<Self, String> {
         let undo = workflow.undo.clone();
-        let before = held(client, &undo)?;
-        // Any relation the build makes may have an aside an earlier build left.
-        let asides: Vec<String> = undo.created.iter().map(|r| aside_name(r)).collect();
-        let left = client
-            .definitions(&undo.database, &asides)
-            .map_err(|e| format!("the target's relations could not be read: {e}"))?;
-        if let Some(aside) = before.keys().chain(left.keys()).find(|name| is_aside(name)) {
+        // With what it touches, in the same read: the asides an earlier build may have left
+        // of any relation this one makes.
+        let mut names = undo.relations();
+        names.extend(undo.created.iter().map(|r| aside_name(r)));
+        let before = held_of(client, &undo.database, &names)?;
+        if let Some(aside) = before.keys().find(|name| is_aside(name)) {
             return Err(format!(
                 "'{aside}' is still there: an earlier build set it aside and was neither undone nor finished; run `stb unlock` to give the target back as that build found it"
             ));
@@ -67,8 +66,16 @@ impl RestorePoint {
 /// # Errors
 /// The catalog could not be read.
 pub fn held(client: &Client, undo: &Undo) -> Result<BTreeMap<String, Held>, String> {
+    held_of(client, &undo.database, &undo.relations())
+}
+
+fn held_of(
+    client: &Client,
+    database: &str,
+    names: &[String],
+) -> Result<BTreeMap<String, Held>, String> {
     let definitions = client
-        .definitions(&undo.database, &undo.relations())
+        .definitions(database, names)
         .map_err(|e| format!("the target's relations could not be read: {e}"))?;
     Ok(definitions
         .into_iter()

@@ -99,17 +99,7 @@ pub(crate) fn plan_hash(parts: &[&Prepared]) -> String {
         [one] => one.planned.plan_hash(),
         _ => {
             let joined: Vec<String> = parts.iter().map(|p| p.planned.plan_hash()).collect();
-            stb_warehouse::statements::workflow_sha256(
-                &joined
-                    .iter()
-                    .map(|hash| stb_warehouse::statements::PlannedStatement {
-                        step_id: String::new(),
-                        phase: String::new(),
-                        intent: String::new(),
-                        sql: hash.clone(),
-                    })
-                    .collect::<Vec<_>>(),
-            )
+            stb_warehouse::statements::sha256_hex(&joined.join("\n"))
         }
     }
 }

@@ -275,8 +275,7 @@ pub fn read(
         .filter_map(|p| Some((p.status.relation.clone()?, p.time_column.clone()?)))
         .collect();
     let newest = crate::activity::newest(client, database, &timed);
-    let mut counts = row_counts(client, database, &models);
-    counts.extend(row_counts(client, database, &sources));
+    let counts = row_counts(client, database, sources.iter().chain(&models));
     let judged = |planned: Vec<Planned>| -> Vec<RelationStatus> {
         planned
             .into_iter()
@@ -319,12 +318,12 @@ pub fn read(
 /// The rows of every built relation of `planned`: tables by their parts' count (one query), views by
 /// counting them (one query each, bounded to a few seconds; one that does not answer in
 /// time stays uncounted).
-fn row_counts(
+fn row_counts<'p>(
     client: &Client,
     database: &str,
-    models: &[Planned],
+    planned: impl Iterator<Item = &'p Planned> + Clone,
 ) -> std::collections::BTreeMap<String, u64> {
-    let built = models.iter().filter(|p| p.status.built);
+    let built = planned.filter(|p| p.status.built);
     let tables: Vec<String> = built
         .clone()
         .filter(|p| p.writes)

@@ -72,15 +72,7 @@ impl Client {
         database: &str,
         names: &[String],
     ) -> Result<BTreeMap<String, (String, String)>, WarehouseError> {
-        if names.is_empty() {
-            return Ok(BTreeMap::new());
-        }
-        let listed: Vec<String> = names.iter().map(|n| stb_ddl::string_literal(n)).collect();
-        let rows = self.query(&format!(
-            "SELECT name, engine, create_table_query FROM system.tables WHERE database = {} AND name IN ({})",
-            stb_ddl::string_literal(database),
-            listed.join(", ")
-        ))?;
+        let rows = self.tables_named(database, names, "engine, create_table_query", "")?;
         Ok((0..rows.data.len())
             .map(|row| {
                 (
@@ -94,6 +86,26 @@ impl Client {
             .collect())
     }
 
+    /// `name` and `columns` of the `system.tables` rows of `names` in `database` that meet
+    /// `condition` (` AND ...`, or empty); no query for no names.
+    fn tables_named(
+        &self,
+        database: &str,
+        names: &[String],
+        columns: &str,
+        condition: &str,
+    ) -> Result<Rows, WarehouseError> {
+        if names.is_empty() {
+            return Ok(Rows::default());
+        }
+        let listed: Vec<String> = names.iter().map(|n| stb_ddl::string_literal(n)).collect();
+        self.query(&format!(
+            "SELECT name, {columns} FROM system.tables WHERE database = {} AND name IN ({}){condition}",
+            stb_ddl::string_literal(database),
+            listed.join(", ")
+        ))
+    }
+
     /// The rows each of `tables` holds, as its parts count them (`system.tables.total_rows`;
     /// tables whose engine keeps no count are left out). One query.
     ///
@@ -104,15 +116,12 @@ impl Client {
         database: &str,
         tables: &[String],
     ) -> Result<BTreeMap<String, u64>, WarehouseError> {
-        if tables.is_empty() {
-            return Ok(BTreeMap::new());
-        }
-        let listed: Vec<String> = tables.iter().map(|n| stb_ddl::string_literal(n)).collect();
-        let rows = self.query(&format!(
-            "SELECT name, toString(total_rows) AS total_rows FROM system.tables WHERE database = {} AND name IN ({}) AND total_rows IS NOT NULL",
-            stb_ddl::string_literal(database),
-            listed.join(", ")
-        ))?;
+        let rows = self.tables_named(
+            database,
+            tables,
+            "toString(total_rows) AS total_rows",
+            " AND total_rows IS NOT NULL",
+        )?;
         Ok((0..rows.data.len())
             .filter_map(|row| {
                 let count = text(&rows, row, "total_rows").parse().ok()?;

@@ -17,7 +17,7 @@ const PROGRESS_INTERVAL_MS: u64 = 120_000;
 const READ_RETRIES: usize = 2;
 
 /// A result set.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct Rows {
     pub names: Vec<String>,
     pub types: Vec<String>,

@@ -17,7 +17,7 @@ pub struct PlannedStatement {
 }
 
 /// SHA-256 of the text, lower-case hex.
-pub(crate) fn sha256_hex(text: &str) -> String {
+pub fn sha256_hex(text: &str) -> String {
     Sha256::digest(text.as_bytes())
         .iter()
         .map(|b| format!("{b:02x}"))

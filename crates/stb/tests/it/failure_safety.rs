@@ -323,26 +323,27 @@ fn statements_of(database: &str, invocation: &str) -> u64 {
     .expect("count")
 }
 
-#[test]
-fn a_direct_build_killed_at_any_statement_is_given_back_or_finished_by_unlock() {
-    // How many statements the rebuild after a SQL change runs, from one that completes.
-    let reference = TestDatabase::create("kill_reference");
-    let dir = built(&reference.name, "direct");
+/// Doubles `clean`'s amounts and starts the rebuild as run `invocation`, in the background.
+fn start_rebuild(database: &str, dir: &Path, invocation: &str) -> std::process::Child {
     write(
-        dir.path(),
+        dir,
         &files(
-            &reference.name,
+            database,
             "direct",
             "(amount * 2)::UInt64 AS amount",
             SUMMING,
         ),
     );
+    stb_test_support::spawn_on_project(dir, &["build", "--auto-approve", "--json"], invocation)
+}
+
+#[test]
+fn a_direct_build_killed_at_any_statement_is_given_back_or_finished_by_unlock() {
+    // How many statements the rebuild after a SQL change runs, from one that completes.
+    let reference = TestDatabase::create("kill_reference");
+    let dir = built(&reference.name, "direct");
     let invocation = format!("reference-{}", reference.name);
-    let mut child = stb_test_support::spawn_on_project(
-        dir.path(),
-        &["build", "--auto-approve", "--json"],
-        &invocation,
-    );
+    let mut child = start_rebuild(&reference.name, dir.path(), &invocation);
     assert!(child.wait().expect("waits").success());
     let total = statements_of(&reference.name, &invocation);
     assert!(total >= 15, "{total} statements");
@@ -351,21 +352,8 @@ fn a_direct_build_killed_at_any_statement_is_given_back_or_finished_by_unlock() 
         let db = TestDatabase::create(&format!("kill_{k}"));
         let dir = built(&db.name, "direct");
         let before = target_state(&db.name);
-        write(
-            dir.path(),
-            &files(
-                &db.name,
-                "direct",
-                "(amount * 2)::UInt64 AS amount",
-                SUMMING,
-            ),
-        );
         let invocation = format!("kill-{k}-{}", db.name);
-        let mut child = stb_test_support::spawn_on_project(
-            dir.path(),
-            &["build", "--auto-approve", "--json"],
-            &invocation,
-        );
+        let mut child = start_rebuild(&db.name, dir.path(), &invocation);
         stb_test_support::wait_for_statements(&db.name, &invocation, k);
         child.kill().expect("SIGKILL");
         let _ = child.wait();
