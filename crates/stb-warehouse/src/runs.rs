@@ -228,7 +228,7 @@ pub fn events_of(
         return Ok(Vec::new());
     }
     let rows = client.query(&format!(
-        "SELECT toString(sequence) AS sequence, toString(emitted_at) AS emitted_at, event_kind, \
+        "SELECT toString(sequence) AS sequence_number, toString(emitted_at) AS emitted_at, event_kind, \
          ifNull(step_id, '') AS step_id, ifNull(phase, '') AS phase, payload_json \
          FROM {} WHERE invocation_id = {} ORDER BY sequence",
         stb_ddl::QualifiedName::new(database, EVENTS),
@@ -236,7 +236,7 @@ pub fn events_of(
     ))?;
     Ok((0..rows.data.len())
         .map(|r| EventRow {
-            sequence: text(&rows, r, "sequence")
+            sequence: text(&rows, r, "sequence_number")
                 .and_then(|v| v.parse().ok())
                 .unwrap_or(0),
             emitted_at: text(&rows, r, "emitted_at").unwrap_or_default(),

@@ -414,6 +414,14 @@ fn queued_run_events_go_out_in_order_in_few_writes() {
         .map(|i| ((i + 1).to_string(), format!("step-{i}")))
         .collect();
     assert_eq!(written, expected, "every event once, in order");
+    // What the live feed and `stb runs show` read: numbered order, not the order of the
+    // numbers' text (10 before 2).
+    let read: Vec<u64> = stb_warehouse::runs::events_of(&shared, &db.name, "run-q")
+        .expect("read back")
+        .iter()
+        .map(|e| e.sequence)
+        .collect();
+    assert_eq!(read, (1..=200).collect::<Vec<_>>());
     assert!(
         counted.requests() < 200,
         "{} writes for 200 events",
