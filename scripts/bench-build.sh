@@ -100,10 +100,12 @@ for e in events:
         kinds[kind] = kinds.get(kind, 0) + (e.get("elapsedMs") or 0)
 statements = sum(kinds.values())
 # What keeping the target restorable costs: checking every statement before the build
-# (part of planning), reading the restore point, and the swap (old tables set aside, then
+# (part of planning) and again under the lock, reading the restore point, and the swap (old tables set aside, then
 # dropped once the build completed).
 point = next((e.get("readMs") or 0 for e in events if e["event"] == "restore_point"), 0)
-safety = {"validation": started.get("validationMs") or 0, "restore point": point, "swap": kinds.get("swap", 0)}
+recheck = next((e.get("elapsedMs") or 0 for e in events if e["event"] == "statements_rechecked"), 0)
+safety = {"validation": started.get("validationMs") or 0, "recheck under the lock": recheck,
+          "restore point": point, "swap": kinds.get("swap", 0)}
 known = started["compileMs"] + started["observabilityMs"] + started["planningMs"] + statements
 print(json.dumps({"wall": wall, "trips": trips, "pause": kinds.get("pause", 0), "count": count, "compile": started["compileMs"], "records": started["observabilityMs"],
                   "planning": started["planningMs"], "kinds": kinds, "safety": safety, "rest": wall - known}))

@@ -4,7 +4,7 @@ import { readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { expect, test } from "@playwright/test";
 import { build, createUser, demoProject, dropProject, query, type Project, type Server, startDev } from "./support/stack";
-import { signIn } from "./support/pages";
+import { keep, signIn } from "./support/pages";
 
 let project: Project;
 let server: Server;
@@ -37,6 +37,7 @@ test("a plan the warehouse refuses shows where and disables Build", async ({ pag
   const button = page.getByRole("button", { name: "Build", exact: true });
   await expect(button).toBeDisabled();
   await expect(button).toHaveAttribute("title", /failed its checks/);
+  await keep(page, "plan-refused");
 });
 
 test("the status page shows a relation missing in red with what mends it, and true row counts", async ({ page }) => {
@@ -51,4 +52,5 @@ test("the status page shows a relation missing in red with what mends it, and tr
   await expect(page.getByRole("row", { name: /top_customers/ })).toContainText("missing view__top_customers");
   // A view that exists is built, with its rows counted.
   await expect(page.getByRole("row", { name: /order_status/ })).toContainText("yes");
+  await keep(page, "status-incomplete");
 });

@@ -20,6 +20,10 @@ pub(crate) struct CompileArgs {
     /// Compile and report problems without writing any artifact (fast CI validation).
     #[arg(long)]
     check: bool,
+    /// Also check every model's SQL and table on the embedded engine (a scratch chDB
+    /// server, no warehouse needed): what cannot be checked offline is listed, with why.
+    #[arg(long)]
+    validate: bool,
     /// Print machine-readable JSON on stdout.
     #[arg(long)]
     json: bool,
@@ -42,10 +46,18 @@ pub(crate) fn run(args: &CompileArgs) -> ExitCode {
             let _ = writeln!(stderr, "{}", text.replacen("error[", "warning[", 1));
         }
     }
+    let validation = if args.validate {
+        match validate(&project, &compiled, args.json) {
+            Ok(validated) => Some(validated),
+            Err(code) => return code,
+        }
+    } else {
+        None
+    };
     if args.check {
         if args.json {
             print_json(
-                &serde_json::json!({"checked": true, "pipelines": compiled.pipelines, "models": compiled.models, "warnings": compiled.warnings}),
+                &serde_json::json!({"checked": true, "pipelines": compiled.pipelines, "models": compiled.models, "warnings": compiled.warnings, "validation": validation}),
             );
         } else {
             let _ = writeln!(
@@ -71,6 +83,7 @@ pub(crate) fn run(args: &CompileArgs) -> ExitCode {
             "models": compiled.models,
             "artifacts": compiled.files.keys().collect::<Vec<_>>(),
             "warnings": compiled.warnings,
+            "validation": validation,
         }));
     } else {
         let mut stdout = std::io::stdout().lock();
@@ -83,4 +96,55 @@ pub(crate) fn run(args: &CompileArgs) -> ExitCode {
         let _ = writeln!(stdout, "Models: {}", compiled.models);
     }
     ExitCode::SUCCESS
+}
+
+/// What `--validate` found on the embedded engine.
+#[derive(serde::Serialize)]
+struct Offline {
+    engine_version: String,
+    #[serde(flatten)]
+    validated: stb_engine::validation::Validated,
+}
+
+/// Starts a scratch engine, checks the project on it, and says what it checked (text on
+/// stderr, so the artifacts' lines keep stdout); the exit code when something failed.
+fn validate(
+    project: &stb_project::Project,
+    compiled: &stb_compile::Compiled,
+    json: bool,
+) -> Result<Offline, ExitCode> {
+    let mut quiet = stb_localstack::Silent;
+    let mut shown = crate::output::StderrProgress;
+    let progress: &mut dyn stb_localstack::Progress = if json { &mut quiet } else { &mut shown };
+    let engine = stb_localstack::scratch::ScratchEngine::start(progress)
+        .map_err(|error| crate::output::fail(&error.into(), json))?;
+    let client = stb_warehouse::Client::new(stb_warehouse::ConnectionConfig {
+        port: engine.port,
+        ..stb_warehouse::ConnectionConfig::default()
+    })
+    .map_err(|error| {
+        let error = stb_engine::EngineError::from(&error);
+        crate::output::fail(&error.into(), json)
+    })?;
+    let validated = stb_engine::validation::validate_offline(&client, project, compiled)
+        .map_err(|refused| report(refused, json))?;
+    if !json {
+        let mut stderr = std::io::stderr().lock();
+        let _ = writeln!(
+            stderr,
+            "Checked {} statements on the embedded engine (ClickHouse {}) in {} ms",
+            validated.checked, engine.version, validated.elapsed_ms
+        );
+        for unchecked in &validated.unchecked {
+            let _ = writeln!(
+                stderr,
+                "  not checked offline: {}: {}",
+                unchecked.model, unchecked.reason
+            );
+        }
+    }
+    Ok(Offline {
+        engine_version: engine.version.clone(),
+        validated,
+    })
 }

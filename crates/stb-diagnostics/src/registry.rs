@@ -238,6 +238,10 @@ pub const CODES: &[(&str, &str)] = &[
     ),
     ("STB-LOCAL-008", "stb local env: nothing is running"),
     (
+        "STB-LOCAL-009",
+        "the embedded engine stb compile --validate runs on is not installed",
+    ),
+    (
         "STB-LOCK-001",
         "another run holds the target's mutation lock",
     ),

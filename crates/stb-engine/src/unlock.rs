@@ -55,9 +55,19 @@ pub fn break_stale_lock(
             ),
         ));
     }
-    let killed_queries = kill_unfinished(client, database, &owner)?;
-    // Still under its lock: the dead build's half-made relations are given back first.
-    let given_back = give_back(client, database, &owner)?;
+    let phases = phases_of(client, database, &owner)?;
+    let mut killed_queries = Vec::new();
+    for invocation in &phases {
+        killed_queries.extend(kill_unfinished(client, database, invocation)?);
+    }
+    // Still under its lock: the dead build's half-made relations are given back first
+    // (a mixed build's restore point is its direct phase's).
+    let mut given_back = None;
+    for invocation in &phases {
+        if let Some(done) = give_back(client, database, invocation)? {
+            given_back = Some(done);
+        }
+    }
     TargetLock::of_owner(client, database, &owner)
         .release()
         .map_err(|e| EngineError::from(&e))?;
@@ -67,6 +77,34 @@ pub fn break_stale_lock(
         killed_queries,
         given_back,
     }))
+}
+
+/// The invocations that held `owner`'s lock: the owner, and the later phases of a mixed
+/// build as its first phase recorded them.
+fn phases_of(client: &Client, database: &str, owner: &str) -> Result<Vec<String>, EngineError> {
+    let events = stb_warehouse::runs::events_of(client, database, owner)
+        .map_err(|e| EngineError::from(&e))?;
+    let mut phases = vec![owner.to_owned()];
+    let named = events
+        .iter()
+        .filter(|e| e.kind == crate::build::PHASES_EVENT)
+        .filter_map(|e| serde_json::from_str::<serde_json::Value>(&e.payload).ok())
+        .flat_map(|payload| {
+            payload["invocations"]
+                .as_array()
+                .map(|ids| {
+                    ids.iter()
+                        .filter_map(|id| id.as_str().map(str::to_owned))
+                        .collect::<Vec<_>>()
+                })
+                .unwrap_or_default()
+        });
+    for invocation in named {
+        if !phases.contains(&invocation) {
+            phases.push(invocation);
+        }
+    }
+    Ok(phases)
 }
 
 /// What `stb unlock` did to the target a killed build left.

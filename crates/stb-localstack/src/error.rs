@@ -29,6 +29,8 @@ pub enum LocalStackError {
     StopFailed { component: Component, pid: u32 },
     #[error("the state file {path} is unreadable: {detail}")]
     CorruptState { path: PathBuf, detail: String },
+    #[error("the embedded engine is not installed: {} is missing", venv.display())]
+    EngineMissing { venv: PathBuf },
 }
 
 /// One of the two services of the stack.
@@ -60,6 +62,7 @@ impl LocalStackError {
             Self::Io { .. } => "STB-LOCAL-005",
             Self::StopFailed { .. } => "STB-LOCAL-006",
             Self::CorruptState { .. } => "STB-LOCAL-007",
+            Self::EngineMissing { .. } => "STB-LOCAL-009",
         }
     }
 
@@ -92,6 +95,10 @@ impl LocalStackError {
             Self::CorruptState { path, .. } => format!(
                 "stop any services listed in it by hand, then delete {}",
                 path.display()
+            ),
+            Self::EngineMissing { venv } => format!(
+                "run `stb local up` once: it installs the engine (about 1 GB) into {}; or point STB_VENV at an environment that has it",
+                venv.display()
             ),
         }
     }

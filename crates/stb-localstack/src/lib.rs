@@ -9,6 +9,7 @@ pub mod layout;
 pub mod probe;
 pub mod process;
 pub mod python;
+pub mod scratch;
 pub mod stack;
 
 pub use error::{Component, LocalStackError};

@@ -141,6 +141,14 @@ pub fn validation(
                 name: model.name.clone(),
                 reason: "it reads a table function (a PostgreSQL pull), which a check would have to connect to".into(),
             });
+        } else if let Some((source, relation)) = unknown_input(model, sources, &stand_ins, present)
+        {
+            result.unchecked.push(Unchecked {
+                name: model.name.clone(),
+                reason: format!(
+                    "it reads {relation} (source '{source}'), whose columns only the target's warehouse knows"
+                ),
+            });
         } else {
             let query = resolved_query(model, &by_name, &stand_ins);
             result.checks.push(Check {
@@ -176,6 +184,23 @@ pub fn validation(
         stand_ins.insert(model.name.clone(), temporary);
     }
     result
+}
+
+/// A source `model` reads that is neither made for the check nor there to read (an
+/// adopted table, offline): its name and relation.
+fn unknown_input<'s>(
+    model: &PlanModel,
+    sources: &'s [PlanSource],
+    stand_ins: &BTreeMap<String, String>,
+    present: &dyn Fn(&str) -> bool,
+) -> Option<(&'s str, &'s str)> {
+    sources.iter().find_map(|source| {
+        let relation = source.relation.as_deref()?;
+        let unknown = model.reads.contains(&source.name)
+            && !stand_ins.contains_key(&source.name)
+            && !present(relation);
+        unknown.then_some((source.name.as_str(), relation))
+    })
 }
 
 fn reads_table_function(model: &PlanModel, sources: &[PlanSource]) -> bool {

@@ -281,7 +281,12 @@ fn execute(
         windows: crate::run_context::windows(project),
         on_wait: &on_wait,
     };
-    let results = stb_engine::build::execute_phases_locked(&client, &order, &wait, &interrupt);
+    let recheck = stb_engine::build::Recheck {
+        project,
+        sources: &compiled.plan_sources,
+    };
+    let results =
+        stb_engine::build::execute_phases_locked(&client, &order, &wait, &recheck, &interrupt);
     drop(watches);
     drop(heartbeats);
     let results = match results {

@@ -293,12 +293,17 @@ pub(crate) fn run(args: &BuildArgs) -> ExitCode {
         windows,
         on_wait: &on_wait,
     };
+    let recheck = stb_engine::build::Recheck {
+        project: &project,
+        sources: &compiled.plan_sources,
+    };
     let outcome = stb_engine::build::execute_locked(
         &prepared.client,
         planned,
         &observer,
         &run,
         &wait,
+        &recheck,
         &interrupt,
     );
     drop(watch);

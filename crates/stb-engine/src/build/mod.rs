@@ -34,6 +34,11 @@ pub const AUDIT_CODE: &str = "STB-BUILD-004";
 pub const SHRINK_CODE: &str = "STB-BUILD-005";
 /// The deployment id names a complete deployment.
 pub const DEPLOYMENT_CODE: &str = "STB-BUILD-006";
+/// The event that says a phase's statements passed their checks again under the lock
+/// (`checked`, `elapsedMs`).
+pub const RECHECKED_EVENT: &str = "statements_rechecked";
+/// The event in a locked run's first phase that names every phase's invocation.
+pub const PHASES_EVENT: &str = "lock_phases";
 /// Exit code of an interrupted build (128 + SIGINT).
 pub const EXIT_INTERRUPTED: i32 = 130;
 
@@ -196,9 +201,16 @@ pub fn execute_locked(
     observer: &dyn Observer,
     run: &RunIdentity,
     wait: &LockWait<'_>,
+    recheck: &Recheck<'_>,
     interrupt: &AtomicBool,
 ) -> Result<Ran, EngineError> {
-    let mut phases = execute_phases_locked(client, &[(planned, observer, run)], wait, interrupt)?;
+    let mut phases = execute_phases_locked(
+        client,
+        &[(planned, observer, run)],
+        wait,
+        recheck,
+        interrupt,
+    )?;
     phases.pop().flatten().unwrap_or_else(|| {
         Err(EngineError::new(
             FAILED_CODE,
@@ -211,6 +223,52 @@ pub fn execute_locked(
 /// One phase of a locked run: its plan, who observes it, and its invocation.
 pub type Phase<'a> = (&'a Planned, &'a dyn Observer, &'a RunIdentity);
 
+/// What a build checks again once it holds the target lock, before its first change:
+/// while it was confirmed or waited for the lock another run or a person may have changed
+/// what its statements read, so every plan's validation runs again there.
+pub struct Recheck<'a> {
+    pub project: &'a stb_project::Project,
+    pub sources: &'a [stb_plan::direct::PlanSource],
+}
+
+impl Recheck<'_> {
+    /// Every phase's statements, checked against the warehouse as it is now.
+    ///
+    /// # Errors
+    /// The warehouse refused some (STB-PLAN-006, the first located), or could not be asked.
+    fn run(&self, client: &Client, phases: &[Phase<'_>]) -> Result<(), EngineError> {
+        let mut refused = stb_diagnostics::Diagnostics::new();
+        for (planned, observer, _) in phases {
+            match crate::validation::validate(client, self.project, self.sources, planned) {
+                Ok(validated) => observer.event(
+                    RECHECKED_EVENT,
+                    None,
+                    serde_json::json!({"checked": validated.checked, "elapsedMs": validated.elapsed_ms}),
+                ),
+                Err(found) => refused.extend(found),
+            }
+        }
+        let sorted = refused.into_sorted();
+        let Some(first) = sorted.first() else {
+            return Ok(());
+        };
+        let at = first
+            .location
+            .as_ref()
+            .map(|location| format!("{location}: "))
+            .unwrap_or_default();
+        Err(EngineError::new(
+            crate::validation::INVALID_CODE,
+            format!(
+                "the warehouse changed while this build waited: {} statement(s) no longer pass its check; nothing was changed. {at}{}",
+                sorted.len(),
+                first.message
+            ),
+            "see what changed (stb plan shows every refused statement), fix it and build again",
+        ))
+    }
+}
+
 /// Runs `phases` in order under one target lock (a mixed build: the virtual phase, then
 /// the direct one), owned by the first phase's invocation. A phase that does not succeed
 /// stops the ones after it (`None`).
@@ -221,6 +279,7 @@ pub fn execute_phases_locked(
     client: &Arc<Client>,
     phases: &[Phase<'_>],
     wait: &LockWait<'_>,
+    recheck: &Recheck<'_>,
     interrupt: &AtomicBool,
 ) -> Result<Vec<Option<Result<Ran, EngineError>>>, EngineError> {
     let Some((first, _, owner)) = phases.first() else {
@@ -231,6 +290,32 @@ pub fn execute_phases_locked(
         .chain(phases.iter().map(|(_, _, run)| run.invocation_id.as_str()))
         .collect();
     let lock = admission::acquire(client, database, &own, wait, interrupt)?;
+    if phases.len() > 1 {
+        // The lock carries the first phase's id only: `stb unlock` finds the other phases
+        // of a killed build (their statements to kill, a restore point to give back) here.
+        let (_, observer, _) = &phases[0];
+        observer.event(
+            PHASES_EVENT,
+            None,
+            serde_json::json!({"invocations": phases.iter().map(|(_, _, run)| run.invocation_id.as_str()).collect::<Vec<_>>()}),
+        );
+        if let Err(error) = observer.checkpoint() {
+            let _ = lock.release();
+            return Err(EngineError::from(&error));
+        }
+    }
+    if let Err(refused) = recheck.run(client, phases) {
+        if let Err(error) = lock.release() {
+            return Err(EngineError {
+                hint: format!(
+                    "{} (the target lock was not released: {error}; run `stb unlock`)",
+                    refused.hint
+                ),
+                ..refused
+            });
+        }
+        return Err(refused);
+    }
     let mut results = Vec::with_capacity(phases.len());
     let mut go_on = true;
     for (planned, observer, run) in phases {
@@ -281,11 +366,50 @@ fn execute_held(
             deployment.id, deployment.id
         ));
     }
+    if let Some(note) = adopted_gap(planned, &execution) {
+        warnings.push(note);
+    }
     Ok(Ran {
         workflow_id,
         execution,
         warnings,
     })
+}
+
+/// A direct build undone after it changed something: rows written into an adopted table
+/// while its readers' views were gone reached that table but not the tables given back
+/// (the undo does not replay). Says which models to rebuild to take them from history.
+fn adopted_gap(planned: &Planned, execution: &stb_build::execute::Execution) -> Option<String> {
+    let restored = execution.restored.as_ref()?;
+    if restored.finished || restored.statements.is_empty() || planned.deployment.is_some() {
+        return None;
+    }
+    let is_model = |name: &str| planned.models.iter().any(|m| m.name == name);
+    let adopted: Vec<(&str, &str)> = planned
+        .plan
+        .replay_roots
+        .iter()
+        .filter(|root| !is_model(&root.driving_input))
+        .filter(|root| {
+            planned
+                .plan
+                .prerequisites
+                .iter()
+                .any(|p| p.name == root.driving_input && !p.framework_managed)
+        })
+        .map(|root| (root.model.as_str(), root.driving_input.as_str()))
+        .collect();
+    if adopted.is_empty() {
+        return None;
+    }
+    let models: Vec<&str> = adopted.iter().map(|(model, _)| *model).collect();
+    let sources: Vec<&str> = adopted.iter().map(|(_, source)| *source).collect();
+    Some(format!(
+        "rows written into adopted source(s) {} while this build had their readers' views down are in the source but not in {} as given back; `stb build --select {}` replays them from history",
+        sources.join(", "),
+        models.join(", "),
+        models.join(" --select ")
+    ))
 }
 
 /// Before a deployment's workflow runs (under the lock): a complete deployment is never

@@ -183,3 +183,42 @@ fn cluster_engines_and_table_functions_are_reported_as_not_fully_checked() {
             .any(|c| c.name == "parsed" && c.subject == Subject::Query)
     );
 }
+
+#[test]
+fn offline_an_adopted_input_is_unchecked_and_its_readers_use_the_typed_table() {
+    let (models, mut sources) = project();
+    // Nothing exists offline: the managed landing is made from its definition.
+    let offline = validation(&["parsed", "totals"], &models, &sources, &|_| false);
+    assert_eq!(offline.checks[0].subject, Subject::Landing);
+    assert!(offline.unchecked.is_empty(), "{:?}", offline.unchecked);
+    // An adopted table has no definition of ours: its reader is listed, with why.
+    sources[0].landing = None;
+    sources[0].framework_managed = false;
+    let offline = validation(&["parsed", "totals"], &models, &sources, &|_| false);
+    assert_eq!(offline.unchecked.len(), 1);
+    assert_eq!(offline.unchecked[0].name, "parsed");
+    assert_eq!(
+        offline.unchecked[0].reason,
+        "it reads raw__orders (source 'orders'), whose columns only the target's warehouse knows"
+    );
+    let checks: Vec<(&str, Subject)> = offline
+        .checks
+        .iter()
+        .map(|c| (c.name.as_str(), c.subject))
+        .collect();
+    assert_eq!(
+        checks,
+        vec![
+            ("parsed", Subject::Storage),
+            ("totals", Subject::Query),
+            ("totals", Subject::Storage),
+        ]
+    );
+    assert_eq!(
+        offline.checks[1].sql,
+        "EXPLAIN SELECT id, sum(amount) AS amount FROM stb_check_1 FINAL GROUP BY id"
+    );
+    // Online, the same table is there and read where it is.
+    let online = validation(&["parsed"], &models, &sources, &|_| true);
+    assert!(online.unchecked.is_empty());
+}

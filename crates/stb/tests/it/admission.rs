@@ -285,3 +285,100 @@ fn a_build_beyond_the_pipelines_it_was_authorised_for_does_not_start() {
     );
     assert_exact(&db.name, "light");
 }
+
+/// A third pipeline over an adopted table of its own, `side_events`.
+fn side_files(dir: &Path, amount: &str) {
+    std::fs::create_dir_all(dir.join("pipelines/pl__side")).expect("dir");
+    std::fs::write(
+        dir.join("sources/side.yml"),
+        "sources:\n  - name: side_feed\n    kind: stream_table\n    table_name: side_events\n    replay_boundary:\n      mode: offsets\n      columns:\n        _replay_partition: p\n        _replay_offset: o\n        _replay_timestamp: ts\n",
+    )
+    .expect("write");
+    std::fs::write(
+        dir.join("pipelines/pl__side/side.sql"),
+        format!("MODEL (order_by [\"_replay_partition\", \"_replay_offset\"]);\nSELECT _replay_partition::UInt32 AS _replay_partition, _replay_offset::UInt64 AS _replay_offset, {amount}\nFROM __source(\"side_feed\")\n"),
+    )
+    .expect("write");
+}
+
+#[test]
+fn a_build_that_waited_for_the_lock_checks_its_statements_again_before_any_change() {
+    let db = TestDatabase::create("admission_recheck");
+    heavy_source(&db.name, 6_000_000);
+    execute(&format!(
+        "CREATE TABLE {}.side_events (p UInt32, o UInt64, ts DateTime64(3, 'UTC'), amount UInt64) ENGINE = MergeTree ORDER BY (p, o)",
+        db.name
+    ));
+    execute(&format!(
+        "INSERT INTO {}.side_events SELECT number % 3, intDiv(number, 3), toDateTime64('2026-11-01 00:00:00', 3, 'UTC'), number FROM numbers(30)",
+        db.name
+    ));
+    let dir = two_pipelines(&db.name);
+    side_files(dir.path(), "amount::UInt64 AS amount");
+    let first = json(&run(
+        dir.path(),
+        &["build", "--auto-approve", "--json", "--select", "side"],
+    ));
+    assert_eq!(first["status"], "succeeded", "{first}");
+    let rows = |db: &str| {
+        execute(&format!(
+            "SELECT * FROM {db}.tbl__side ORDER BY ALL FORMAT TSV"
+        ))
+    };
+    let before = rows(&db.name);
+    // A change whose plan and checks pass now.
+    side_files(dir.path(), "(amount * 2)::UInt64 AS amount");
+    let heavy = stb_test_support::unique_name("heavy");
+    let mut holder = spawn(
+        dir.path(),
+        &["build", "--auto-approve", "--json", "--select", "heavy"],
+        &heavy,
+    );
+    wait_for_step(&db.name, &heavy, "replay_heavy");
+    let side = stb_test_support::unique_name("side");
+    let waiting = spawn(
+        dir.path(),
+        &["build", "--auto-approve", "--json", "--select", "side"],
+        &side,
+    );
+    let queued = wait_for(Duration::from_secs(60), || {
+        execute(&format!(
+            "SELECT count() FROM {}._streambuild_run_events WHERE invocation_id = '{side}' AND event_kind = 'lock_waiting' FORMAT TSV",
+            db.name
+        ))
+        .trim()
+            == "1"
+    });
+    assert!(queued, "the side build never waited for the lock");
+    // While it waits, the column its query reads goes away.
+    execute(&format!(
+        "ALTER TABLE {}.side_events RENAME COLUMN amount TO amount_old",
+        db.name
+    ));
+    let output = waiting.wait_with_output().expect("the side build ends");
+    assert!(holder.wait().expect("the heavy build ends").success());
+    assert_eq!(output.status.code(), Some(1));
+    let error = json(&output)["error"].clone();
+    assert_eq!(error["code"], "STB-PLAN-006", "{error}");
+    assert!(
+        error["message"].as_str().is_some_and(|m| m
+            .contains("the warehouse changed while this build waited")
+            && m.contains("pipelines/pl__side/side.sql:2:")),
+        "{error}"
+    );
+    assert_eq!(rows(&db.name), before, "the side model was not touched");
+    assert_eq!(
+        execute(&format!(
+            "SELECT count() FROM system.tables WHERE database = '{}' AND name = 'mv__side' FORMAT TSV",
+            db.name
+        ))
+        .trim(),
+        "1",
+        "its view is still there"
+    );
+    assert_eq!(
+        status_of(dir.path(), &side),
+        "failed",
+        "the refusal is on record"
+    );
+}

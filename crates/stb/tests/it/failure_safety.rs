@@ -16,14 +16,43 @@ const EVENTS: &str = "CREATE TABLE {db}.events_existing (p UInt32, o UInt64, ts 
 
 const SOURCE: &str = "sources:\n  - name: events\n    kind: stream_table\n    table_name: events_existing\n    replay_boundary:\n      mode: offsets\n      columns:\n        _replay_partition: p\n        _replay_offset: o\n        _replay_timestamp: ts\n";
 
-const AMOUNT: &str = "amount::UInt64 AS amount";
-const SUMMING: &str = "SummingMergeTree";
+pub(crate) const AMOUNT: &str = "amount::UInt64 AS amount";
+pub(crate) const SUMMING: &str = "SummingMergeTree";
 const CLEAN: &str = "pipelines/pl__events/clean.sql";
 const TOTALS: &str = "pipelines/pl__events/totals.sql";
 
+/// A virtual pipeline beside the direct one in a `mixed` project.
+pub(crate) const SIDE: &str = "pipelines/pl__side/side.sql";
+
+/// `side`'s SQL with `amount` as its last projection.
+pub(crate) fn side_sql(amount: &str) -> String {
+    format!(
+        "MODEL (order_by [\"_replay_partition\", \"_replay_offset\"]);\nSELECT _replay_partition::UInt32 AS _replay_partition, _replay_offset::UInt64 AS _replay_offset,\n  {amount}\nFROM __source(\"events\")\n"
+    )
+}
+
 /// clean (root, lineage-keyed) -> totals (aggregate) -> report (view); `amount` is
-/// `clean`'s last projection, `engine` the engine `totals` is stored with.
-fn files(database: &str, mode: &str, amount: &str, engine: &str) -> Vec<(String, String)> {
+/// `clean`'s last projection, `engine` the engine `totals` is stored with. Mode `mixed`:
+/// those in a direct pipeline, and `side` in a virtual one beside them.
+pub(crate) fn files(
+    database: &str,
+    mode: &str,
+    amount: &str,
+    engine: &str,
+) -> Vec<(String, String)> {
+    let mut files = pipeline_files(database, mode, amount, engine);
+    if mode == "mixed" {
+        files.push((
+            "pipelines/pl__side/pipeline.toml".into(),
+            "mode = \"virtual\"\n".into(),
+        ));
+        files.push((SIDE.into(), side_sql(AMOUNT)));
+    }
+    files
+}
+
+fn pipeline_files(database: &str, mode: &str, amount: &str, engine: &str) -> Vec<(String, String)> {
+    let mode = if mode == "mixed" { "direct" } else { mode };
     vec![
         (
             "streambuild_project.toml".into(),
@@ -47,17 +76,17 @@ fn files(database: &str, mode: &str, amount: &str, engine: &str) -> Vec<(String,
     ]
 }
 
-fn write(dir: &Path, files: &[(String, String)]) {
+pub(crate) fn write(dir: &Path, files: &[(String, String)]) {
     for (path, text) in files {
         std::fs::write(dir.join(path), text).expect("write");
     }
 }
 
-fn stb(dir: &Path, args: &[&str]) -> Output {
+pub(crate) fn stb(dir: &Path, args: &[&str]) -> Output {
     stb_test_support::stb_on_project(dir, args, "")
 }
 
-fn insert_events(database: &str, from: u64, to: u64) {
+pub(crate) fn insert_events(database: &str, from: u64, to: u64) {
     // A fixed past instant: nothing here has a TTL or compares it with the clock.
     execute(&format!(
         "INSERT INTO {database}.events_existing SELECT number % 3, intDiv(number, 3), toDateTime64('2026-11-01 00:00:00', 3, 'UTC'), ['a', 'b', 'c'][number % 3 + 1], number % 25 FROM numbers({}, {})",
@@ -71,7 +100,7 @@ fn insert_events(database: &str, from: u64, to: u64) {
 ///
 /// A table keeps its identity (the same table, never a copy); a view given back is created
 /// again from its definition, so its definition is what is compared.
-fn target_state(database: &str) -> Vec<(String, String)> {
+pub(crate) fn target_state(database: &str) -> Vec<(String, String)> {
     let relations = execute(&format!(
         "SELECT name, if(engine IN ('View', 'MaterializedView'), '', toString(uuid)), engine, create_table_query FROM system.tables WHERE database = '{database}' AND name NOT LIKE '\\_streambuild%' ORDER BY name FORMAT TSV"
     ));
@@ -91,7 +120,7 @@ fn target_state(database: &str) -> Vec<(String, String)> {
         .collect()
 }
 
-fn built(database: &str, mode: &str) -> tempfile::TempDir {
+pub(crate) fn built(database: &str, mode: &str) -> tempfile::TempDir {
     execute(&EVENTS.replace("{db}", database));
     insert_events(database, 0, 40);
     let dir = stb_test_support::project_dir(&files(database, mode, AMOUNT, SUMMING));
@@ -102,10 +131,15 @@ fn built(database: &str, mode: &str) -> tempfile::TempDir {
         String::from_utf8_lossy(&output.stdout),
         String::from_utf8_lossy(&output.stderr)
     );
-    if mode == "virtual" {
+    if mode != "direct" {
         // Readers see a deployment once it is promoted.
         let result: Value = serde_json::from_slice(&output.stdout).expect("JSON");
-        let id = result["deployment_id"].as_str().expect("a deployment id");
+        let staged = if mode == "mixed" {
+            &result["virtual"]
+        } else {
+            &result
+        };
+        let id = staged["deployment_id"].as_str().expect("a deployment id");
         let promoted = stb(dir.path(), &["deployment", "promote", id, "--json"]);
         assert!(
             promoted.status.success(),
@@ -145,7 +179,7 @@ fn refused_everywhere(dir: &Path, database: &str, file: &str, line: u64) {
     assert_eq!(outcome.trim(), "failed");
 }
 
-fn broken_sql_and_ddl_are_refused_before_anything_changes(mode: &str) {
+pub(crate) fn broken_sql_and_ddl_are_refused_before_anything_changes(mode: &str) {
     let db = TestDatabase::create(&format!("invalid_{mode}"));
     let dir = built(&db.name, mode);
     // An unknown column, on line 4 of clean.sql.
@@ -197,7 +231,7 @@ fn broken_sql_and_ddl_are_refused_before_a_virtual_build_changes_anything() {
     broken_sql_and_ddl_are_refused_before_anything_changes("virtual");
 }
 
-fn count(database: &str, relation: &str) -> u64 {
+pub(crate) fn count(database: &str, relation: &str) -> u64 {
     execute(&format!(
         "SELECT count() FROM {database}.{relation} FORMAT TSV"
     ))
@@ -207,7 +241,7 @@ fn count(database: &str, relation: &str) -> u64 {
 }
 
 /// The graph holds exactly what the adopted table implies.
-fn assert_graph_matches(database: &str) {
+pub(crate) fn assert_graph_matches(database: &str) {
     let expected = |sql: &str| execute(&format!("SELECT * FROM ({sql}) ORDER BY ALL FORMAT TSV"));
     assert_eq!(
         expected(&format!("SELECT * FROM {database}.tbl__clean")),
@@ -227,7 +261,8 @@ fn assert_graph_matches(database: &str) {
 
 /// A statement that fails on one late row of the replay (offset 35 of 40): nothing the
 /// warehouse can see before it reads that row.
-const FAILS_LATE: &str = "(amount + throwIf(_replay_offset = 35, 'a late row'))::UInt64 AS amount";
+pub(crate) const FAILS_LATE: &str =
+    "(amount + throwIf(_replay_offset = 35, 'a late row'))::UInt64 AS amount";
 
 #[test]
 fn a_direct_build_that_fails_mid_replay_gives_the_target_back_live() {
@@ -248,6 +283,12 @@ fn a_direct_build_that_fails_mid_replay_gives_the_target_back_live() {
         result["restored"]["errors"],
         serde_json::json!([]),
         "{result}"
+    );
+    // The one thing an undo cannot give back is said, with what mends it.
+    let stderr = String::from_utf8_lossy(&build.stderr);
+    assert!(
+        stderr.contains("adopted source(s) events") && stderr.contains("stb build --select clean"),
+        "{stderr}"
     );
     assert_eq!(
         result["created"],
@@ -273,17 +314,7 @@ fn a_direct_build_that_fails_mid_replay_gives_the_target_back_live() {
     ));
     assert_eq!(outcome.trim(), "failed");
     // Fixed, the same --changed build rebuilds it.
-    write(dir.path(), &files(&db.name, "direct", AMOUNT, SUMMING));
-    let rebuilt = stb(
-        dir.path(),
-        &["build", "--changed", "--auto-approve", "--json"],
-    );
-    assert!(
-        rebuilt.status.success(),
-        "{}",
-        String::from_utf8_lossy(&rebuilt.stderr)
-    );
-    assert_graph_matches(&db.name);
+    fixed_and_rebuilt_by_changed(dir.path(), &db.name, "direct");
     assert_eq!(
         execute(&format!(
             "SELECT count() FROM system.tables WHERE database = '{}' AND name LIKE '%\\_\\_stb\\_prev' FORMAT TSV",
@@ -293,6 +324,44 @@ fn a_direct_build_that_fails_mid_replay_gives_the_target_back_live() {
         "0",
         "no previous copy is left"
     );
+}
+
+/// The project fixed (`clean` as first built), `stb build --changed` rebuilds what failed
+/// and the graph holds what the adopted table implies.
+pub(crate) fn fixed_and_rebuilt_by_changed(dir: &Path, database: &str, mode: &str) {
+    write(dir, &files(database, mode, AMOUNT, SUMMING));
+    let rebuilt = stb(dir, &["build", "--changed", "--auto-approve", "--json"]);
+    assert!(
+        rebuilt.status.success(),
+        "{}",
+        String::from_utf8_lossy(&rebuilt.stderr)
+    );
+    assert_graph_matches(database);
+}
+
+/// Unlocks the target a killed rebuild (doubling `clean`'s amounts) left: no aside may be
+/// left, and a build that was finished holds the doubled amounts. Whether it was finished
+/// (`None`: nothing was given back).
+pub(crate) fn unlock_and_check(database: &str, dir: &Path, label: &str) -> Option<bool> {
+    let unlocked = unlock(dir);
+    let finished = unlocked["given_back"]["finished"].as_bool();
+    let prev = execute(&format!(
+        "SELECT count() FROM system.tables WHERE database = '{database}' AND name LIKE '%\\\\_\\\\_stb\\\\_prev' FORMAT TSV"
+    ));
+    assert_eq!(prev.trim(), "0", "{label}: an aside is left: {unlocked}");
+    if finished == Some(true) {
+        // Killed after its replays: finished as it would have ended.
+        assert_eq!(
+            execute(&format!(
+                "SELECT sum(amount) FROM {database}.tbl__clean FORMAT TSV"
+            )),
+            execute(&format!(
+                "SELECT sum(amount * 2) FROM {database}.events_existing FORMAT TSV"
+            )),
+            "{label}: {unlocked}"
+        );
+    }
+    finished
 }
 
 /// `stb unlock` with a two-second signal window: a killed run is silent by then.
@@ -362,35 +431,12 @@ fn a_direct_build_killed_at_any_statement_is_given_back_or_finished_by_unlock() 
     std::thread::sleep(std::time::Duration::from_millis(2_500));
     let mut outcomes = Vec::new();
     for (db, dir, before, invocation) in &killed {
-        let unlocked = unlock(dir.path());
-        let finished = unlocked["given_back"]["finished"].as_bool();
+        let finished = unlock_and_check(&db.name, dir.path(), invocation);
         outcomes.push(finished);
-        let prev = execute(&format!(
-            "SELECT count() FROM system.tables WHERE database = '{}' AND name LIKE '%\\\\_\\\\_stb\\\\_prev' FORMAT TSV",
-            db.name
-        ));
-        assert_eq!(
-            prev.trim(),
-            "0",
-            "{invocation}: an aside is left: {unlocked}"
-        );
-        if finished == Some(true) {
-            // Killed after its replays: finished as it would have ended.
-            assert_eq!(
-                execute(&format!(
-                    "SELECT sum(amount) FROM {}.tbl__clean FORMAT TSV",
-                    db.name
-                )),
-                execute(&format!(
-                    "SELECT sum(amount * 2) FROM {}.events_existing FORMAT TSV",
-                    db.name
-                )),
-                "{invocation}: {unlocked}"
-            );
-        } else {
+        if finished != Some(true) {
             // The lock may have been broken before the build changed anything (nothing to
             // give back) or after: either way the target is as the build found it.
-            assert_eq!(&target_state(&db.name), before, "{invocation}: {unlocked}");
+            assert_eq!(&target_state(&db.name), before, "{invocation}");
             insert_events(&db.name, 40, 50);
             assert_eq!(
                 count(&db.name, "tbl__clean"),
