@@ -113,10 +113,14 @@ fn validate(
     compiled: &stb_compile::Compiled,
     json: bool,
 ) -> Result<Offline, ExitCode> {
-    let mut quiet = stb_localstack::Silent;
-    let mut shown = crate::output::StderrProgress;
-    let progress: &mut dyn stb_localstack::Progress = if json { &mut quiet } else { &mut shown };
-    let engine = stb_localstack::scratch::ScratchEngine::start(progress)
+    if !json {
+        // The engine's own progress names a log in a directory gone once it stops.
+        let _ = writeln!(
+            std::io::stderr().lock(),
+            "Starting the embedded engine (a scratch chDB server, removed afterwards)"
+        );
+    }
+    let engine = stb_localstack::scratch::ScratchEngine::start(&mut stb_localstack::Silent)
         .map_err(|error| crate::output::fail(&error.into(), json))?;
     let client = stb_warehouse::Client::new(stb_warehouse::ConnectionConfig {
         port: engine.port,
