@@ -6,6 +6,7 @@ import argparse
 import json
 import logging
 import os
+import shutil
 import signal
 import sys
 import threading
@@ -34,6 +35,16 @@ def main(argv: list[str] | None = None) -> int:
         default="all",
         help="which system logs the engine keeps (query_log, part_log, query_views_log)",
     )
+    parser.add_argument(
+        "--exit-with-pid",
+        type=int,
+        help="stop when this process is gone (a scratch server must not outlive the stb that started it)",
+    )
+    parser.add_argument(
+        "--remove-on-exit",
+        type=Path,
+        help="a directory to delete once the server has stopped (a scratch server's whole state)",
+    )
     args = parser.parse_args(argv)
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr)
@@ -59,6 +70,8 @@ def main(argv: list[str] | None = None) -> int:
 
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
+    if args.exit_with_pid:
+        threading.Thread(target=watch_parent, args=(args.exit_with_pid, stop, log), daemon=True).start()
     serving = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.2}, daemon=True)
     serving.start()
     log.info("ClickHouse %s HTTP interface on http://%s:%d (data: %s)", engine.version, args.host, port, data_dir)
@@ -70,7 +83,22 @@ def main(argv: list[str] | None = None) -> int:
     server.shutdown()
     server.server_close()
     engine.close()
+    if args.remove_on_exit:
+        shutil.rmtree(args.remove_on_exit, ignore_errors=True)
     return 0
+
+
+def watch_parent(pid: int, stop: threading.Event, log: logging.Logger) -> None:
+    """Sets `stop` once process `pid` is gone (killed, or ended without stopping us)."""
+    while not stop.wait(1.0):
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            log.info("process %d is gone: shutting down", pid)
+            stop.set()
+        except PermissionError:
+            # Alive, only not ours to signal.
+            continue
 
 
 if __name__ == "__main__":

@@ -19,6 +19,7 @@ use crate::replay_watch::ReplayWatch;
 use crate::secrets::{inline_secrets, resolve_secrets, scrub};
 use crate::undo::{
     REPLAYS_COMPLETE_EVENT, RESTORE_POINT_EVENT, RestorePoint, TARGET_RESTORED_EVENT,
+    WORKFLOW_COMPLETED_EVENT,
 };
 
 /// How the run ended.
@@ -54,6 +55,44 @@ pub struct Restored {
 /// Runs of offsets a record or an event lists at most.
 pub const RECORDED_RANGES: usize = 1_000;
 
+/// A run of positions a replay covers: `{partition, lower, upper}`, inclusive. Offsets
+/// give one per run of present offsets in a partition (numbers); the scalar modes one
+/// with `partition: null`, a timestamp as ClickHouse prints it (`2026-07-28
+/// 00:00:02.000`), a cursor as its value.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct CoveredRange {
+    pub partition: Option<i128>,
+    pub lower: serde_json::Value,
+    pub upper: serde_json::Value,
+}
+
+impl CoveredRange {
+    fn of_offsets(run: &OffsetRun) -> Self {
+        let number = |n: i128| serde_json::to_value(n).unwrap_or(serde_json::Value::Null);
+        Self {
+            partition: Some(run.partition),
+            lower: number(run.lower),
+            upper: number(run.upper),
+        }
+    }
+
+    /// The first and last replayed values of a scalar capture; a cursor that is a number
+    /// is written as one.
+    fn of_scalar(mode: stb_plan::replay::BoundaryMode, first: &str, last: &str) -> Self {
+        let value = |text: &str| match (mode, text.parse::<i128>()) {
+            (stb_plan::replay::BoundaryMode::Cursor, Ok(number)) => {
+                serde_json::to_value(number).unwrap_or_else(|_| text.into())
+            }
+            _ => serde_json::Value::String(text.to_owned()),
+        };
+        Self {
+            partition: None,
+            lower: value(first),
+            upper: value(last),
+        }
+    }
+}
+
 /// A captured replay boundary.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 pub struct CapturedRoot {
@@ -63,7 +102,9 @@ pub struct CapturedRoot {
     pub captured_at: Option<String>,
     /// Offsets: the runs of present offsets per partition, the first [`RECORDED_RANGES`]
     /// of them (sparse offsets can make millions; `coverage` bounds every partition).
-    pub ranges: Vec<OffsetRun>,
+    /// Timestamp and cursor modes: one range with no partition, from the first to the last
+    /// replayed value (none when nothing is replayed).
+    pub ranges: Vec<CoveredRange>,
     /// How many runs the capture found.
     pub ranges_total: usize,
     /// Scalar modes: the inclusive cutoff (`None`: nothing to replay).
@@ -416,16 +457,22 @@ pub fn run(
             }
         }
     }
-    if execution.status != Status::Succeeded {
-        if replays_complete {
-            // Every replay completed: the new relations are whole, so the build is
-            // finished (landings started, old copies dropped) rather than undone.
-            recover_landings(client, workflow, observer, &mut execution);
-            give_back(client, &point, true, observer, &mut execution);
-        } else {
-            give_back(client, &point, false, observer, &mut execution);
-            recover_landings(client, workflow, observer, &mut execution);
+    if execution.status == Status::Succeeded {
+        observer.event(WORKFLOW_COMPLETED_EVENT, None, serde_json::json!({}));
+        if let Err(error) = observer.checkpoint() {
+            // Only `stb unlock` after a kill reads it; a live run ends on record anyway.
+            execution.warnings.push(format!(
+                "the workflow's completion could not be recorded yet ({error}); it is written with the run's end"
+            ));
         }
+    } else if replays_complete {
+        // Every replay completed: the new relations are whole, so the build is finished
+        // (landings started, old copies dropped) rather than undone.
+        recover_landings(client, workflow, observer, &mut execution);
+        give_back(client, &point, true, observer, &mut execution);
+    } else {
+        give_back(client, &point, false, observer, &mut execution);
+        recover_landings(client, workflow, observer, &mut execution);
     }
     execution
 }
@@ -657,12 +704,30 @@ fn read_capture(
         .map_err(|e| format!("replay boundary of '{}': {e}", replay.model))?;
     let (ranges, ranges_total, cutoff, lower) = match &capture {
         Capture::Offsets { runs, .. } => (
-            runs.iter().take(RECORDED_RANGES).cloned().collect(),
+            runs.iter()
+                .take(RECORDED_RANGES)
+                .map(CoveredRange::of_offsets)
+                .collect(),
             runs.len(),
             None,
             None,
         ),
-        Capture::Scalar { cutoff, lower, .. } => (Vec::new(), 0, cutoff.clone(), lower.clone()),
+        Capture::Scalar {
+            cutoff,
+            lower,
+            first,
+            last,
+            ..
+        } => {
+            let ranges: Vec<CoveredRange> = match (first, last) {
+                (Some(first), Some(last)) if cutoff.is_some() => {
+                    vec![CoveredRange::of_scalar(anchor.mode, first, last)]
+                }
+                _ => Vec::new(),
+            };
+            let total = ranges.len();
+            (ranges, total, cutoff.clone(), lower.clone())
+        }
     };
     let record = CapturedRoot {
         model: replay.model.clone(),

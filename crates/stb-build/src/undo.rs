@@ -18,6 +18,10 @@ pub const RESTORE_POINT_EVENT: &str = "restore_point";
 pub const REPLAYS_COMPLETE_EVENT: &str = "replays_complete";
 /// Written once a stopped build was undone or finished.
 pub const TARGET_RESTORED_EVENT: &str = "target_restored";
+/// Written (and made durable) once every statement of the workflow succeeded: nothing of
+/// it is to be given back, even when the process dies before it records the run's end (a
+/// mixed build's virtual phase, whose run ends only with the direct phase after it).
+pub const WORKFLOW_COMPLETED_EVENT: &str = "workflow_completed";
 
 /// What a build records before its first change: enough to give the target back without
 /// the process that started it.

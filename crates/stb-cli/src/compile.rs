@@ -56,9 +56,11 @@ pub(crate) fn run(args: &CompileArgs) -> ExitCode {
     };
     if args.check {
         if args.json {
-            print_json(
-                &serde_json::json!({"checked": true, "pipelines": compiled.pipelines, "models": compiled.models, "warnings": compiled.warnings, "validation": validation}),
-            );
+            let mut answer = serde_json::json!({"checked": true, "pipelines": compiled.pipelines, "models": compiled.models, "warnings": compiled.warnings});
+            if let Some(validation) = &validation {
+                answer["validation"] = serde_json::json!(validation);
+            }
+            print_json(&answer);
         } else {
             let _ = writeln!(
                 std::io::stdout().lock(),
@@ -77,14 +79,18 @@ pub(crate) fn run(args: &CompileArgs) -> ExitCode {
         return report(diagnostic.into(), args.json);
     }
     if args.json {
-        print_json(&serde_json::json!({
+        let mut answer = serde_json::json!({
             "target_dir": target_dir,
             "pipelines": compiled.pipelines,
             "models": compiled.models,
             "artifacts": compiled.files.keys().collect::<Vec<_>>(),
             "warnings": compiled.warnings,
-            "validation": validation,
-        }));
+        });
+        // Only with --validate: a plain compile checked nothing on an engine.
+        if let Some(validation) = &validation {
+            answer["validation"] = serde_json::json!(validation);
+        }
+        print_json(&answer);
     } else {
         let mut stdout = std::io::stdout().lock();
         let _ = writeln!(

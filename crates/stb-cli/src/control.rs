@@ -12,8 +12,9 @@ use crate::output::Failure;
 /// Where the control store is.
 #[derive(Debug, Args)]
 pub(crate) struct ControlArgs {
-    /// Control store URL: sqlite:///<path> or postgresql://user@host:5432/db (env
-    /// STREAMBUILD_CONTROL_STORE_URL; default sqlite:///<project>/.streambuild/control.db).
+    /// Control store URL: sqlite:////absolute/path.db, sqlite:///relative/path.db or
+    /// postgresql://user@host:5432/db (env STREAMBUILD_CONTROL_STORE_URL; default
+    /// sqlite:///<absolute project dir>/.streambuild/control.db).
     #[arg(
         long,
         value_name = "URL",

@@ -159,7 +159,9 @@ pub(crate) fn doctor(args: &Common) -> ExitCode {
         .count();
     if args.json {
         print_json(
-            &serde_json::json!({"database": database, "tables": findings, "problems": unsound}),
+            // `active_views` is the reference's key; `tables` (the same entries) is kept for
+            // scripts written against earlier builds of stb.
+            &serde_json::json!({"database": database, "active_views": findings, "tables": findings, "problems": unsound}),
         );
     } else {
         let mut out = std::io::stdout().lock();

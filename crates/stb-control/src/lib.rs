@@ -20,7 +20,7 @@ mod password;
 mod project_roles;
 mod sessions;
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 pub use accounts::{AuditEntry, NewUser, Source, User};
 pub use destruction_plans::{PLAN_TTL_MS, PlanLookup, StoredPlan};
@@ -52,17 +52,19 @@ pub struct ControlStore {
     shown: String,
 }
 
-/// `sqlite:///<project>/.streambuild/control.db`: the store a project uses by default.
+/// `sqlite:///<absolute project dir>/.streambuild/control.db` (four slashes before an
+/// absolute path): the store a project uses by default.
 #[must_use]
 pub fn default_url(project_dir: &Path) -> String {
+    let dir = if project_dir.is_absolute() {
+        project_dir.to_path_buf()
+    } else {
+        std::env::current_dir()
+            .map_or_else(|_| project_dir.to_path_buf(), |cwd| cwd.join(project_dir))
+    };
     format!(
         "sqlite:///{}",
-        project_dir
-            .join(".streambuild")
-            .join("control.db")
-            .display()
-            .to_string()
-            .trim_start_matches('/')
+        dir.join(".streambuild").join("control.db").display()
     )
 }
 
@@ -81,16 +83,50 @@ pub fn redacted(url: &str) -> String {
     }
 }
 
+/// The file a SQLAlchemy SQLite URL names, read as SQLAlchemy reads it: `sqlite:///` and
+/// then the path, so `sqlite:///control.db` is relative to the working directory and
+/// `sqlite:////var/lib/streambuild/control.db` (four slashes) is absolute. `None` for an
+/// in-memory database (`sqlite://`, `sqlite:///:memory:`).
+fn sqlite_path(rest: &str) -> Result<Option<PathBuf>, StoreError> {
+    let Some(after_host) = rest.strip_prefix("//") else {
+        return Err(StoreError::new(
+            ErrorKind::Validation,
+            format!(
+                "unsupported SQLite URL 'sqlite:{rest}': write sqlite:///relative/path.db or sqlite:////absolute/path.db"
+            ),
+        ));
+    };
+    let path = after_host.strip_prefix('/').unwrap_or(after_host);
+    if path.is_empty() || path == ":memory:" {
+        return Ok(None);
+    }
+    let path = Path::new(path);
+    if path.is_absolute() {
+        return Ok(Some(path.to_path_buf()));
+    }
+    std::env::current_dir()
+        .map(|cwd| Some(cwd.join(path)))
+        .map_err(|e| {
+            StoreError::new(
+                ErrorKind::Unavailable,
+                format!(
+                    "cannot resolve {} against the working directory: {e}",
+                    path.display()
+                ),
+            )
+        })
+}
+
 /// The sqlx URL and backend for a control-store URL as users write it (SQLAlchemy-style
-/// `sqlite:///abs/path`, `sqlite://` for memory, `postgresql+psycopg://…` are accepted).
+/// `sqlite:///relative.db` and `sqlite:////absolute.db`, `sqlite://` for memory,
+/// `postgresql+psycopg://…` are accepted).
 fn driver_url(url: &str) -> Result<(String, Backend), StoreError> {
     let url = url.trim();
     if let Some(rest) = url.strip_prefix("sqlite:") {
-        let path = rest.trim_start_matches("//");
-        if path.is_empty() || path == "/:memory:" || path == ":memory:" {
+        let Some(path) = sqlite_path(rest)? else {
             return Ok(("sqlite::memory:".to_owned(), Backend::Sqlite));
-        }
-        let path = Path::new(path);
+        };
+        let path = path.as_path();
         if let Some(parent) = path.parent() {
             std::fs::create_dir_all(parent).map_err(|e| {
                 StoreError::new(
@@ -247,6 +283,36 @@ mod tests {
             "{driver}"
         );
         assert!(dir.path().join(".streambuild").is_dir(), "parent created");
+        // An absolute project directory gives four slashes, as SQLAlchemy writes it.
+        assert_eq!(
+            url,
+            format!(
+                "sqlite:///{}",
+                dir.path().join(".streambuild/control.db").display()
+            )
+        );
+        assert!(url.starts_with("sqlite:////"), "{url}");
+    }
+
+    #[test]
+    fn sqlite_urls_are_read_as_sqlalchemy_reads_them() {
+        // Four slashes: an absolute path.
+        assert_eq!(
+            sqlite_path("////var/lib/streambuild/control.db").expect("absolute"),
+            Some(PathBuf::from("/var/lib/streambuild/control.db"))
+        );
+        // Three: relative to the working directory.
+        let cwd = std::env::current_dir().expect("cwd");
+        assert_eq!(
+            sqlite_path("///state/control.db").expect("relative"),
+            Some(cwd.join("state/control.db"))
+        );
+        assert_eq!(sqlite_path("//").expect("memory"), None);
+        assert_eq!(sqlite_path("///:memory:").expect("memory"), None);
+        assert!(
+            sqlite_path("control.db").is_err(),
+            "no slashes is not a URL"
+        );
     }
 
     #[test]

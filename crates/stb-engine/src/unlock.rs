@@ -130,6 +130,7 @@ pub fn give_back(
 ) -> Result<Option<GivenBack>, EngineError> {
     use stb_build::undo::{
         REPLAYS_COMPLETE_EVENT, RESTORE_POINT_EVENT, RestorePoint, TARGET_RESTORED_EVENT,
+        WORKFLOW_COMPLETED_EVENT,
     };
     let events = stb_warehouse::runs::events_of(client, database, invocation)
         .map_err(|e| EngineError::from(&e))?;
@@ -142,7 +143,9 @@ pub fn give_back(
     else {
         return Ok(None);
     };
-    if has(TARGET_RESTORED_EVENT) || has("run_completed") {
+    // Given back already, ended on record, or every statement done (a mixed build's
+    // virtual phase, whose run ends only with the phase after it): nothing to give back.
+    if has(TARGET_RESTORED_EVENT) || has("run_completed") || has(WORKFLOW_COMPLETED_EVENT) {
         return Ok(None);
     }
     let finished = has(REPLAYS_COMPLETE_EVENT);

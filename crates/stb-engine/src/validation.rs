@@ -156,7 +156,8 @@ fn run_checks(
         } else if check.authored {
             // A bad type fails a model's query and its table alike: said once.
             if !reported.contains(&(check.name.as_str(), reason)) {
-                diagnostics.push(located(project, check, &error.message));
+                let hint = if offline { OFFLINE_HINT } else { ONLINE_HINT };
+                diagnostics.push(located(project, check, &error.message, hint));
                 reported.push((check.name.as_str(), reason));
             }
         } else {
@@ -222,7 +223,12 @@ fn stand_in_name(sql: &str) -> Option<String> {
 
 /// The failure as the author sees it: the model's file, the line and column of the first
 /// name the warehouse quotes that the file holds, ClickHouse's message, and what to do.
-fn located(project: &stb_project::Project, check: &Check, message: &str) -> Diagnostic {
+/// What to do about a refusal found by `stb plan` or `stb build`.
+const ONLINE_HINT: &str = "fix it and plan again; nothing was changed (every statement a build runs is checked before it may change anything)";
+/// What to do about one found by `stb compile --validate`.
+const OFFLINE_HINT: &str = "fix it and run `stb compile --validate` again; no artifact was written";
+
+fn located(project: &stb_project::Project, check: &Check, message: &str, hint: &str) -> Diagnostic {
     let (file, text) = match check.subject {
         Subject::Landing => project
             .sources
@@ -249,7 +255,7 @@ fn located(project: &stb_project::Project, check: &Check, message: &str) -> Diag
     let mut diagnostic = Diagnostic::new(
         INVALID_CODE,
         format!("{what}: {}", first_line(message)),
-        "fix it and plan again; nothing was changed (every statement a build runs is checked before it may change anything)",
+        hint,
     );
     if !file.is_empty() {
         let position = text.as_deref().and_then(|t| {

@@ -87,6 +87,9 @@ pub struct ClickHouseOptions {
     pub stream_flush_interval_ms: u32,
     /// Which system logs the engine keeps.
     pub system_logs: SystemLogs,
+    /// A scratch server: stop once this process is gone, and delete this directory once
+    /// stopped.
+    pub scratch: Option<(u32, std::path::PathBuf)>,
 }
 
 /// The system logs a server keeps: all of them for the local stack; less for tests of how
@@ -120,6 +123,7 @@ impl Default for ClickHouseOptions {
             password: None,
             stream_flush_interval_ms: 500,
             system_logs: SystemLogs::All,
+            scratch: None,
         }
     }
 }
@@ -184,6 +188,13 @@ pub fn start(
         .arg(options.stream_flush_interval_ms.to_string())
         .arg("--system-logs")
         .arg(options.system_logs.as_arg());
+    if let Some((parent, remove)) = &options.scratch {
+        command
+            .arg("--exit-with-pid")
+            .arg(parent.to_string())
+            .arg("--remove-on-exit")
+            .arg(remove);
+    }
     let pid = process::spawn_service(command, &log)?;
     let marker = layout.state_dir.to_string_lossy().into_owned();
     wait_until_ready(pid, &marker, &ready_file, &log).inspect_err(|_| {

@@ -31,6 +31,8 @@ pub enum LocalStackError {
     CorruptState { path: PathBuf, detail: String },
     #[error("the embedded engine is not installed: {} is missing", venv.display())]
     EngineMissing { venv: PathBuf },
+    #[error("the embedded engine did not start: {detail}")]
+    ScratchFailed { detail: String },
 }
 
 /// One of the two services of the stack.
@@ -63,6 +65,7 @@ impl LocalStackError {
             Self::StopFailed { .. } => "STB-LOCAL-006",
             Self::CorruptState { .. } => "STB-LOCAL-007",
             Self::EngineMissing { .. } => "STB-LOCAL-009",
+            Self::ScratchFailed { .. } => "STB-LOCAL-004",
         }
     }
 
@@ -96,6 +99,7 @@ impl LocalStackError {
                 "stop any services listed in it by hand, then delete {}",
                 path.display()
             ),
+            Self::ScratchFailed { .. } => "check that `stb local up` starts the same engine (its log says more); a Python environment without chDB is reinstalled by `stb local up`".to_owned(),
             Self::EngineMissing { venv } => format!(
                 "run `stb local up` once: it installs the engine (about 1 GB) into {}; or point STB_VENV at an environment that has it",
                 venv.display()

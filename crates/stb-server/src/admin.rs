@@ -9,11 +9,13 @@ use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
 use axum::{Extension, Json};
 use serde::Deserialize;
-use stb_control::{ErrorKind, NewUser, ProfileChange, Source, StoreError};
+use stb_control::{
+    Account, Assignment, AuditEntry, ErrorKind, NewUser, ProfileChange, Source, StoreError,
+};
 
 use crate::AppState;
 use crate::auth::Principal;
-use crate::error::ApiError;
+use crate::error::{ApiError, Body};
 
 type Shared = State<Arc<AppState>>;
 type Answer = Result<Json<serde_json::Value>, ApiError>;
@@ -43,8 +45,68 @@ fn store_error(error: StoreError) -> ApiError {
     ApiError::new(status, error.message)
 }
 
-fn json<T: serde::Serialize>(value: &T) -> Json<serde_json::Value> {
-    Json(serde_json::to_value(value).unwrap_or_default())
+/// An instant as the API shows it: ISO 8601, UTC, milliseconds (`2026-12-03T13:00:00.000Z`).
+fn iso(unix_ms: i64) -> String {
+    format!(
+        "{}Z",
+        stb_plan::deployment::utc_text(unix_ms).replacen(' ', "T", 1)
+    )
+}
+
+/// An account in the reference's names: `{id, username, displayName, email, active,
+/// roles[], authenticationSources[], createdAt, updatedAt}`.
+fn account_view(account: &Account) -> serde_json::Value {
+    let user = &account.user;
+    serde_json::json!({
+        "id": user.id,
+        "username": user.username,
+        "displayName": user.display_name,
+        "email": user.email,
+        "active": user.is_active,
+        "roles": user.roles,
+        "authenticationSources": account.authentication_sources,
+        "createdAt": iso(user.created_at_ms),
+        "updatedAt": iso(account.updated_at_ms),
+    })
+}
+
+/// A project-role assignment: `{assignmentId, userId, projectName, role, targetName,
+/// assignedBy, assignedAt, revokedBy, revokedAt}`.
+fn assignment_view(assignment: &Assignment) -> serde_json::Value {
+    serde_json::json!({
+        "assignmentId": assignment.id,
+        "userId": assignment.user_id,
+        "projectName": assignment.project_name,
+        "role": assignment.role_name,
+        "targetName": assignment.target_name,
+        "assignedBy": assignment.assigned_by,
+        "assignedAt": iso(assignment.assigned_at_ms),
+        "revokedBy": assignment.revoked_by,
+        "revokedAt": assignment.revoked_at_ms.map(iso),
+    })
+}
+
+/// One line of the audit log: `{id, operation, actorUserId, affectedUserId, occurredAt,
+/// details}`.
+fn audit_view(entry: &AuditEntry) -> serde_json::Value {
+    serde_json::json!({
+        "id": entry.id,
+        "operation": entry.operation,
+        "actorUserId": entry.actor_user_id,
+        "affectedUserId": entry.affected_user_id,
+        "occurredAt": iso(entry.occurred_at_ms),
+        "details": entry.details,
+    })
+}
+
+/// Account `id` as the API shows it, after a change.
+async fn account_answer(state: &AppState, id: &str) -> Answer {
+    let accounts = state.store.list_accounts().await.map_err(store_error)?;
+    accounts
+        .iter()
+        .find(|a| a.user.id == id)
+        .map(|a| Json(account_view(a)))
+        .ok_or_else(|| ApiError::new(StatusCode::NOT_FOUND, format!("no user with id '{id}'")))
 }
 
 /// The username of user `id`, or 404.
@@ -60,9 +122,10 @@ async fn username_of(state: &AppState, id: &str) -> Result<String, ApiError> {
 
 pub(crate) async fn users(State(state): Shared, Extension(me): Extension<Principal>) -> Answer {
     require_admin(&me)?;
-    Ok(json(
-        &state.store.list_accounts().await.map_err(store_error)?,
-    ))
+    let accounts = state.store.list_accounts().await.map_err(store_error)?;
+    Ok(Json(serde_json::Value::Array(
+        accounts.iter().map(account_view).collect(),
+    )))
 }
 
 #[derive(Deserialize)]
@@ -80,7 +143,7 @@ pub(crate) struct CreateUser {
 pub(crate) async fn create_user(
     State(state): Shared,
     Extension(me): Extension<Principal>,
-    Json(body): Json<CreateUser>,
+    Body(body): Body<CreateUser>,
 ) -> Answer {
     require_admin(&me)?;
     let source = match (body.authentication_source.as_str(), body.password) {
@@ -119,7 +182,7 @@ pub(crate) async fn create_user(
         )
         .await
         .map_err(store_error)?;
-    Ok(json(&user))
+    account_answer(&state, &user.id).await
 }
 
 /// A field that is absent (unchanged), `null` (cleared) or a value.
@@ -143,7 +206,7 @@ pub(crate) async fn update_user(
     State(state): Shared,
     Extension(me): Extension<Principal>,
     Path(id): Path<String>,
-    Json(body): Json<UpdateUser>,
+    Body(body): Body<UpdateUser>,
 ) -> Answer {
     require_admin(&me)?;
     let change = ProfileChange {
@@ -156,10 +219,11 @@ pub(crate) async fn update_user(
         .update_profile(&id, &change, Some(&me.id))
         .await
         .map_err(store_error)?;
-    Ok(json(&user))
+    account_answer(&state, &user.id).await
 }
 
 #[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
 pub(crate) struct PasswordBody {
     password: String,
 }
@@ -168,7 +232,7 @@ pub(crate) async fn set_password(
     State(state): Shared,
     Extension(me): Extension<Principal>,
     Path(id): Path<String>,
-    Json(body): Json<PasswordBody>,
+    Body(body): Body<PasswordBody>,
 ) -> Answer {
     require_admin(&me)?;
     let username = username_of(&state, &id).await?;
@@ -181,6 +245,7 @@ pub(crate) async fn set_password(
 }
 
 #[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
 pub(crate) struct RoleBody {
     role: String,
 }
@@ -189,7 +254,7 @@ pub(crate) async fn grant_role(
     State(state): Shared,
     Extension(me): Extension<Principal>,
     Path(id): Path<String>,
-    Json(body): Json<RoleBody>,
+    Body(body): Body<RoleBody>,
 ) -> Answer {
     require_admin(&me)?;
     let username = username_of(&state, &id).await?;
@@ -198,7 +263,7 @@ pub(crate) async fn grant_role(
         .grant_role(&username, &body.role, Some(&me.id))
         .await
         .map_err(store_error)?;
-    Ok(json(&user))
+    account_answer(&state, &user.id).await
 }
 
 pub(crate) async fn revoke_role(
@@ -213,7 +278,7 @@ pub(crate) async fn revoke_role(
         .revoke_role(&username, &role, Some(&me.id))
         .await
         .map_err(store_error)?;
-    Ok(json(&user))
+    account_answer(&state, &user.id).await
 }
 
 #[derive(Deserialize)]
@@ -237,7 +302,9 @@ pub(crate) async fn project_roles(
         .assignments_of(&id, query.project.as_deref(), query.include_revoked)
         .await
         .map_err(store_error)?;
-    Ok(json(&found))
+    Ok(Json(serde_json::Value::Array(
+        found.iter().map(assignment_view).collect(),
+    )))
 }
 
 #[derive(Deserialize)]
@@ -252,7 +319,7 @@ pub(crate) async fn grant_project_role(
     State(state): Shared,
     Extension(me): Extension<Principal>,
     Path(id): Path<String>,
-    Json(body): Json<AssignmentBody>,
+    Body(body): Body<AssignmentBody>,
 ) -> Answer {
     require_admin(&me)?;
     username_of(&state, &id).await?;
@@ -282,7 +349,7 @@ pub(crate) async fn grant_project_role(
         )
         .await
         .map_err(store_error)?;
-    Ok(json(&assignment))
+    Ok(Json(assignment_view(&assignment)))
 }
 
 pub(crate) async fn revoke_project_role(
@@ -303,7 +370,8 @@ pub(crate) async fn revoke_project_role(
 
 pub(crate) async fn audit(State(state): Shared, Extension(me): Extension<Principal>) -> Answer {
     require_admin(&me)?;
-    Ok(json(
-        &state.store.audit_log(500).await.map_err(store_error)?,
-    ))
+    let entries = state.store.audit_log(500).await.map_err(store_error)?;
+    Ok(Json(serde_json::Value::Array(
+        entries.iter().map(audit_view).collect(),
+    )))
 }

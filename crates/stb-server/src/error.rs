@@ -88,3 +88,24 @@ impl IntoResponse for ApiError {
         response
     }
 }
+
+/// A JSON request body whose refusal is an API error like any other (`{"detail": …}`): a
+/// body that is not JSON 400, one with a missing or wrongly typed field or a field the
+/// route does not know 422 (routes that take accounts deny unknown fields, so a typo is
+/// never silently ignored), no JSON content type 415.
+pub(crate) struct Body<T>(pub T);
+
+impl<S, T> axum::extract::FromRequest<S> for Body<T>
+where
+    T: serde::de::DeserializeOwned,
+    S: Send + Sync,
+{
+    type Rejection = ApiError;
+
+    async fn from_request(request: axum::extract::Request, state: &S) -> Result<Self, ApiError> {
+        match axum::Json::<T>::from_request(request, state).await {
+            Ok(axum::Json(value)) => Ok(Self(value)),
+            Err(rejection) => Err(ApiError::new(rejection.status(), rejection.body_text())),
+        }
+    }
+}

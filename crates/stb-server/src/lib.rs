@@ -125,8 +125,12 @@ impl AppState {
 
 /// The whole application: API routes, authentication, headers, JSON 404, the web UI.
 pub fn router(state: Arc<AppState>) -> Router {
-    routes::api(Arc::clone(&state))
+    routes::api()
         .fallback(ui::serve)
+        .layer(axum::middleware::from_fn_with_state(
+            Arc::clone(&state),
+            routes::gate,
+        ))
         .layer(axum::middleware::from_fn(headers::security_headers))
         .with_state(state)
 }

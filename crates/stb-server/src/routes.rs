@@ -5,7 +5,7 @@ use std::time::Instant;
 
 use axum::extract::{Path, Query, Request, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
-use axum::middleware::{Next, from_fn_with_state};
+use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Extension, Json, Router};
@@ -24,7 +24,7 @@ type Shared = State<Arc<AppState>>;
 #[derive(Debug, Clone)]
 pub(crate) struct Peer(pub(crate) String);
 
-pub(crate) fn api(state: Arc<AppState>) -> Router<Arc<AppState>> {
+pub(crate) fn api() -> Router<Arc<AppState>> {
     let public = Router::new()
         .route("/api/auth/config", get(auth_config))
         .route("/api/auth/login", post(login));
@@ -107,11 +107,38 @@ pub(crate) fn api(state: Arc<AppState>) -> Router<Arc<AppState>> {
             "/api/deployments/{deployment_id}/rollback",
             post(crate::work::rollback),
         )
-        .merge(admin_routes())
-        .route_layer(from_fn_with_state(state, require_identity));
+        .merge(admin_routes());
+    // Identity is checked by `gate`, around the whole router (fallback included).
     public
         .merge(authenticated)
         .layer(axum::middleware::from_fn(peer_address))
+}
+
+/// The routes anyone may call, signed in or not.
+const PUBLIC_ROUTES: [&str; 2] = ["/api/auth/config", "/api/auth/login"];
+
+/// In front of the whole router: every `/api` request but the public ones needs an
+/// identity before it is routed, so an anonymous caller gets the same 401 for a route
+/// that exists and one that does not (and learns nothing of which do); a signed-in one
+/// gets a JSON 404 for an unknown route. Unsafe methods also carry the CSRF proof.
+pub(crate) async fn gate(
+    State(state): Shared,
+    mut request: Request,
+    next: Next,
+) -> Result<Response, ApiError> {
+    let path = request.uri().path();
+    let api = path
+        .strip_prefix("/api")
+        .is_some_and(|rest| rest.is_empty() || rest.starts_with('/'));
+    if !api || PUBLIC_ROUTES.contains(&path) {
+        return Ok(next.run(request).await);
+    }
+    let principal = authenticate(&state.auth, &state.store, request.headers()).await?;
+    if auth::is_unsafe(request.method()) {
+        check_csrf(state.auth.mode, &principal, request.headers())?;
+    }
+    request.extensions_mut().insert(principal);
+    Ok(next.run(request).await)
 }
 
 /// User administration: system admins only, checked before any body is read.
@@ -166,20 +193,6 @@ async fn peer_address(mut request: Request, next: Next) -> Response {
     next.run(request).await
 }
 
-/// Every route behind it has an identity; unsafe methods also carry the CSRF proof.
-async fn require_identity(
-    State(state): Shared,
-    mut request: Request,
-    next: Next,
-) -> Result<Response, ApiError> {
-    let principal = authenticate(&state.auth, &state.store, request.headers()).await?;
-    if auth::is_unsafe(request.method()) {
-        check_csrf(state.auth.mode, &principal, request.headers())?;
-    }
-    request.extensions_mut().insert(principal);
-    Ok(next.run(request).await)
-}
-
 async fn auth_config(State(state): Shared) -> Json<serde_json::Value> {
     Json(serde_json::json!({
         "mode": state.auth.mode,
@@ -198,6 +211,7 @@ fn session_payload(state: &AppState, principal: &Principal) -> serde_json::Value
 }
 
 #[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
 struct Login {
     username: String,
     password: String,
@@ -207,7 +221,7 @@ async fn login(
     State(state): Shared,
     Extension(peer): Extension<Peer>,
     headers: HeaderMap,
-    Json(body): Json<Login>,
+    crate::error::Body(body): crate::error::Body<Login>,
 ) -> Result<Response, ApiError> {
     if state.auth.mode != AuthMode::Password {
         return Err(ApiError::not_found());

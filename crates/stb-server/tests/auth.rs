@@ -229,6 +229,60 @@ async fn disabled_mode_is_a_local_admin_and_unknown_api_paths_are_json_404() {
 }
 
 #[tokio::test]
+async fn anonymous_requests_cannot_tell_which_routes_exist() {
+    for mode in [AuthMode::Password, AuthMode::TrustedProxy] {
+        let (app, _) = app(config(mode)).await;
+        let mut answers = Vec::new();
+        for (method, path) in [
+            (Method::GET, "/api/no-such-route"),
+            (Method::GET, "/api/sensors"),
+            (Method::GET, "/api"),
+            (Method::GET, "/api/state"),
+            (Method::POST, "/api/state"),
+            (Method::DELETE, "/api/admin/users"),
+            (Method::GET, "/api/runs/x/nothing/here"),
+        ] {
+            let answer = call(&app, request(method.clone(), path, &[], None)).await;
+            assert_eq!(
+                answer.status,
+                StatusCode::UNAUTHORIZED,
+                "{mode:?} {method} {path}: {}",
+                answer.body
+            );
+            answers.push(answer.body);
+        }
+        // The same answer whatever the path: nothing to tell them apart.
+        assert!(answers.windows(2).all(|w| w[0] == w[1]), "{answers:?}");
+        // The public routes stay public.
+        let public = call(&app, request(Method::GET, "/api/auth/config", &[], None)).await;
+        assert_eq!(public.status, StatusCode::OK);
+    }
+    // Signed in, an unknown route is a JSON 404.
+    let (app, _) = app(config(AuthMode::Password)).await;
+    let token = token_of(&login(&app, "alice", PASSWORD, None).await);
+    let cookie = format!("streambuild_session={token}");
+    let missing = call(
+        &app,
+        request(
+            Method::GET,
+            "/api/no-such-route",
+            &[("cookie", &cookie)],
+            None,
+        ),
+    )
+    .await;
+    assert_eq!(missing.status, StatusCode::NOT_FOUND);
+    assert_eq!(missing.body, serde_json::json!({"detail": "Not Found"}));
+    // Pages outside the API are the web app's, for anyone.
+    let page = app
+        .clone()
+        .oneshot(request(Method::GET, "/lineage", &[], None))
+        .await
+        .expect("answered");
+    assert_ne!(page.status(), StatusCode::UNAUTHORIZED);
+}
+
+#[tokio::test]
 async fn password_sessions_have_safe_cookies_csrf_and_rotate_at_login() {
     let (app, store) = app(config(AuthMode::Password)).await;
     let config = call(&app, request(Method::GET, "/api/auth/config", &[], None)).await;
@@ -848,10 +902,40 @@ async fn admins_manage_accounts_roles_and_project_roles_through_the_api() {
         .collect();
     assert_eq!(names, ["alice", "bob"]);
     assert_eq!(
-        users.body[0]["authentication_sources"],
+        users.body[0]["authenticationSources"],
         serde_json::json!(["password"])
     );
     assert!(users.body[0].get("password_hash").is_none());
+    // A user in exactly the reference's names (devserver.md §2.3).
+    let mut keys: Vec<&str> = users.body[0]
+        .as_object()
+        .expect("a user")
+        .keys()
+        .map(String::as_str)
+        .collect();
+    keys.sort_unstable();
+    assert_eq!(
+        keys,
+        [
+            "active",
+            "authenticationSources",
+            "createdAt",
+            "displayName",
+            "email",
+            "id",
+            "roles",
+            "updatedAt",
+            "username"
+        ]
+    );
+    assert_eq!(users.body[0]["active"], true);
+    assert!(
+        users.body[0]["createdAt"]
+            .as_str()
+            .is_some_and(|t| t.len() == 24 && t.ends_with('Z') && t.as_bytes()[10] == b'T'),
+        "{:?}",
+        users.body[0]
+    );
     // Create: the password policy, conflicts and shapes.
     let create = |body: Value| send(Method::POST, "/api/admin/users", Some(body));
     let short = create(serde_json::json!({"username": "carol", "authenticationSource": "password", "password": "short"})).await;
@@ -863,6 +947,21 @@ async fn admins_manage_accounts_roles_and_project_roles_through_the_api() {
     let carol_id = carol.body["id"].as_str().expect("id").to_owned();
     let again = create(serde_json::json!({"username": "carol", "authenticationSource": "password", "password": PASSWORD})).await;
     assert_eq!(again.status, StatusCode::CONFLICT);
+    // A field the route does not know is refused, never ignored.
+    let typo = create(serde_json::json!({"username": "dave", "authenticationSource": "password", "password": PASSWORD, "isActive": false})).await;
+    assert_eq!(
+        typo.status,
+        StatusCode::UNPROCESSABLE_ENTITY,
+        "{:?}",
+        typo.body
+    );
+    assert!(
+        typo.body["detail"]
+            .as_str()
+            .is_some_and(|d| d.contains("isActive")),
+        "{:?}",
+        typo.body
+    );
     // Profile and activity; the last admin stays.
     let patched = send(
         Method::PATCH,
@@ -873,11 +972,18 @@ async fn admins_manage_accounts_roles_and_project_roles_through_the_api() {
     assert_eq!(patched.status, StatusCode::OK);
     assert_eq!(
         (
-            patched.body["display_name"].as_str(),
-            patched.body["is_active"].as_bool()
+            patched.body["displayName"].as_str(),
+            patched.body["active"].as_bool()
         ),
         (Some("Carol C"), Some(false))
     );
+    let unknown = send(
+        Method::PATCH,
+        &format!("/api/admin/users/{carol_id}"),
+        Some(serde_json::json!({"is_active": true})),
+    )
+    .await;
+    assert_eq!(unknown.status, StatusCode::UNPROCESSABLE_ENTITY);
     let alice_id = admin_login.body["user"]["id"]
         .as_str()
         .expect("id")
@@ -946,7 +1052,15 @@ async fn admins_manage_accounts_roles_and_project_roles_through_the_api() {
         assign(serde_json::json!({"projectName": "shop", "role": "operator", "targetName": null}))
             .await;
     assert_eq!(assigned.status, StatusCode::OK, "{:?}", assigned.body);
-    let assignment = assigned.body["id"].as_str().expect("id").to_owned();
+    let assignment = assigned.body["assignmentId"]
+        .as_str()
+        .expect("id")
+        .to_owned();
+    assert_eq!(assigned.body["userId"], carol_id.as_str());
+    assert_eq!(assigned.body["projectName"], "shop");
+    assert_eq!(assigned.body["role"], "operator");
+    assert_eq!(assigned.body["targetName"], Value::Null);
+    assert_eq!(assigned.body["revokedAt"], Value::Null);
     assert_eq!(
         assign(serde_json::json!({"projectName": "shop", "role": "operator"}))
             .await
@@ -990,11 +1104,11 @@ async fn admins_manage_accounts_roles_and_project_roles_through_the_api() {
     )
     .await;
     assert!(
-        history.body[0]["revoked_at_ms"].is_i64(),
+        history.body[0]["revokedAt"].is_string(),
         "{:?}",
         history.body
     );
-    assert_eq!(history.body[0]["revoked_by"], alice_id.as_str());
+    assert_eq!(history.body[0]["revokedBy"], alice_id.as_str());
     // Every change is audited with the admin as its actor.
     let audit = send(Method::GET, "/api/admin/audit", None).await;
     let by_alice: Vec<&str> = audit
@@ -1002,7 +1116,7 @@ async fn admins_manage_accounts_roles_and_project_roles_through_the_api() {
         .as_array()
         .expect("log")
         .iter()
-        .filter(|e| e["actor_user_id"] == alice_id.as_str())
+        .filter(|e| e["actorUserId"] == alice_id.as_str() && e["occurredAt"].is_string())
         .filter_map(|e| e["operation"].as_str())
         .collect();
     for operation in [
@@ -1097,7 +1211,7 @@ async fn the_web_ui_is_served_from_the_binary_with_the_app_for_its_routes() {
         StatusCode::NOT_FOUND
     );
     assert_eq!(get("/../Cargo.toml").await.status(), StatusCode::NOT_FOUND);
+    // The API's unknown paths are not pages; anonymous callers learn nothing of them.
     let api = get("/api/nothing-here").await;
-    assert_eq!(api.status(), StatusCode::NOT_FOUND);
-    assert_eq!(text(api).await, r#"{"detail":"Not Found"}"#);
+    assert_eq!(api.status(), StatusCode::UNAUTHORIZED);
 }

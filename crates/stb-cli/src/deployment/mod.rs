@@ -166,7 +166,14 @@ fn print_records(database: &str, records: &[Record], detailed: bool) {
 
 fn print_publication(publication: &Publication, json: bool) {
     if json {
-        print_json(&serde_json::json!({"publication": publication}));
+        // The reference's names at the top level, for scripts written against it; the
+        // whole record (publication id, time, bindings) under `publication`.
+        print_json(&serde_json::json!({
+            "operation": publication.operation,
+            "deployment_id": publication.deployment_id,
+            "previous_deployment_id": publication.previous_deployment_id,
+            "publication": publication,
+        }));
         return;
     }
     let mut out = std::io::stdout().lock();

@@ -252,6 +252,17 @@ impl Recheck<'_> {
         let Some(first) = sorted.first() else {
             return Ok(());
         };
+        // The warehouse could not be asked at all: that, not a change, is what to say.
+        if let Some(unreachable) = sorted
+            .iter()
+            .find(|d| d.code != crate::validation::INVALID_CODE)
+        {
+            return Err(EngineError::new(
+                unreachable.code,
+                format!("{}; nothing was changed", unreachable.message),
+                unreachable.hint.clone(),
+            ));
+        }
         let at = first
             .location
             .as_ref()
@@ -300,8 +311,14 @@ pub fn execute_phases_locked(
             serde_json::json!({"invocations": phases.iter().map(|(_, _, run)| run.invocation_id.as_str()).collect::<Vec<_>>()}),
         );
         if let Err(error) = observer.checkpoint() {
-            let _ = lock.release();
-            return Err(EngineError::from(&error));
+            let mut refused = EngineError::from(&error);
+            if let Err(kept) = lock.release() {
+                refused.hint = format!(
+                    "{} (the target lock was not released: {kept}; run `stb unlock`)",
+                    refused.hint
+                );
+            }
+            return Err(refused);
         }
     }
     if let Err(refused) = recheck.run(client, phases) {
@@ -402,13 +419,18 @@ fn adopted_gap(planned: &Planned, execution: &stb_build::execute::Execution) -> 
     if adopted.is_empty() {
         return None;
     }
-    let models: Vec<&str> = adopted.iter().map(|(model, _)| *model).collect();
-    let sources: Vec<&str> = adopted.iter().map(|(_, source)| *source).collect();
+    let models: std::collections::BTreeSet<&str> =
+        adopted.iter().map(|(model, _)| *model).collect();
+    let sources: std::collections::BTreeSet<&str> =
+        adopted.iter().map(|(_, source)| *source).collect();
+    let join = |names: &std::collections::BTreeSet<&str>, by: &str| {
+        names.iter().copied().collect::<Vec<_>>().join(by)
+    };
     Some(format!(
-        "rows written into adopted source(s) {} while this build had their readers' views down are in the source but not in {} as given back; `stb build --select {}` replays them from history",
-        sources.join(", "),
-        models.join(", "),
-        models.join(" --select ")
+        "rows written into adopted source(s) {} while this build had the views of {} down may be in the source but not in the tables given back (an undo does not replay); once the build's cause is fixed, `stb build --select {}` replays them from history",
+        join(&sources, ", "),
+        join(&models, ", "),
+        join(&models, " --select ")
     ))
 }
 

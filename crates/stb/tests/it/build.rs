@@ -429,6 +429,33 @@ fn timestamp_and_cursor_modes_replay_history_exactly_once() {
         )
         .expect("JSON");
         assert_eq!(execution["captured_roots"][0]["coverage"], *covered);
+        // One range, with no partition: the first and last values of the input replayed
+        // (a timestamp as ClickHouse prints it, a cursor as its number).
+        let replayed = |aggregate: &str| {
+            execute(&format!(
+                "SELECT {aggregate} FROM {}.events_existing WHERE ts >= '2026-11-01 12:00:00' FORMAT TSV",
+                db.name
+            ))
+            .trim()
+            .to_owned()
+        };
+        let expected = match mode {
+            "cursor" => serde_json::json!([{
+                "partition": null,
+                "lower": replayed("min(seq)").parse::<u64>().expect("a number"),
+                "upper": replayed("max(seq)").parse::<u64>().expect("a number"),
+            }]),
+            _ => serde_json::json!([{
+                "partition": null,
+                "lower": replayed("toString(min(ts))"),
+                "upper": replayed("toString(max(ts))"),
+            }]),
+        };
+        assert_eq!(
+            execution["captured_roots"][0]["ranges"], expected,
+            "{mode}: {execution}"
+        );
+        assert_eq!(result["boundaries"][0]["ranges"], expected, "{mode}");
     }
 }
 

@@ -85,6 +85,13 @@ pub(crate) fn build(dir: &Path, extra: &[&str]) -> String {
 pub(crate) fn promote(dir: &Path, id: &str) {
     let published = ok_json(dir, &["deployment", "promote", id, "--json"]);
     assert_eq!(published["publication"]["deployment_id"], id);
+    // The reference's top-level names too.
+    assert_eq!(published["operation"], "promote", "{published}");
+    assert_eq!(published["deployment_id"], id, "{published}");
+    assert_eq!(
+        published["previous_deployment_id"], published["publication"]["previous_deployment_id"],
+        "{published}"
+    );
 }
 
 pub(crate) fn states(dir: &Path) -> Vec<(String, String)> {
@@ -243,6 +250,14 @@ fn a_deployment_is_staged_promoted_superseded_and_rolled_back() {
     assert_eq!(
         rolled["publication"]["previous_deployment_id"],
         second.as_str()
+    );
+    // As the reference prints them: at the top level.
+    assert_eq!(rolled["operation"], "rollback", "{rolled}");
+    assert_eq!(rolled["deployment_id"], first.as_str(), "{rolled}");
+    assert_eq!(
+        rolled["previous_deployment_id"],
+        second.as_str(),
+        "{rolled}"
     );
     assert_stable_views_match(&db.name, 10);
 
@@ -453,9 +468,10 @@ fn doctor_repairs_a_dropped_stable_view_and_the_janitor_drops_only_what_is_not_n
     // A stable view dropped by hand: the doctor says so and names the repair.
     execute(&format!("DROP VIEW {}.tbl__clean", db.name));
     let report = ok_json(dir.path(), &["doctor", "--json"]);
-    let clean = report["tables"]
+    assert_eq!(report["active_views"], report["tables"], "{report}");
+    let clean = report["active_views"]
         .as_array()
-        .expect("tables")
+        .expect("active_views")
         .iter()
         .find(|t| t["table_name"] == "tbl__clean")
         .expect("tbl__clean");

@@ -65,6 +65,12 @@ fn start(dir: &std::path::Path) -> (std::process::Child, String, Lines) {
     .stderr(Stdio::piped())
     .spawn()
     .expect("stb dev starts");
+    let (api, lines) = banner(&mut child);
+    (child, api, lines)
+}
+
+/// The API's URL from a starting `stb dev`'s banner, and the rest of its output.
+fn banner(child: &mut std::process::Child) -> (String, Lines) {
     let mut lines = BufReader::new(child.stdout.take().expect("stdout")).lines();
     let api = loop {
         let line = lines
@@ -75,7 +81,7 @@ fn start(dir: &std::path::Path) -> (std::process::Child, String, Lines) {
             break url.trim().to_owned();
         }
     };
-    (child, api, lines)
+    (api, lines)
 }
 
 /// One request: its status, JSON answer and the session cookie it set.
@@ -1188,4 +1194,126 @@ fn a_pipeline_is_destroyed_through_a_reviewed_plan_bound_to_its_admin() {
     assert!(tables().contains("tbl__clean"));
 
     stop(child, lines);
+}
+
+/// Removes the seed README's store (and its directory, when empty) however the test ends.
+struct SeedStore(&'static std::path::Path);
+
+impl Drop for SeedStore {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(self.0);
+        if let Some(dir) = self.0.parent() {
+            let _ = std::fs::remove_dir(dir);
+        }
+    }
+}
+
+/// The seed README's commands, verbatim: its bootstrap `stb admin` run from one directory
+/// and its trusted-proxy `stb dev` run from the project share the one store the four
+/// slashes name (an absolute path, as SQLAlchemy reads it), so the account it bootstraps
+/// signs in.
+#[test]
+fn the_seed_readmes_bootstrap_and_trusted_proxy_server_share_one_absolute_store() {
+    const URL: &str = "sqlite:////var/lib/streambuild/control.db";
+    let file = std::path::Path::new("/var/lib/streambuild/control.db");
+    assert!(
+        !file.exists(),
+        "{} exists and is not this test's: move it away first",
+        file.display()
+    );
+    let _cleanup = SeedStore(file);
+    let elsewhere = tempfile::tempdir().expect("dir");
+    // stb admin --control-store-url sqlite:////var/lib/streambuild/control.db create-user \
+    //   --username kevinl --authentication-source trusted_proxy --role admin
+    let created = Command::new(assert_cmd::cargo::cargo_bin("stb"))
+        .current_dir(elsewhere.path())
+        .args([
+            "admin",
+            "--control-store-url",
+            "sqlite:////var/lib/streambuild/control.db",
+            "create-user",
+            "--username",
+            "kevinl",
+            "--authentication-source",
+            "trusted_proxy",
+            "--role",
+            "admin",
+        ])
+        .env_remove("STREAMBUILD_CONTROL_STORE_URL")
+        .output()
+        .expect("stb admin");
+    assert!(
+        created.status.success(),
+        "{}",
+        String::from_utf8_lossy(&created.stderr)
+    );
+    assert!(file.is_file(), "the store is the absolute file");
+    assert!(
+        !elsewhere.path().join("var").exists(),
+        "nothing under the working directory"
+    );
+    // The same URL from the environment, in a third directory, finds the same account.
+    let third = tempfile::tempdir().expect("dir");
+    let granted = Command::new(assert_cmd::cargo::cargo_bin("stb"))
+        .current_dir(third.path())
+        .args([
+            "admin",
+            "grant-role",
+            "--username",
+            "kevinl",
+            "--role",
+            "viewer",
+        ])
+        .env("STREAMBUILD_CONTROL_STORE_URL", URL)
+        .output()
+        .expect("stb admin");
+    assert!(
+        granted.status.success(),
+        "{}",
+        String::from_utf8_lossy(&granted.stderr)
+    );
+    // From the project's directory:
+    // stb dev --auth-mode trusted_proxy --auth-username-header X-Mustard-User \
+    //   --control-store-url sqlite:////var/lib/streambuild/control.db
+    let db = TestDatabase::create("dev_seed_store");
+    let dir = project(&db.name);
+    let mut child = Command::new(assert_cmd::cargo::cargo_bin("stb"))
+        .current_dir(dir.path())
+        .args([
+            "dev",
+            "--auth-mode",
+            "trusted_proxy",
+            "--auth-username-header",
+            "X-Mustard-User",
+            "--control-store-url",
+            URL,
+        ])
+        // A free port, so the test runs beside others.
+        .args(["--ui-port", "0"])
+        .envs(stb_test_support::warehouse_env())
+        .env_remove("STREAMBUILD_AUTH_MODE")
+        .env_remove("STREAMBUILD_CONTROL_STORE_URL")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("stb dev starts");
+    let (api, _lines) = banner(&mut child);
+    let me = stb_test_support::http()
+        .get(format!("{api}/auth/me"))
+        .header("X-Mustard-User", "kevinl")
+        .send()
+        .expect("answered");
+    let status = me.status().as_u16();
+    let session: Value =
+        serde_json::from_str(&me.text().unwrap_or_default()).unwrap_or(Value::Null);
+    let _ = child.kill();
+    let _ = child.wait();
+    assert_eq!(status, 200, "{session}");
+    assert_eq!(session["user"]["username"], "kevinl", "{session}");
+    assert!(
+        session["roles"]
+            .as_array()
+            .is_some_and(|roles| roles.iter().any(|r| r == "admin")),
+        "the bootstrapped admin, not a new viewer: {session}"
+    );
 }

@@ -13,8 +13,8 @@ use stb_test_support::{TestDatabase, execute};
 use crate::failure_safety::{
     FAILS_LATE, SIDE, SUMMING, assert_graph_matches,
     broken_sql_and_ddl_are_refused_before_anything_changes, built, count, files,
-    fixed_and_rebuilt_by_changed, insert_events, side_sql, stb, target_state, unlock_and_check,
-    write,
+    fixed_and_rebuilt_by_changed, holds_the_rebuild, insert_events, side_sql, stb, target_state,
+    unlock_and_check, write,
 };
 
 #[test]
@@ -123,10 +123,9 @@ fn wait_for_completed(database: &str, total: u64) {
     assert!(reached, "{total} statements never completed");
 }
 
-#[test]
-fn a_mixed_build_killed_at_any_statement_is_given_back_or_finished_by_unlock() {
-    // How many statements the mixed rebuild runs (both phases), from one that completes.
-    let reference = TestDatabase::create("kill_mixed_reference");
+/// The statements a mixed rebuild that completes runs: in its virtual phase, and in all.
+fn reference_counts(name: &str) -> (u64, u64) {
+    let reference = TestDatabase::create(name);
     let dir = built(&reference.name, "mixed");
     let baseline = completed(&reference.name);
     change_both(
@@ -134,42 +133,101 @@ fn a_mixed_build_killed_at_any_statement_is_given_back_or_finished_by_unlock() {
         &reference.name,
         "(amount * 2)::UInt64 AS amount",
     );
-    let rebuilt = stb(dir.path(), &["build", "--auto-approve", "--json"]);
-    assert!(
-        rebuilt.status.success(),
-        "{}",
-        String::from_utf8_lossy(&rebuilt.stderr)
+    // The first phase runs under the invocation given; the direct phase has its own.
+    let invocation = format!("reference-{}", reference.name);
+    let child = stb_test_support::spawn_on_project(
+        dir.path(),
+        &["build", "--auto-approve", "--json"],
+        &invocation,
     );
+    let output = child.wait_with_output().expect("the reference build ends");
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let virtual_phase: u64 = execute(&format!(
+        "SELECT countIf(event_kind = 'statement_completed') FROM {}._streambuild_run_events WHERE invocation_id = '{invocation}' FORMAT TSV",
+        reference.name
+    ))
+    .trim()
+    .parse()
+    .expect("count");
     let total = completed(&reference.name) - baseline;
-    assert!(total >= 20, "{total} statements");
-    let mut killed = Vec::new();
-    for k in 1..total {
-        let db = TestDatabase::create(&format!("kill_mixed_{k}"));
-        let dir = built(&db.name, "mixed");
-        let before = target_state(&db.name);
-        let baseline = completed(&db.name);
-        change_both(dir.path(), &db.name, "(amount * 2)::UInt64 AS amount");
-        let invocation = format!("kill-mixed-{k}-{}", db.name);
-        let mut child = stb_test_support::spawn_on_project(
-            dir.path(),
-            &["build", "--auto-approve", "--json"],
-            &invocation,
-        );
-        wait_for_completed(&db.name, baseline + k);
-        child.kill().expect("SIGKILL");
-        let _ = child.wait();
-        killed.push((db, dir, before, k));
+    assert!(
+        virtual_phase >= 5 && total >= virtual_phase + 10,
+        "{virtual_phase} of {total} statements"
+    );
+    (virtual_phase, total)
+}
+
+/// A target built mixed and promoted, its rebuild killed after `k` completed statements:
+/// the database, the project, and what the target held before.
+type Killed = (TestDatabase, tempfile::TempDir, Vec<(String, String)>, u64);
+
+fn killed_after(k: u64) -> Killed {
+    let db = TestDatabase::create(&format!("kill_mixed_{k}"));
+    let dir = built(&db.name, "mixed");
+    let before = target_state(&db.name);
+    let baseline = completed(&db.name);
+    change_both(dir.path(), &db.name, "(amount * 2)::UInt64 AS amount");
+    let invocation = format!("kill-mixed-{k}-{}", db.name);
+    let mut child = stb_test_support::spawn_on_project(
+        dir.path(),
+        &["build", "--auto-approve", "--json"],
+        &invocation,
+    );
+    wait_for_completed(&db.name, baseline + k);
+    child.kill().expect("SIGKILL");
+    let _ = child.wait();
+    (db, dir, before, k)
+}
+
+/// Kills a mixed rebuild after each of `ks` completed statements (targets prepared four
+/// at a time), runs `stb unlock` on each and checks what it left: no aside, no complete
+/// deployment missing a copy, and production as it was (or, when the direct phase was
+/// finished, its new rows). Whether each was finished.
+fn kill_mixed_at(ks: &[u64]) -> Vec<Option<bool>> {
+    let mut killed: Vec<Killed> = Vec::new();
+    for chunk in ks.chunks(4) {
+        std::thread::scope(|scope| {
+            let running: Vec<_> = chunk
+                .iter()
+                .map(|&k| scope.spawn(move || killed_after(k)))
+                .collect();
+            for kill in running {
+                killed.push(kill.join().expect("a kill"));
+            }
+        });
     }
     std::thread::sleep(std::time::Duration::from_millis(2_500));
     let mut outcomes = Vec::new();
     for (db, dir, before, k) in &killed {
         let finished = unlock_and_check(&db.name, dir.path(), &format!("kill {k}"));
         outcomes.push(finished);
-        if finished != Some(true) {
+        // A deployment the virtual phase completed keeps every copy: unlock gives back
+        // only the phase it stopped in.
+        let listed = stb(dir.path(), &["deployment", "list", "--json"]);
+        let listed: Value = serde_json::from_slice(&listed.stdout).expect("JSON");
+        let broken: Vec<&Value> = listed["deployments"]
+            .as_array()
+            .expect("deployments")
+            .iter()
+            .filter(|d| d["state"] == "physical_missing")
+            .collect();
+        assert!(broken.is_empty(), "kill {k}: {broken:?}");
+        let (production, _) = production_after(&db.name, before);
+        let completed = finished.is_none() && production != *before && holds_the_rebuild(&db.name);
+        if completed {
+            // Killed after the direct phase's last statement: on the far side of its
+            // replays too.
+            *outcomes.last_mut().expect("pushed") = Some(true);
+        }
+        if finished != Some(true) && !completed {
             // Killed in the virtual phase, between the phases, or in the direct phase
             // before its replays completed: production is as the build found it (a
-            // deployment the virtual phase completed may stay staged beside it).
-            let (production, _) = production_after(&db.name, before);
+            // deployment the virtual phase completed stays staged beside it). (A build
+            // killed after its last statement is complete: nothing to give back.)
             assert_eq!(&production, before, "kill {k}");
             insert_events(&db.name, 40, 50);
             assert_eq!(count(&db.name, "tbl__clean"), 150, "kill {k}: live flow");
@@ -177,8 +235,26 @@ fn a_mixed_build_killed_at_any_statement_is_given_back_or_finished_by_unlock() {
             assert_graph_matches(&db.name);
         }
     }
-    eprintln!("given back (Some(false)), finished (Some(true)), untouched (None): {outcomes:?}");
-    // Kills landed in both phases: some direct phases were undone, some finished.
+    eprintln!(
+        "given back (Some(false)), finished or complete (Some(true)), untouched (None): {outcomes:?}"
+    );
+    outcomes
+}
+
+#[test]
+fn a_mixed_build_killed_in_its_virtual_phase_leaves_production_and_unlock_cleans_up() {
+    let (virtual_phase, _) = reference_counts("kill_mixed_reference_v");
+    // After every statement of the virtual phase, its last included (between the phases).
+    let outcomes = kill_mixed_at(&(1..=virtual_phase).collect::<Vec<_>>());
+    assert!(!outcomes.contains(&Some(true)), "{outcomes:?}");
+    assert!(outcomes.contains(&Some(false)), "{outcomes:?}");
+}
+
+#[test]
+fn a_mixed_build_killed_in_its_direct_phase_is_given_back_or_finished_by_unlock() {
+    let (virtual_phase, total) = reference_counts("kill_mixed_reference_d");
+    let outcomes = kill_mixed_at(&(virtual_phase + 1..total).collect::<Vec<_>>());
+    // The kills landed on both sides of the direct phase's replays.
     assert!(outcomes.contains(&Some(false)), "{outcomes:?}");
     assert!(outcomes.contains(&Some(true)), "{outcomes:?}");
 }
