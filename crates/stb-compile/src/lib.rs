@@ -127,6 +127,8 @@ pub fn compile(project: &Project) -> Result<Compiled, Diagnostics> {
             stb_ddl::QualifiedName::new(database, &item.relation).to_string(),
         );
     }
+    let source_names: std::collections::BTreeSet<String> =
+        project.sources.iter().map(|s| s.name.clone()).collect();
     let order = graph::order(project);
     for problem in graph::validate(project, &order) {
         diagnostics.push(problem);
@@ -138,8 +140,11 @@ pub fn compile(project: &Project) -> Result<Compiled, Diagnostics> {
         model::realise(
             item,
             database,
-            &relations,
-            &failed,
+            &model::Names {
+                relations: &relations,
+                sources: &source_names,
+                failed: &failed,
+            },
             &project.defaults,
             mode,
             refresh,

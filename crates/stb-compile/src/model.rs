@@ -186,18 +186,29 @@ pub(crate) struct AppliedRetention {
     pub applied: bool,
 }
 
+/// What a model's references may name.
+pub(crate) struct Names<'a> {
+    /// Every source and model, by name: the relation text a reference becomes.
+    pub(crate) relations: &'a BTreeMap<String, String>,
+    /// The names that are sources (`__ref("x")` may name one, as `__source("x")` does).
+    pub(crate) sources: &'a std::collections::BTreeSet<String>,
+    /// Models whose own analysis failed (already reported): a reference to one is not
+    /// reported again as unknown.
+    pub(crate) failed: &'a std::collections::BTreeSet<String>,
+}
+
 /// Splices every reference in the query with its relation text; builds the objects.
-/// `failed` names models whose own analysis failed (already reported): a reference to one
-/// is not reported again as unknown.
 pub(crate) fn realise(
     analysed: &AnalysedModel<'_>,
     database: &str,
-    relations: &BTreeMap<String, String>,
-    failed: &std::collections::BTreeSet<String>,
+    names: &Names<'_>,
     defaults: &stb_project::ProjectDefaults,
     lineage_mode: Option<&str>,
     refresh: Option<stb_ddl::Refresh>,
 ) -> Result<CompiledModel, Vec<Diagnostic>> {
+    let Names {
+        relations, failed, ..
+    } = *names;
     let model = analysed.model;
     let mut problems = Vec::new();
     let query = splice(analysed, |reference| {
@@ -238,7 +249,7 @@ pub(crate) fn realise(
             retention: None,
             replay: None,
             replay_query: Vec::new(),
-            query_parts: split_at_model_references(analysed, relations),
+            query_parts: split_at_model_references(analysed, names),
         });
     }
     let column_names: Vec<&str> = analysed.columns.iter().map(|c| c.name.as_str()).collect();
@@ -318,7 +329,7 @@ pub(crate) fn realise(
     };
     Ok(CompiledModel {
         replay_query: split_at_driving_input(analysed, relations),
-        query_parts: split_at_model_references(analysed, relations),
+        query_parts: split_at_model_references(analysed, names),
         query,
         table: Some(table),
         materialized_view: Some(materialized_view),
@@ -346,16 +357,22 @@ fn split_at_driving_input(
     text.split(CUT).map(str::to_owned).collect()
 }
 
-/// The spliced query cut at every reference, each cut naming the model or source.
+/// The spliced query cut at every reference, each cut naming the model or source. A
+/// `__ref` that names a source reads it as `__source` does (the reference's fixtures
+/// write `FROM __ref("order_events")` for a Kafka source).
 fn split_at_model_references(
     analysed: &AnalysedModel<'_>,
-    relations: &BTreeMap<String, String>,
+    names: &Names<'_>,
 ) -> Vec<stb_model::planning::QueryPart> {
+    let relations = names.relations;
     use stb_model::planning::QueryPart;
     // NUL never occurs in model text: it brackets each reference, `m:` a model, `s:` a
     // source.
     const MARK: char = '\u{0}';
     let text = splice(analysed, |reference| match reference.kind {
+        stb_project::refs::RefKind::Ref if names.sources.contains(&reference.name) => relations
+            .contains_key(&reference.name)
+            .then(|| format!("{MARK}s:{}{MARK}", reference.name)),
         stb_project::refs::RefKind::Ref => Some(format!("{MARK}m:{}{MARK}", reference.name)),
         stb_project::refs::RefKind::Source => relations
             .contains_key(&reference.name)

@@ -152,3 +152,44 @@ fn deployable_queries_cut_at_model_references_and_rejoin_to_the_compiled_query()
             .any(|p| matches!(p, QueryPart::Model(name) if name == "orders_clean"))
     );
 }
+
+#[test]
+fn a_ref_that_names_a_source_reads_it_as_source_does() {
+    use stb_model::planning::QueryPart;
+    // The reference's fixtures write `FROM __ref("order_events")` for a Kafka source.
+    let path = "pipelines/pl__orders/staging/orders_clean.sql";
+    let original = SHOP
+        .iter()
+        .find(|(file, _)| *file == path)
+        .map(|(_, text)| *text)
+        .expect("orders_clean");
+    let by_ref = original.replace("__source(\"orders\")", "__ref(\"orders\")");
+    let as_source = compile_files(SHOP, &[]).unwrap_or_else(|d| panic!("{d:#?}"));
+    let as_ref =
+        compile_files(SHOP, &[(path, by_ref.as_str())]).unwrap_or_else(|d| panic!("{d:#?}"));
+    let clean = |compiled: &stb_compile::Compiled| {
+        compiled
+            .plan_models
+            .iter()
+            .find(|m| m.name == "orders_clean")
+            .cloned()
+            .expect("orders_clean")
+    };
+    let (expected, actual) = (clean(&as_source), clean(&as_ref));
+    assert!(
+        actual.deployable.query_parts.iter().any(|part| matches!(
+            part,
+            QueryPart::Source { name, relation } if name == "orders" && relation.ends_with("raw__orders")
+        )),
+        "{:?}",
+        actual.deployable.query_parts
+    );
+    // The same query, graph and replay either way: only the spelling differs.
+    assert_eq!(actual.query, expected.query);
+    assert_eq!(actual.driving_input, expected.driving_input);
+    assert_eq!(actual.reads, expected.reads);
+    assert_eq!(actual.replay_query, expected.replay_query);
+    // A deployment renders the source where a model's physical name would go.
+    let rendered = actual.deployable.query_with(&|_| String::new());
+    assert!(rendered.contains("raw__orders"), "{rendered}");
+}

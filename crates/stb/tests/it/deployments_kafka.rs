@@ -104,6 +104,29 @@ fn a_managed_kafka_source_stages_audits_promotes_and_diffs_deployments() {
     assert_eq!(listed["database"], db.name.as_str());
 }
 
+/// The reference's fixtures read a Kafka source with `__ref`, as a model is read: a
+/// virtual build realises that form too (its view once had nothing after FROM) and
+/// stages every message once.
+#[test]
+fn a_source_read_through_ref_is_staged_like_one_read_through_source() {
+    let db = TestDatabase::create("deploy_kafka_ref");
+    let topic = unique_name("orders");
+    create_topic(&stack().kafka_brokers, &topic, 3);
+    send(&topic, 0..30);
+    let dir = project(&db.name, &topic);
+    std::fs::write(
+        dir.path().join("pipelines/pl__shop/order_lines.sql"),
+        MODEL.replace("__source(\"orders\")", "__ref(\"orders\")"),
+    )
+    .expect("write");
+    let id = build(dir.path(), &[]);
+    let copy = format!("{}.tbl__order_lines__{id}", db.name);
+    assert_exactly(&copy, 30);
+    promote(dir.path(), &id);
+    send(&topic, 30..40);
+    assert_exactly(&format!("{}.tbl__order_lines", db.name), 40);
+}
+
 /// Ten virtual builds while a producer sends: greenfield, full refreshes and partial
 /// deployments (a view changed), each promoted. Once the producer stops, the stable view and every copy any
 /// deployment made hold each message exactly once (they all kept receiving live rows).
