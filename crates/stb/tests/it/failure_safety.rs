@@ -121,8 +121,13 @@ pub(crate) fn target_state(database: &str) -> Vec<(String, String)> {
 }
 
 pub(crate) fn built(database: &str, mode: &str) -> tempfile::TempDir {
+    built_over(database, mode, 40)
+}
+
+/// `built` over offsets `0..offsets` in each of the three partitions.
+fn built_over(database: &str, mode: &str, offsets: u64) -> tempfile::TempDir {
     execute(&EVENTS.replace("{db}", database));
-    insert_events(database, 0, 40);
+    insert_events(database, 0, offsets);
     let dir = stb_test_support::project_dir(&files(database, mode, AMOUNT, SUMMING));
     let output = stb(dir.path(), &["build", "--auto-approve", "--json"]);
     assert!(
@@ -500,27 +505,20 @@ fn a_virtual_build_that_fails_mid_replay_leaves_production_and_nothing_staged() 
     );
 }
 
-#[test]
-fn a_cast_that_fails_late_in_a_million_row_replay_leaves_every_row_in_place() {
-    let db = TestDatabase::create("undo_million");
-    execute(&EVENTS.replace("{db}", &db.name));
+/// A cast that fails only on the last offsets of a 1,000,002-row replay of `clean` (in the
+/// mode's direct or virtual pipeline): every relation comes back with every row, and live
+/// rows flow.
+fn a_late_failure_in_a_million_row_replay_leaves_every_row_in_place(mode: &str) {
+    let db = TestDatabase::create(&format!("undo_million_{mode}"));
     // 333,334 offsets in each of 3 partitions: 1,000,002 rows.
-    insert_events(&db.name, 0, 333_334);
-    let dir = stb_test_support::project_dir(&files(&db.name, "direct", AMOUNT, SUMMING));
-    let first = stb(dir.path(), &["build", "--auto-approve", "--json"]);
-    assert!(
-        first.status.success(),
-        "{}",
-        String::from_utf8_lossy(&first.stderr)
-    );
+    let dir = built_over(&db.name, mode, 333_334);
     assert_eq!(count(&db.name, "tbl__clean"), 1_000_002);
     let before = target_state(&db.name);
-    // Only the very last offsets fail the cast.
     write(
         dir.path(),
         &files(
             &db.name,
-            "direct",
+            mode,
             "(amount + throwIf(_replay_offset >= 333333, 'a late row'))::UInt64 AS amount",
             SUMMING,
         ),
@@ -528,11 +526,39 @@ fn a_cast_that_fails_late_in_a_million_row_replay_leaves_every_row_in_place() {
     let build = stb(dir.path(), &["build", "--auto-approve", "--json"]);
     assert_eq!(build.status.code(), Some(1));
     let result: Value = serde_json::from_slice(&build.stdout).expect("JSON");
-    assert_eq!(result["failed_step"], "replay_clean", "{result}");
+    // A mixed build fails in its direct phase (its virtual part is unchanged).
+    let failed = if mode == "mixed" {
+        &result["direct"]
+    } else {
+        &result
+    };
+    assert_eq!(failed["status"], "failed", "{result}");
+    assert_eq!(failed["restored"]["finished"], false, "{result}");
+    assert!(
+        failed["failed_step"]
+            .as_str()
+            .is_some_and(|step| step.starts_with("replay_clean")),
+        "{result}"
+    );
     assert_eq!(target_state(&db.name), before, "every row is back in place");
     insert_events(&db.name, 333_334, 333_344);
     assert_eq!(count(&db.name, "tbl__clean"), 1_000_032, "live rows flow");
     assert_graph_matches(&db.name);
+}
+
+#[test]
+fn a_cast_that_fails_late_in_a_million_row_replay_leaves_every_row_in_place() {
+    a_late_failure_in_a_million_row_replay_leaves_every_row_in_place("direct");
+}
+
+#[test]
+fn a_cast_that_fails_late_in_a_million_row_virtual_replay_leaves_production_whole() {
+    a_late_failure_in_a_million_row_replay_leaves_every_row_in_place("virtual");
+}
+
+#[test]
+fn a_cast_that_fails_late_in_a_million_row_mixed_replay_leaves_every_row_in_place() {
+    a_late_failure_in_a_million_row_replay_leaves_every_row_in_place("mixed");
 }
 
 fn status(dir: &Path) -> Value {
