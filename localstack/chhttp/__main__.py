@@ -70,8 +70,9 @@ def main(argv: list[str] | None = None) -> int:
 
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
+    orphaned = threading.Event()
     if args.exit_with_pid:
-        threading.Thread(target=watch_parent, args=(args.exit_with_pid, stop, log), daemon=True).start()
+        threading.Thread(target=watch_parent, args=(args.exit_with_pid, stop, log, orphaned), daemon=True).start()
     serving = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.2}, daemon=True)
     serving.start()
     log.info("ClickHouse %s HTTP interface on http://%s:%d (data: %s)", engine.version, args.host, port, data_dir)
@@ -83,22 +84,32 @@ def main(argv: list[str] | None = None) -> int:
     server.shutdown()
     server.server_close()
     engine.close()
-    if args.remove_on_exit:
+    # Only a server whose process is gone cleans up after itself: one stopped by that
+    # process leaves its directory (and log) for it to read and remove.
+    if args.remove_on_exit and orphaned.is_set():
         shutil.rmtree(args.remove_on_exit, ignore_errors=True)
     return 0
 
 
-def watch_parent(pid: int, stop: threading.Event, log: logging.Logger) -> None:
-    """Sets `stop` once process `pid` is gone (killed, or ended without stopping us)."""
+def watch_parent(pid: int, stop: threading.Event, log: logging.Logger, orphaned: threading.Event | None = None) -> None:
+    """Sets `stop` (and `orphaned`) once process `pid` is gone: killed, or ended without
+    stopping us. When `pid` is our parent, being handed to another parent says so too,
+    whatever process may reuse the number later."""
+    parent = os.getppid() == pid
     while not stop.wait(1.0):
         try:
             os.kill(pid, 0)
+            gone = parent and os.getppid() != pid
         except ProcessLookupError:
-            log.info("process %d is gone: shutting down", pid)
-            stop.set()
+            gone = True
         except PermissionError:
             # Alive, only not ours to signal.
-            continue
+            gone = parent and os.getppid() != pid
+        if gone:
+            log.info("process %d is gone: shutting down", pid)
+            if orphaned is not None:
+                orphaned.set()
+            stop.set()
 
 
 if __name__ == "__main__":

@@ -104,8 +104,8 @@ fn sqlite_path(rest: &str) -> Result<Option<PathBuf>, StoreError> {
     if path.is_absolute() {
         return Ok(Some(path.to_path_buf()));
     }
-    std::env::current_dir()
-        .map(|cwd| Some(cwd.join(path)))
+    let resolved = std::env::current_dir()
+        .map(|cwd| cwd.join(path))
         .map_err(|e| {
             StoreError::new(
                 ErrorKind::Unavailable,
@@ -114,7 +114,23 @@ fn sqlite_path(rest: &str) -> Result<Option<PathBuf>, StoreError> {
                     path.display()
                 ),
             )
-        })
+        })?;
+    // Earlier builds of stb read three slashes as absolute: a store made that way must not
+    // be silently replaced by a new, empty one here.
+    let absolute = Path::new("/").join(path);
+    if !resolved.exists() && absolute.is_file() {
+        return Err(StoreError::new(
+            ErrorKind::Validation,
+            format!(
+                "sqlite:///{} names {} (three slashes: relative to the working directory), which does not exist, while {} does; for that file write sqlite:///{} (four slashes)",
+                path.display(),
+                resolved.display(),
+                absolute.display(),
+                absolute.display()
+            ),
+        ));
+    }
+    Ok(Some(resolved))
 }
 
 /// The sqlx URL and backend for a control-store URL as users write it (SQLAlchemy-style
@@ -312,6 +328,17 @@ mod tests {
         assert!(
             sqlite_path("control.db").is_err(),
             "no slashes is not a URL"
+        );
+        // Three slashes over a path that exists only from the root: the old reading's
+        // store, refused rather than replaced by an empty one.
+        let old = tempfile::tempdir().expect("dir");
+        let file = old.path().join("control.db");
+        std::fs::write(&file, b"").expect("file");
+        let refused = sqlite_path(&format!("//{}", file.display())).expect_err("ambiguous");
+        assert!(
+            refused.message.contains("four slashes"),
+            "{}",
+            refused.message
         );
     }
 

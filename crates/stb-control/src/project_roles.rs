@@ -110,7 +110,7 @@ impl ControlStore {
         &self,
         id: &str,
         actor: Option<&str>,
-    ) -> Result<(), StoreError> {
+    ) -> Result<Assignment, StoreError> {
         let mut tx = self.write().await?;
         let row = sqlx::query(
             "SELECT user_id, project_name, role_name, target_name FROM streambuild_project_role_assignments WHERE id = $1 AND active_key = $2",
@@ -143,8 +143,15 @@ impl ControlStore {
             }),
         )
         .await?;
+        let revoked = sqlx::query(&format!(
+            "SELECT {COLUMNS} FROM streambuild_project_role_assignments WHERE id = $1"
+        ))
+        .bind(id)
+        .fetch_one(&mut *tx)
+        .await?;
+        let revoked = assignment_of(&revoked)?;
         tx.commit().await?;
-        Ok(())
+        Ok(revoked)
     }
 
     /// `user_id`'s active assignments in `project` that apply to `target` (pinned to it,

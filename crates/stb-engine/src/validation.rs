@@ -22,6 +22,11 @@ pub struct Validated {
     /// Models, or parts of them, it could not check, and why.
     pub unchecked: Vec<UncheckedModel>,
     pub elapsed_ms: u64,
+    /// The catalog's stamp ([`catalog_stamp`]) read just before the checks: the same stamp
+    /// later means their inputs are unchanged. `None` when it could not be read (or
+    /// offline).
+    #[serde(skip)]
+    pub catalog_stamp: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
@@ -67,7 +72,53 @@ pub fn validate(
         })
     };
     let plan = validation(&scope, &planned.models, sources, &|r| !created(r));
-    run_checks(client, project, plan, started, false)
+    // Read before the checks: a change after this point changes the stamp.
+    let stamp = catalog_stamp(client, &stamp_databases(planned, sources));
+    run_checks(client, project, plan, started, false).map(|validated| Validated {
+        catalog_stamp: stamp,
+        ..validated
+    })
+}
+
+/// The databases whose relations `planned`'s statements can read: its target's and those
+/// its sources name (`db.table`).
+#[must_use]
+pub fn stamp_databases(planned: &Planned, sources: &[stb_plan::direct::PlanSource]) -> Vec<String> {
+    let mut databases = vec![planned.workflow.database.clone()];
+    for source in sources {
+        if let Some((database, _)) = source.relation.as_deref().and_then(|r| r.split_once('.')) {
+            let database = database.trim_matches('`').to_owned();
+            if !databases.contains(&database) {
+                databases.push(database);
+            }
+        }
+    }
+    databases
+}
+
+/// One query's fingerprint of every relation in `databases`: its name, engine, identity
+/// and full definition (an `ALTER` changes the definition, a drop and create the
+/// identity). StreamBuild's own lifecycle tables are left out: the build writes them (the
+/// target lock is one) and no check reads them. `None` when the catalog could not be read.
+#[must_use]
+pub fn catalog_stamp(client: &Client, databases: &[String]) -> Option<String> {
+    let list = databases
+        .iter()
+        .map(|d| stb_ddl::string_literal(d))
+        .collect::<Vec<_>>()
+        .join(", ");
+    let rows = client
+        .query(&format!(
+            "SELECT toString(count()) AS relations, \
+             toString(sum(cityHash64(database, name, engine, toString(uuid), create_table_query))) AS fingerprint \
+             FROM system.tables WHERE database IN ({list}) AND NOT startsWith(name, '_streambuild')"
+        ))
+        .ok()?;
+    Some(format!(
+        "{}:{}",
+        rows.text(0, "relations")?,
+        rows.text(0, "fingerprint")?
+    ))
 }
 
 /// Checks every model of a compiled project offline, on a scratch engine with no tables
@@ -179,6 +230,7 @@ fn run_checks(
         checked,
         unchecked,
         elapsed_ms: u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
+        catalog_stamp: None,
     })
 }
 

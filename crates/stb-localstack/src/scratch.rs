@@ -57,12 +57,24 @@ impl ScratchEngine {
                 layout,
             }),
             Err(error) => {
-                // The directory goes: say what its log said first.
-                let tail = process::log_tail(&crate::clickhouse::log_file(&layout), 15);
+                // A server that did not answer is said with the end of its log, read
+                // before its directory goes.
+                let error = match error {
+                    LocalStackError::NotReady { detail, log, .. } => {
+                        let detail = if detail.contains("last lines of its log") {
+                            detail
+                        } else {
+                            format!(
+                                "{detail}; last lines of its log:\n{}",
+                                process::log_tail(&log, 12)
+                            )
+                        };
+                        LocalStackError::ScratchFailed { detail }
+                    }
+                    other => other,
+                };
                 let _ = std::fs::remove_dir_all(&layout.state_dir);
-                Err(LocalStackError::ScratchFailed {
-                    detail: format!("{error}\n{tail}"),
-                })
+                Err(error)
             }
         }
     }

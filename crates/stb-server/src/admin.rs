@@ -358,14 +358,13 @@ pub(crate) async fn revoke_project_role(
     Path(assignment_id): Path<String>,
 ) -> Answer {
     require_admin(&me)?;
-    state
+    let revoked = state
         .store
         .revoke_project_role(&assignment_id, Some(&me.id))
         .await
         .map_err(store_error)?;
-    Ok(Json(
-        serde_json::json!({"status": "ok", "assignmentId": assignment_id}),
-    ))
+    // The soft-revoked assignment, as the reference answers it.
+    Ok(Json(assignment_view(&revoked)))
 }
 
 pub(crate) async fn audit(State(state): Shared, Extension(me): Extension<Principal>) -> Answer {

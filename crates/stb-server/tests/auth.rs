@@ -1080,16 +1080,21 @@ async fn admins_manage_accounts_roles_and_project_roles_through_the_api() {
     )
     .await;
     assert_eq!(listed.body.as_array().map(Vec::len), Some(1));
+    let revoked = send(
+        Method::DELETE,
+        &format!("/api/admin/project-roles/{assignment}"),
+        None,
+    )
+    .await;
+    assert_eq!(revoked.status, StatusCode::OK);
+    // The soft-revoked assignment itself (devserver.md §2.3).
     assert_eq!(
-        send(
-            Method::DELETE,
-            &format!("/api/admin/project-roles/{assignment}"),
-            None
-        )
-        .await
-        .status,
-        StatusCode::OK
+        revoked.body["assignmentId"],
+        assignment.as_str(),
+        "{:?}",
+        revoked.body
     );
+    assert!(revoked.body["revokedAt"].is_string(), "{:?}", revoked.body);
     let active = send(
         Method::GET,
         &format!("/api/admin/users/{carol_id}/project-roles"),

@@ -25,7 +25,7 @@ fn two_pipelines(database: &str) -> tempfile::TempDir {
     stb_test_support::project_dir(&files)
 }
 
-/// `stb` on `dir` with the run windows at 3 s (signal) and 8 s (presumed failed).
+/// `stb` on `dir` with the run windows at 3 s (signal) and 30 s (presumed failed).
 fn command(dir: &Path, args: &[&str]) -> Command {
     let mut command = Command::new(assert_cmd::cargo::cargo_bin("stb"));
     command
@@ -35,7 +35,9 @@ fn command(dir: &Path, args: &[&str]) -> Command {
         .envs(stb_test_support::warehouse_env())
         .env("STREAMBUILD_LIVE_STABILIZATION_SECONDS", "1")
         .env("STREAMBUILD_RUN_SIGNAL_WINDOW_SECONDS", "3")
-        .env("STREAMBUILD_RUN_PRESUMED_FAILED_AFTER_SECONDS", "8");
+        // Far enough from the signal window that a loaded machine cannot pass from one
+        // state to the next between two of the test's steps.
+        .env("STREAMBUILD_RUN_PRESUMED_FAILED_AFTER_SECONDS", "30");
     command
 }
 
@@ -194,7 +196,7 @@ fn a_killed_run_blocks_until_presumed_failed_and_unlock_recovers_the_target() {
     assert!(
         message.contains(&format!("Run {killed} is unresponsive: no signal for"))
             && message
-                .contains("configured safety window: 8s via defaults.run_presumed_failed_after")
+                .contains("configured safety window: 30s via defaults.run_presumed_failed_after")
             && message.contains("Retry after that."),
         "{message}"
     );
@@ -210,7 +212,7 @@ fn a_killed_run_blocks_until_presumed_failed_and_unlock_recovers_the_target() {
 
     // Presumed failed: admission lets builds through; the lock it left still stops them,
     // and says how to recover.
-    assert!(wait_for(Duration::from_secs(30), || status_of(
+    assert!(wait_for(Duration::from_secs(120), || status_of(
         dir.path(),
         &killed
     ) == "presumed_failed"));
@@ -320,6 +322,15 @@ fn a_build_that_waited_for_the_lock_checks_its_statements_again_before_any_chang
         &["build", "--auto-approve", "--json", "--select", "side"],
     ));
     assert_eq!(first["status"], "succeeded", "{first}");
+    // Nothing changed between its plan and its lock: one catalog read instead of the checks.
+    assert_eq!(
+        execute(&format!(
+            "SELECT countIf(JSONExtractBool(payload_json, 'unchanged')), count() FROM {}._streambuild_run_events WHERE event_kind = 'statements_rechecked' FORMAT TSV",
+            db.name
+        ))
+        .trim(),
+        "1\t1"
+    );
     let rows = |db: &str| {
         execute(&format!(
             "SELECT * FROM {db}.tbl__side ORDER BY ALL FORMAT TSV"

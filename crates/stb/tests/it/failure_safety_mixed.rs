@@ -183,13 +183,13 @@ fn killed_after(k: u64) -> Killed {
     (db, dir, before, k)
 }
 
-/// Kills a mixed rebuild after each of `ks` completed statements (targets prepared four
+/// Kills a mixed rebuild after each of `ks` completed statements (targets prepared two
 /// at a time), runs `stb unlock` on each and checks what it left: no aside, no complete
 /// deployment missing a copy, and production as it was (or, when the direct phase was
 /// finished, its new rows). Whether each was finished.
 fn kill_mixed_at(ks: &[u64]) -> Vec<Option<bool>> {
     let mut killed: Vec<Killed> = Vec::new();
-    for chunk in ks.chunks(4) {
+    for chunk in ks.chunks(2) {
         std::thread::scope(|scope| {
             let running: Vec<_> = chunk
                 .iter()
