@@ -98,6 +98,16 @@ struct Answer {
     body: Value,
 }
 
+/// A JSON object's keys, sorted: its exact shape.
+fn sorted_keys(value: &Value) -> Vec<&str> {
+    let mut keys: Vec<&str> = value
+        .as_object()
+        .map(|object| object.keys().map(String::as_str).collect())
+        .unwrap_or_default();
+    keys.sort_unstable();
+    keys
+}
+
 async fn call(app: &axum::Router, request: Request<Body>) -> Answer {
     let response = app.clone().oneshot(request).await.expect("answered");
     let status = response.status();
@@ -907,15 +917,8 @@ async fn admins_manage_accounts_roles_and_project_roles_through_the_api() {
     );
     assert!(users.body[0].get("password_hash").is_none());
     // A user in exactly the reference's names (devserver.md §2.3).
-    let mut keys: Vec<&str> = users.body[0]
-        .as_object()
-        .expect("a user")
-        .keys()
-        .map(String::as_str)
-        .collect();
-    keys.sort_unstable();
     assert_eq!(
-        keys,
+        sorted_keys(&users.body[0]),
         [
             "active",
             "authenticationSources",
@@ -1061,6 +1064,21 @@ async fn admins_manage_accounts_roles_and_project_roles_through_the_api() {
     assert_eq!(assigned.body["role"], "operator");
     assert_eq!(assigned.body["targetName"], Value::Null);
     assert_eq!(assigned.body["revokedAt"], Value::Null);
+    // An assignment in exactly the reference's names (devserver.md §2.3).
+    assert_eq!(
+        sorted_keys(&assigned.body),
+        [
+            "assignedAt",
+            "assignedBy",
+            "assignmentId",
+            "projectName",
+            "revokedAt",
+            "revokedBy",
+            "role",
+            "targetName",
+            "userId"
+        ]
+    );
     assert_eq!(
         assign(serde_json::json!({"projectName": "shop", "role": "operator"}))
             .await

@@ -34,13 +34,19 @@ fn project(database: &str, topic: &str) -> tempfile::TempDir {
     stb_test_support::project_dir(&files)
 }
 
-#[test]
-fn a_managed_kafka_source_stages_audits_promotes_and_diffs_deployments() {
-    let db = TestDatabase::create("deploy_kafka");
+/// A database, a three-partition topic holding messages 0..30, and the project over them.
+fn thirty_messages(prefix: &str) -> (TestDatabase, String, tempfile::TempDir) {
+    let db = TestDatabase::create(prefix);
     let topic = unique_name("orders");
     create_topic(&stack().kafka_brokers, &topic, 3);
     send(&topic, 0..30);
     let dir = project(&db.name, &topic);
+    (db, topic, dir)
+}
+
+#[test]
+fn a_managed_kafka_source_stages_audits_promotes_and_diffs_deployments() {
+    let (db, topic, dir) = thirty_messages("deploy_kafka");
     let stable = format!("{}.tbl__order_lines", db.name);
 
     let first = build(dir.path(), &[]);
@@ -109,11 +115,7 @@ fn a_managed_kafka_source_stages_audits_promotes_and_diffs_deployments() {
 /// stages every message once.
 #[test]
 fn a_source_read_through_ref_is_staged_like_one_read_through_source() {
-    let db = TestDatabase::create("deploy_kafka_ref");
-    let topic = unique_name("orders");
-    create_topic(&stack().kafka_brokers, &topic, 3);
-    send(&topic, 0..30);
-    let dir = project(&db.name, &topic);
+    let (db, topic, dir) = thirty_messages("deploy_kafka_ref");
     std::fs::write(
         dir.path().join("pipelines/pl__shop/order_lines.sql"),
         MODEL.replace("__source(\"orders\")", "__ref(\"orders\")"),
