@@ -94,10 +94,23 @@ def is_kafka_shutdown_error(error: EngineError) -> bool:
 
 @dataclass
 class Session:
+    """A session's connection and what is known of its state, so that a request costs one
+    `SET` rather than reading the settings back every time (that read is a scan of
+    `system.settings`, several times the cost of a small query)."""
+
     session_id: str
     connection: object
     timeout_s: float
     lock: threading.Lock = field(default_factory=threading.Lock)
+    # Values the session's own SET statements gave (as system.settings shows them).
+    own_settings: dict[str, str] = field(default_factory=dict)
+    # URL settings of the last request, still applied: reset before the next statement
+    # that does not send them again.
+    scoped_settings: dict[str, str] = field(default_factory=dict)
+    # The session's own current database (None: not read yet) and, when the last
+    # request's `database=` parameter changed it, that one.
+    own_database: str | None = None
+    scoped_database: str | None = None
     last_used: float = field(default_factory=time.monotonic)
 
 

@@ -68,9 +68,19 @@ def settings_for(request: ParsedRequest, query_id: str) -> dict[str, str]:
     return settings
 
 
-def apply_settings(connection, settings: dict[str, str]) -> None:
-    for name, value in settings.items():
-        _run(connection, f"SET {name} = {quote_string(value)}")
+# A value for `apply_settings` that puts a setting back to its profile's default.
+DEFAULT = object()
+
+
+def apply_settings(connection, settings: dict[str, object]) -> None:
+    """Applies every setting in one `SET` statement (one engine call, not one per name)."""
+    if not settings:
+        return
+    assignments = ", ".join(
+        f"{name} = DEFAULT" if value is DEFAULT else f"{name} = {quote_string(value)}"
+        for name, value in settings.items()
+    )
+    _run(connection, f"SET {assignments}")
 
 
 def snapshot_settings(connection, names) -> dict[str, str]:

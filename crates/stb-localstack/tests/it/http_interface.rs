@@ -184,6 +184,37 @@ fn url_settings_do_not_leak_into_a_session() {
 }
 
 #[test]
+fn a_database_parameter_is_scoped_to_its_request_in_a_session_and_use_is_not() {
+    let db = TestDatabase::create("sessiondb");
+    let session = unique_name("session");
+    let in_session = |extra: &[(&str, &str)], sql: &str| {
+        let mut query = vec![("query", sql), ("session_id", session.as_str())];
+        query.extend_from_slice(extra);
+        ok_text(post(&query, ""))
+    };
+    let current = "SELECT currentDatabase()";
+    assert_eq!(
+        in_session(&[("database", &db.name)], current),
+        format!("{}\n", db.name)
+    );
+    assert_eq!(in_session(&[], current), "default\n", "the parameter leaked");
+    in_session(&[], &format!("USE {}", db.name));
+    assert_eq!(in_session(&[], current), format!("{}\n", db.name));
+    assert_eq!(in_session(&[("database", "system")], current), "system\n");
+    assert_eq!(
+        in_session(&[], current),
+        format!("{}\n", db.name),
+        "the session's own USE was lost"
+    );
+    // A setting sent twice, then left out, is back to the session's default.
+    let threads = "SELECT getSetting('max_threads')";
+    let default = in_session(&[], threads);
+    in_session(&[("max_threads", "3")], threads);
+    assert_eq!(in_session(&[("max_threads", "3")], threads), "3\n");
+    assert_eq!(in_session(&[], threads), default);
+}
+
+#[test]
 fn session_check_refuses_an_unknown_session() {
     let response = get(&[
         ("query", "SELECT 1"),
