@@ -94,18 +94,21 @@ for e in events:
         count += 1
         step = e["stepId"] or ""
         kind = ("replay" if step.startswith("replay_") else "wait" if step.startswith("wait_") else
-                "swap" if step.startswith(("set_aside_", "drop_previous_")) else
+                "set aside" if step.startswith("set_aside_") else
                 "capture" if step.startswith("capture_") else "pause" if step.startswith("pause_") else
+                # drop_previous_ drops the old table at the end, as drop_ did at the start
+                # before builds kept it aside: the same statement, moved.
                 "ddl" if step.startswith(("drop_", "realize_", "prepare_", "activate_", "restore_", "recreate_", "reset_")) else "other")
         kinds[kind] = kinds.get(kind, 0) + (e.get("elapsedMs") or 0)
 statements = sum(kinds.values())
 # What keeping the target restorable costs: checking every statement before the build
-# (part of planning) and again under the lock, reading the restore point, and the swap (old tables set aside, then
-# dropped once the build completed).
-point = next((e.get("readMs") or 0 for e in events if e["event"] == "restore_point"), 0)
+# (part of planning) and again under the lock, reading the restore point and waiting until
+# it is durable, and the swap (old tables renamed aside; dropping them at the end is the
+# drop a build always made, moved).
+point = next((e.get("elapsedMs") or 0 for e in events if e["event"] == "restore_point_durable"), 0)
 recheck = next((e.get("elapsedMs") or 0 for e in events if e["event"] == "statements_rechecked"), 0)
 safety = {"validation": started.get("validationMs") or 0, "recheck under the lock": recheck,
-          "restore point": point, "swap": kinds.get("swap", 0)}
+          "restore point": point, "swap": kinds.get("set aside", 0)}
 known = started["compileMs"] + started["observabilityMs"] + started["planningMs"] + statements
 print(json.dumps({"wall": wall, "trips": trips, "pause": kinds.get("pause", 0), "count": count, "compile": started["compileMs"], "records": started["observabilityMs"],
                   "planning": started["planningMs"], "kinds": kinds, "safety": safety, "rest": wall - known}))

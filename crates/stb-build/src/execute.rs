@@ -18,8 +18,8 @@ use stb_warehouse::{Client, WarehouseError};
 use crate::replay_watch::ReplayWatch;
 use crate::secrets::{inline_secrets, resolve_secrets, scrub};
 use crate::undo::{
-    REPLAYS_COMPLETE_EVENT, RESTORE_POINT_EVENT, RestorePoint, TARGET_RESTORED_EVENT,
-    WORKFLOW_COMPLETED_EVENT,
+    REPLAYS_COMPLETE_EVENT, RESTORE_POINT_DURABLE_EVENT, RESTORE_POINT_EVENT, RestorePoint,
+    TARGET_RESTORED_EVENT, WORKFLOW_COMPLETED_EVENT,
 };
 
 /// How the run ended.
@@ -493,6 +493,15 @@ fn record_restore_point(
     observer
         .checkpoint()
         .map_err(|e| format!("the restore point could not be recorded: {e}"))?;
+    // What keeping the target restorable cost before the first change: the read and the
+    // wait until the record was durable (reported with the next checkpoint).
+    observer.event(
+        RESTORE_POINT_DURABLE_EVENT,
+        None,
+        serde_json::json!({
+            "elapsedMs": u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
+        }),
+    );
     Ok(point)
 }
 

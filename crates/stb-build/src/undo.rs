@@ -13,6 +13,8 @@ use stb_warehouse::Client;
 
 /// The run event that carries a build's restore point.
 pub const RESTORE_POINT_EVENT: &str = "restore_point";
+/// Written once the restore point is durable, with how long reading and recording it took.
+pub const RESTORE_POINT_DURABLE_EVENT: &str = "restore_point_durable";
 /// Written (and made durable) once every replay has completed: a build that stops after
 /// it is finished, not undone (its landings may have delivered rows to the new views only).
 pub const REPLAYS_COMPLETE_EVENT: &str = "replays_complete";

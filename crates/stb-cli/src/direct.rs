@@ -64,9 +64,14 @@ pub(crate) fn prepare(
     };
     measure(&client, &mut planned)?;
     // Every statement the build would run, checked before anyone is asked to confirm it.
-    let validation =
-        stb_engine::validation::validate(&client, project, &compiled.plan_sources, &planned)
-            .map(|validated| planned.validated = Some(validated));
+    let validation = stb_engine::validation::validate(
+        &client,
+        project,
+        &compiled.plan_sources,
+        &planned,
+        reads.catalog_stamp.clone(),
+    )
+    .map(|validated| planned.validated = Some(validated));
     let mut staged = staged;
     if let Some(staged) = &mut staged {
         staged

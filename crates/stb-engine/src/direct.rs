@@ -151,6 +151,9 @@ pub struct Reads {
     pub catalog: Catalog,
     /// The latest recorded fingerprint of every compiled model.
     pub fingerprints: Fingerprints,
+    /// The catalog's stamp ([`stb_warehouse::catalog_stamp_sql`]) over the target's and
+    /// the sources' databases, read with the catalog: the plan's validation records it.
+    pub catalog_stamp: Option<String>,
 }
 
 /// Reads the catalog and the latest fingerprints: a fixed number of queries, whatever the
@@ -159,8 +162,9 @@ pub struct Reads {
 /// # Errors
 /// The warehouse could not be read.
 pub fn read(client: &Client, database: &str, compiled: &Compiled) -> Result<Reads, EngineError> {
-    let catalog = client
-        .load_catalog(database)
+    let stamp_databases = crate::validation::stamp_databases(database, &compiled.plan_sources);
+    let (catalog, catalog_stamp) = client
+        .load_catalog_stamped(database, &stamp_databases)
         .map_err(|e| EngineError::from(&e))?;
     // One read of the latest baselines, whatever the scope: --changed compares them all.
     let identities: Vec<String> = compiled
@@ -174,6 +178,7 @@ pub fn read(client: &Client, database: &str, compiled: &Compiled) -> Result<Read
         database: database.to_owned(),
         catalog,
         fingerprints,
+        catalog_stamp,
     })
 }
 
@@ -379,6 +384,7 @@ pub fn plan_selection(
         database,
         catalog,
         fingerprints,
+        ..
     } = reads;
     let graph = model_graph(&compiled.plan_models);
     let present = |relation: &str| catalog.relation(relation).is_some();

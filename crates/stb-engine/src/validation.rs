@@ -46,6 +46,8 @@ impl From<Unchecked> for UncheckedModel {
 
 /// Runs the checks of `planned` in one session of its own; every failure, located in the
 /// model's (or source's) file. A warehouse that cannot be reached is one diagnostic too.
+/// `stamp` is the catalog's stamp read at or before the plan read what these checks
+/// judge (the plan's own catalog read carries it); `None` reads it now, first.
 ///
 /// # Errors
 /// Each model whose statement the warehouse refused, with ClickHouse's message.
@@ -54,6 +56,7 @@ pub fn validate(
     project: &stb_project::Project,
     sources: &[stb_plan::direct::PlanSource],
     planned: &Planned,
+    stamp: Option<String>,
 ) -> Result<Validated, Diagnostics> {
     let started = Instant::now();
     let scope = planned.executed_models();
@@ -73,18 +76,23 @@ pub fn validate(
     };
     let plan = validation(&scope, &planned.models, sources, &|r| !created(r));
     // Read before the checks: a change after this point changes the stamp.
-    let stamp = catalog_stamp(client, &stamp_databases(planned, sources));
+    let stamp = stamp.or_else(|| {
+        catalog_stamp(
+            client,
+            &stamp_databases(&planned.workflow.database, sources),
+        )
+    });
     run_checks(client, project, plan, started, false).map(|validated| Validated {
         catalog_stamp: stamp,
         ..validated
     })
 }
 
-/// The databases whose relations `planned`'s statements can read: its target's and those
+/// The databases whose relations a plan's statements can read: its target's and those
 /// its sources name (`db.table`).
 #[must_use]
-pub fn stamp_databases(planned: &Planned, sources: &[stb_plan::direct::PlanSource]) -> Vec<String> {
-    let mut databases = vec![planned.workflow.database.clone()];
+pub fn stamp_databases(database: &str, sources: &[stb_plan::direct::PlanSource]) -> Vec<String> {
+    let mut databases = vec![database.to_owned()];
     for source in sources {
         if let Some((database, _)) = source.relation.as_deref().and_then(|r| r.split_once('.')) {
             let database = database.trim_matches('`').to_owned();
@@ -96,29 +104,17 @@ pub fn stamp_databases(planned: &Planned, sources: &[stb_plan::direct::PlanSourc
     databases
 }
 
-/// One query's fingerprint of every relation in `databases`: its name, engine, identity
-/// and full definition (an `ALTER` changes the definition, a drop and create the
-/// identity). StreamBuild's own lifecycle tables are left out: the build writes them (the
-/// target lock is one) and no check reads them. `None` when the catalog could not be read.
+/// The catalog's stamp now ([`stb_warehouse::catalog_stamp_sql`]); `None` when it could
+/// not be read.
 #[must_use]
 pub fn catalog_stamp(client: &Client, databases: &[String]) -> Option<String> {
-    let list = databases
-        .iter()
-        .map(|d| stb_ddl::string_literal(d))
-        .collect::<Vec<_>>()
-        .join(", ");
     let rows = client
         .query(&format!(
-            "SELECT toString(count()) AS relations, \
-             toString(sum(cityHash64(database, name, engine, toString(uuid), create_table_query))) AS fingerprint \
-             FROM system.tables WHERE database IN ({list}) AND NOT startsWith(name, '_streambuild')"
+            "SELECT ({}) AS stamp",
+            stb_warehouse::catalog_stamp_sql(databases)
         ))
         .ok()?;
-    Some(format!(
-        "{}:{}",
-        rows.text(0, "relations")?,
-        rows.text(0, "fingerprint")?
-    ))
+    rows.text(0, "stamp")
 }
 
 /// Checks every model of a compiled project offline, on a scratch engine with no tables
@@ -161,7 +157,7 @@ fn run_checks(
     started: Instant,
     offline: bool,
 ) -> Result<Validated, Diagnostics> {
-    let session = session_client(client).map_err(|e| one(warehouse_diagnostic(&e)))?;
+    let session = session_client(client);
     let mut diagnostics = Diagnostics::new();
     let mut unchecked: Vec<UncheckedModel> = plan
         .unchecked
@@ -234,12 +230,6 @@ fn run_checks(
     })
 }
 
-fn one(diagnostic: Diagnostic) -> Diagnostics {
-    let mut all = Diagnostics::new();
-    all.push(diagnostic);
-    all
-}
-
 fn warehouse_diagnostic(error: &stb_warehouse::WarehouseError) -> Diagnostic {
     Diagnostic::new(
         error.kind.code(),
@@ -253,16 +243,14 @@ fn warehouse_diagnostic(error: &stb_warehouse::WarehouseError) -> Diagnostic {
 
 /// A client whose requests share one server session: temporary tables live in it and
 /// vanish with it (ClickHouse ends an idle session after `session_timeout` seconds).
-fn session_client(client: &Client) -> Result<Client, stb_warehouse::WarehouseError> {
-    let mut config = client.config().clone();
-    config.settings.insert(
-        "session_id".into(),
-        format!("stb-validate-{}", uuid::Uuid::new_v4()),
-    );
-    config
-        .settings
-        .insert("session_timeout".into(), "60".into());
-    Client::new(config)
+fn session_client(client: &Client) -> Client {
+    client.with_settings(&[
+        (
+            "session_id",
+            format!("stb-validate-{}", uuid::Uuid::new_v4()),
+        ),
+        ("session_timeout", "60".to_owned()),
+    ])
 }
 
 /// The temporary table a storage or landing check creates.

@@ -168,9 +168,25 @@ impl Client {
     /// # Errors
     /// A failed query, or DDL still empty after the last attempt.
     pub fn load_catalog(&self, database: &str) -> Result<Catalog, WarehouseError> {
+        self.load_catalog_stamped(database, &[])
+            .map(|(catalog, _)| catalog)
+    }
+
+    /// [`Self::load_catalog`], with the [`catalog_stamp_sql`] of `stamp_databases` read in
+    /// the same request as the time zone, before the relations: a plan that validates what
+    /// it read needs no request of its own to know whether the catalog changed since.
+    /// `None` when no database is given.
+    ///
+    /// # Errors
+    /// As [`Self::load_catalog`].
+    pub fn load_catalog_stamped(
+        &self,
+        database: &str,
+        stamp_databases: &[String],
+    ) -> Result<(Catalog, Option<String>), WarehouseError> {
         let mut attempt = 1;
         loop {
-            let catalog = self.read_catalog(database)?;
+            let (catalog, stamp) = self.read_catalog(database, stamp_databases)?;
             let incomplete: Vec<&str> = catalog
                 .relations
                 .iter()
@@ -178,7 +194,7 @@ impl Client {
                 .map(|r| r.name.as_str())
                 .collect();
             if incomplete.is_empty() {
-                return Ok(catalog);
+                return Ok((catalog, stamp));
             }
             if attempt >= ATTEMPTS {
                 return Err(WarehouseError {
@@ -195,8 +211,17 @@ impl Client {
         }
     }
 
-    fn read_catalog(&self, database: &str) -> Result<Catalog, WarehouseError> {
-        let timezone = self.query("SELECT timezone() AS tz")?;
+    fn read_catalog(
+        &self,
+        database: &str,
+        stamp_databases: &[String],
+    ) -> Result<(Catalog, Option<String>), WarehouseError> {
+        let stamp = if stamp_databases.is_empty() {
+            String::new()
+        } else {
+            format!(", ({}) AS stamp", catalog_stamp_sql(stamp_databases))
+        };
+        let timezone = self.query(&format!("SELECT timezone() AS tz{stamp}"))?;
         let db = stb_ddl::string_literal(database);
         let tables = self.query(&format!(
             "SELECT name, engine, sorting_key, partition_key, create_table_query, as_select, toString(uuid) AS uuid FROM system.tables WHERE database = {db} ORDER BY name"
@@ -230,9 +255,28 @@ impl Client {
                 }
             })
             .collect();
-        Ok(Catalog {
+        let catalog = Catalog {
             timezone: text(&timezone, 0, "tz"),
             relations,
-        })
+        };
+        Ok((catalog, timezone.text(0, "stamp")))
     }
+}
+
+/// A query of one value that fingerprints every relation in `databases`: its name,
+/// engine, identity and full definition (an `ALTER` changes the definition, a drop and
+/// create the identity). StreamBuild's own lifecycle tables are left out: a build writes
+/// them (the target lock is one) and no model reads them. Equal values read at two times
+/// mean the relations a plan's checks read did not change in between.
+#[must_use]
+pub fn catalog_stamp_sql(databases: &[String]) -> String {
+    let list = databases
+        .iter()
+        .map(|d| stb_ddl::string_literal(d))
+        .collect::<Vec<_>>()
+        .join(", ");
+    format!(
+        "SELECT concat(toString(count()), ':', toString(sum(cityHash64(database, name, engine, toString(uuid), create_table_query)))) \
+         FROM system.tables WHERE database IN ({list}) AND NOT startsWith(name, '_streambuild')"
+    )
 }

@@ -93,6 +93,23 @@ impl Client {
         })
     }
 
+    /// A client for the same server with `settings` added to every request (a
+    /// `session_id`, say), sharing this one's HTTP connections: no new connection pool or
+    /// resolver thread is started for it.
+    #[must_use]
+    pub fn with_settings(&self, settings: &[(&str, String)]) -> Self {
+        let mut config = self.config.clone();
+        for (name, value) in settings {
+            config.settings.insert((*name).to_owned(), value.clone());
+        }
+        Self {
+            http: self.http.clone(),
+            statements: self.statements.clone(),
+            config,
+            requests: AtomicUsize::new(0),
+        }
+    }
+
     #[must_use]
     pub fn config(&self) -> &ConnectionConfig {
         &self.config

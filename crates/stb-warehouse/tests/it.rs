@@ -180,6 +180,52 @@ fn the_catalog_takes_three_queries_whatever_its_size() {
 }
 
 #[test]
+fn the_catalog_read_carries_the_stamp_of_every_database_named_at_no_extra_request() {
+    let target = TestDatabase::create("warehouse_stamp");
+    let other = TestDatabase::create("warehouse_stamp_source");
+    let client = client(Some(&target.name));
+    let databases = [target.name.clone(), other.name.clone()];
+    let stamp_now = || {
+        client
+            .query(&format!(
+                "SELECT ({}) AS stamp",
+                stb_warehouse::catalog_stamp_sql(&databases)
+            ))
+            .expect("stamp")
+            .text(0, "stamp")
+            .expect("a value")
+    };
+    let before = client.requests();
+    let (_, stamp) = client
+        .load_catalog_stamped(&target.name, &databases)
+        .expect("catalog");
+    assert_eq!(client.requests() - before, 3, "the stamp rides along");
+    let stamp = stamp.expect("a stamp");
+    assert_eq!(stamp, stamp_now());
+    // StreamBuild's own tables do not count; a relation in either database does.
+    client
+        .execute(
+            "CREATE TABLE _streambuild_lock_like (x UInt8) ENGINE = Memory",
+            None,
+        )
+        .expect("own table");
+    assert_eq!(stamp_now(), stamp);
+    client
+        .execute(
+            &format!(
+                "CREATE TABLE {}.events (x UInt8) ENGINE = Memory",
+                other.name
+            ),
+            None,
+        )
+        .expect("source table");
+    assert_ne!(stamp_now(), stamp, "a source database's change shows");
+    let (_, without) = client
+        .load_catalog_stamped(&target.name, &[])
+        .expect("catalog");
+    assert_eq!(without, None);
+}
+#[test]
 fn the_target_lock_is_a_mutex_that_checks_its_owner() {
     use stb_warehouse::{LockError, TargetLock, lock_holder};
     let db = TestDatabase::create("warehouse_lock");

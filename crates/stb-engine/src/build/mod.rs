@@ -242,14 +242,14 @@ impl Recheck<'_> {
         for (planned, observer, _) in phases {
             // Nothing the checks read has changed since they ran: one query, not the checks.
             let started = std::time::Instant::now();
-            let databases = crate::validation::stamp_databases(planned, self.sources);
+            let databases =
+                crate::validation::stamp_databases(&planned.workflow.database, self.sources);
             let recorded = planned
                 .validated
                 .as_ref()
                 .and_then(|v| v.catalog_stamp.as_deref());
-            if let Some(recorded) = recorded
-                && crate::validation::catalog_stamp(client, &databases).as_deref() == Some(recorded)
-            {
+            let now = crate::validation::catalog_stamp(client, &databases);
+            if recorded.is_some() && now.as_deref() == recorded {
                 observer.event(
                     RECHECKED_EVENT,
                     None,
@@ -261,7 +261,7 @@ impl Recheck<'_> {
                 );
                 continue;
             }
-            match crate::validation::validate(client, self.project, self.sources, planned) {
+            match crate::validation::validate(client, self.project, self.sources, planned, now) {
                 Ok(validated) => observer.event(
                     RECHECKED_EVENT,
                     None,

@@ -113,6 +113,7 @@ fn reads(catalog: Catalog, fingerprints: Fingerprints) -> Reads {
         database: DATABASE.into(),
         catalog,
         fingerprints,
+        catalog_stamp: None,
     }
 }
 

@@ -197,7 +197,11 @@ fn a_database_parameter_is_scoped_to_its_request_in_a_session_and_use_is_not() {
         in_session(&[("database", &db.name)], current),
         format!("{}\n", db.name)
     );
-    assert_eq!(in_session(&[], current), "default\n", "the parameter leaked");
+    assert_eq!(
+        in_session(&[], current),
+        "default\n",
+        "the parameter leaked"
+    );
     in_session(&[], &format!("USE {}", db.name));
     assert_eq!(in_session(&[], current), format!("{}\n", db.name));
     assert_eq!(in_session(&[("database", "system")], current), "system\n");
