@@ -115,7 +115,7 @@ print(json.dumps({"wall": wall, "trips": trips, "pause": kinds.get("pause", 0), 
 PY
   done
   python3 - "$label" "$results" <<'PY'
-import json, sys
+import json, os, sys
 label, path = sys.argv[1], sys.argv[2]
 runs = sorted((json.loads(l) for l in open(path)), key=lambda r: r["wall"])
 m = runs[len(runs) // 2]
@@ -126,10 +126,29 @@ pause = (f" (without the pause {(m['wall'] - m['pause']) / 1000:.2f} s; pause {p
 safety = " ".join(f"{k} {v}" for k, v in m["safety"].items())
 print(f"{label:<23} median {m['wall'] / 1000:.2f} s{pause} | statements {m['count']}, round trips {m['trips']} | compile {m['compile']} ms, records {m['records']} ms, "
       f"planning {m['planning']} ms, statements [{kinds}] ms, rest (process start, confirmation, audits, final records) {m['rest']} ms | "
-      f"restorable [{safety}] = {sum(m['safety'].values())} ms")
+      f"restorable [{safety}] = {sum(m['safety'].values())} ms"
+      f" = {sum(m['safety'].values()) / float(os.environ['round_trip_ms']):.1f} round trips of SELECT 1")
 PY
 }
 
+# The floor under every request a build sends, measured now on the same server: the
+# median of 50 `SELECT 1` round trips over one kept-alive connection, with the settings a
+# build's requests carry. The restorable cost below is also shown in these units.
+round_trip_ms="$(python3 - "$STB_LOCAL_CLICKHOUSE_HOST" "$STB_LOCAL_CLICKHOUSE_PORT" <<'PY'
+import http.client, statistics, sys, time
+connection = http.client.HTTPConnection(sys.argv[1], int(sys.argv[2]))
+params = "send_progress_in_http_headers=1&http_headers_progress_interval_ms=100&cancel_http_readonly_queries_on_client_close=1"
+times = []
+for _ in range(50):
+    started = time.perf_counter()
+    connection.request("POST", "/?" + params, body=b"SELECT 1", headers={"X-ClickHouse-User": "default"})
+    connection.getresponse().read()
+    times.append((time.perf_counter() - started) * 1000)
+print(f"{statistics.median(times):.1f}")
+PY
+)"
+export round_trip_ms
+echo "== a SELECT 1 round trip on this server: $round_trip_ms ms (median of 50)"
 echo "== one-model rebuilds, $rows rows, median of $runs"
 for kind in offsets timestamp cursor; do
   database="stb_bench_build_$kind"

@@ -244,7 +244,7 @@ pub fn plan_virtual(
             let recorded = deployed.recorded.get(relation);
             let change_type = if active.is_none() {
                 ChangeType::Create
-            } else if forced_here || recorded.is_none_or(|spec| *spec != desired) {
+            } else if forced_here || recorded.is_none_or(|spec| !diffs::same_spec(spec, &desired)) {
                 ChangeType::Rebuild
             } else {
                 ChangeType::NoOp
@@ -440,9 +440,11 @@ fn schema_change(
     let removed = recorded
         .keys()
         .any(|name| !desired.contains_key(name.as_str()));
-    let retyped = recorded
-        .iter()
-        .any(|(name, data_type)| desired.get(name.as_str()).is_some_and(|t| t != data_type));
+    let retyped = recorded.iter().any(|(name, data_type)| {
+        desired
+            .get(name.as_str())
+            .is_some_and(|t| !stb_sql::types::same_type(t, data_type))
+    });
     let added = desired.keys().any(|name| !recorded.contains_key(*name));
     let seeding = if retyped {
         Seeding::NonSeedable

@@ -4,5 +4,6 @@
 pub mod aggregates;
 pub mod contract;
 pub mod lexer;
+pub mod types;
 
 pub use contract::{ContractError, LexicalAnalyzer, OutputColumn, QueryAnalyzer, output_names};

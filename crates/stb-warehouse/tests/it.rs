@@ -689,3 +689,46 @@ fn the_latest_fingerprint_per_model_wins() {
     );
     assert_eq!(latest.definition_hash, "h3");
 }
+
+#[test]
+fn type_spellings_are_made_canonical_as_the_server_prints_them() {
+    let client = client(None);
+    for written in [
+        "datetime64(3)",
+        "DATETIME64( 3 , 'UTC' )",
+        "Nullable(datetime64(3))",
+        "bigint unsigned",
+        "INT(11)",
+        "VARCHAR(255)",
+        "double precision",
+        "Decimal(18,4)",
+        "decimal",
+        "Decimal(12)",
+        "Decimal64(4)",
+        "BINARY(3)",
+        "boolean",
+        "timestamp",
+        "DateTime32",
+        "Array(LowCardinality(varchar))",
+        "Map(text,  bigint)",
+        "Enum8('a'=1,'b' = -2)",
+        "AggregateFunction(quantiles(0.5,0.9), bigint)",
+        "LowCardinality(Nullable(text))",
+    ] {
+        let literal = stb_ddl::string_literal(written);
+        let printed = client
+            .query(&format!(
+                "SELECT toTypeName(defaultValueOfTypeName({literal})) AS t"
+            ))
+            .expect("the server reads the type")
+            .text(0, "t")
+            .expect("a name");
+        assert_eq!(
+            stb_sql::types::canonical_type(written),
+            printed,
+            "{written}"
+        );
+        // The server's own spelling is its own canonical form.
+        assert_eq!(stb_sql::types::canonical_type(&printed), printed);
+    }
+}

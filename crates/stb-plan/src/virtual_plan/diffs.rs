@@ -44,11 +44,35 @@ pub fn spec_text(spec: &str) -> String {
     text
 }
 
-/// The unified diff of `active` against `desired`, or `None` when their texts agree.
+/// True when two specs describe the same object: equal text, or equal once every type
+/// (a column's, a cast's in the query) is spelled as the server prints it, so that
+/// `datetime64(3)` for `DateTime64(3)` rebuilds nothing.
+#[must_use]
+pub fn same_spec(recorded: &str, desired: &str) -> bool {
+    recorded == desired || canonical_spec(recorded) == canonical_spec(desired)
+}
+
+fn canonical_spec(spec: &str) -> Option<serde_json::Value> {
+    let mut value = serde_json::from_str::<serde_json::Value>(spec).ok()?;
+    if let Some(columns) = value["columns"].as_array_mut() {
+        for column in columns {
+            if let Some(data_type) = column[1].as_str() {
+                column[1] = stb_sql::types::canonical_type(data_type).into();
+            }
+        }
+    }
+    if let Some(query) = value["query"].as_str() {
+        value["query"] = stb_sql::types::canonical_query_types(query).into();
+    }
+    Some(value)
+}
+
+/// The unified diff of `active` against `desired`, or `None` when they are the same
+/// object ([`same_spec`]).
 #[must_use]
 pub fn diff(key: &str, object_type: &'static str, active: &str, desired: &str) -> Option<SqlDiff> {
     let (before, after) = (spec_text(active), spec_text(desired));
-    if before == after {
+    if before == after || same_spec(active, desired) {
         return None;
     }
     let unified = similar::TextDiff::from_lines(&before, &after)

@@ -174,6 +174,44 @@ fn an_unchanged_deployment_plans_nothing() {
 }
 
 #[test]
+fn another_spelling_of_the_same_types_rebuilds_nothing() {
+    let spelled = |column: &str, cast: &str| {
+        let mut model = table("t", "raw", false, &[("at", column)]);
+        model.deployable.query_parts[0] = QueryPart::Text(format!("SELECT x::{cast} AS at FROM "));
+        vec![model]
+    };
+    let deployed = deployed_as(&spelled("DateTime64(3)", "DateTime64(3)"));
+    // Case, an alias and spacing: the server's own spelling is the same type.
+    let respelt = plan(
+        &spelled("datetime64( 3 )", "datetime64(3)"),
+        &deployed,
+        &Options::default(),
+    );
+    assert!(
+        respelt
+            .object_changes
+            .iter()
+            .all(|c| c.change_type == ChangeType::NoOp && c.schema_change_kind.is_none()),
+        "{:?}",
+        changes(&respelt)
+    );
+    assert!(respelt.sql_diffs.is_empty());
+    // A real change of type still rebuilds, as a breaking change.
+    let retyped = plan(
+        &spelled("DateTime64(6)", "DateTime64(6)"),
+        &deployed,
+        &Options::default(),
+    );
+    assert_eq!(
+        changes(&retyped),
+        [
+            ("tbl__t".to_owned(), ChangeType::Rebuild),
+            ("mv__t".to_owned(), ChangeType::Rebuild)
+        ]
+    );
+}
+
+#[test]
 fn a_query_change_with_the_same_columns_is_an_ordinary_rebuild_of_its_subtree() {
     let models = project();
     let deployed = deployed_as(&models);
