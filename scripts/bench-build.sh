@@ -78,9 +78,10 @@ measure() { # label dir
     "$stb" build --auto-approve --events --project-dir "$dir" > "$work/events.ndjson"
     end=$(date +%s%N)
     # Round trips: the requests the build sent, from the server's query log (the local
-    # server runs each request's settings as SET statements: those are not requests).
+    # server runs each request's settings and database as SET and USE statements, and
+    # reads a session's state back with its own queries: those are not requests).
     query "SYSTEM FLUSH LOGS" >/dev/null
-    trips="$(query "SELECT count() FROM system.query_log WHERE type != 'QueryStart' AND event_time_microseconds > '$since' AND query NOT LIKE 'SET %' AND query NOT LIKE 'SYSTEM FLUSH LOGS%'")"
+    trips="$(query "SELECT count() FROM system.query_log WHERE type != 'QueryStart' AND event_time_microseconds > '$since' AND query NOT LIKE 'SET %' AND query NOT LIKE 'USE %' AND query != 'SELECT currentDatabase()' AND query NOT LIKE 'SELECT name, value FROM system.settings WHERE name IN %' AND query NOT LIKE 'SYSTEM FLUSH LOGS%'")"
     python3 - "$work/events.ndjson" "$(( (end - start) / 1000000 ))" "$trips" >> "$results" <<'PY'
 import json, sys
 events = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]

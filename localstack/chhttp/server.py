@@ -245,23 +245,26 @@ class Handler(BaseHTTPRequestHandler):
 
         def work():
             prepare_session(connection, session, settings, parsed.params.get("database"))
-            try:
-                return execute.run_statement(
-                    self.server.engine, connection, statement, full_text, parsed.text, parsed, default_format
-                )
-            finally:
-                # What a SET or USE statement itself changes belongs to the session and stays.
-                if statement.kind == "SET":
-                    kept = sqltext.set_statement_names(statement)
-                    try:
-                        session.own_settings.update(execute.snapshot_settings(connection, sorted(kept)))
-                    except EngineError as error:
-                        log.warning("could not read session %s settings back: %s", session.session_id, error)
-                    for name in kept:
-                        session.scoped_settings.pop(name, None)
-                elif statement.kind == "USE":
+            outcome = execute.run_statement(
+                self.server.engine, connection, statement, full_text, parsed.text, parsed, default_format
+            )
+            # What a SET or USE statement itself changes belongs to the session and stays
+            # (a failed one changed nothing: the exception above skips this).
+            if statement.kind == "SET":
+                kept = sqltext.set_statement_names(statement)
+                try:
+                    session.own_settings.update(execute.snapshot_settings(connection, sorted(kept)))
+                except EngineError as error:
+                    log.warning("could not read session %s settings back: %s", session.session_id, error)
+                for name in kept:
+                    session.scoped_settings.pop(name, None)
+            elif statement.kind == "USE":
+                try:
                     session.own_database = execute.current_database(connection)
-                    session.scoped_database = None
+                except EngineError as error:
+                    log.warning("could not read session %s database back: %s", session.session_id, error)
+                session.scoped_database = None
+            return outcome
 
         return self._supervise(work, parsed, statement, query_id)
 
@@ -334,18 +337,9 @@ def prepare_session(connection, session, settings: dict[str, str], database: str
     for name, value in settings.items():
         if session.scoped_settings.get(name) != value:
             changes[name] = value
-    try:
-        execute.apply_settings(connection, changes)
-    except EngineError:
-        # A refused value may leave the SET half applied: start from a known state.
-        reset = {name: session.own_settings.get(name, execute.DEFAULT) for name in {*changes, *session.scoped_settings}}
-        reset.pop("readonly", None)
-        session.scoped_settings = {}
-        try:
-            execute.apply_settings(connection, reset)
-        except EngineError as error:
-            log.warning("could not reset session %s settings: %s", session.session_id, error)
-        raise
+    # ClickHouse checks every value of a SET before it applies any: a refused one changes
+    # nothing, so the state kept is still the connection's.
+    execute.apply_settings(connection, changes)
     # A readonly setting cannot be lifted by the session afterwards: it is not put back.
     session.scoped_settings = {name: value for name, value in settings.items() if name != "readonly"}
     if session.own_database is None:

@@ -22,8 +22,9 @@ pub struct Validated {
     /// Models, or parts of them, it could not check, and why.
     pub unchecked: Vec<UncheckedModel>,
     pub elapsed_ms: u64,
-    /// The catalog's stamp ([`catalog_stamp`]) read just before the checks: the same stamp
-    /// later means their inputs are unchanged. `None` when it could not be read (or
+    /// The catalog's stamp ([`catalog_stamp`]) read at or before the plan read what the
+    /// checks judge (with its catalog): the same stamp later means their inputs are
+    /// unchanged since. `None` when it could not be read (or
     /// offline).
     #[serde(skip)]
     pub catalog_stamp: Option<String>,

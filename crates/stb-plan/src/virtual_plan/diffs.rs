@@ -54,10 +54,18 @@ pub fn same_spec(recorded: &str, desired: &str) -> bool {
 
 fn canonical_spec(spec: &str) -> Option<serde_json::Value> {
     let mut value = serde_json::from_str::<serde_json::Value>(spec).ok()?;
-    if let Some(columns) = value["columns"].as_array_mut() {
+    if !value.is_object() {
+        return None;
+    }
+    if let Some(columns) = value
+        .get_mut("columns")
+        .and_then(serde_json::Value::as_array_mut)
+    {
         for column in columns {
-            if let Some(data_type) = column[1].as_str() {
-                column[1] = stb_sql::types::canonical_type(data_type).into();
+            if let Some(slot) = column.get_mut(1)
+                && let Some(data_type) = slot.as_str()
+            {
+                *slot = stb_sql::types::canonical_type(data_type).into();
             }
         }
     }
@@ -91,6 +99,16 @@ pub fn diff(key: &str, object_type: &'static str, active: &str, desired: &str) -
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn specs_that_are_not_objects_compare_as_text() {
+        assert!(same_spec("[1]", "[1]"));
+        assert!(!same_spec("[1]", "[2]"));
+        assert!(!same_spec(
+            r#"{"columns":[["a"]]}"#,
+            r#"{"columns":[["b"]]}"#
+        ));
+    }
 
     #[test]
     fn a_table_shows_its_columns_and_storage_and_a_view_its_query() {
