@@ -541,7 +541,11 @@ fn changed_selection(
     let baseline = |name: &str| {
         found
             .and_then(|f| f.get(&format!("{database}.{name}")))
-            .map(|f| (f.definition_hash.clone(), f.identity_metadata.clone()))
+            .map(|f| stb_plan::direct::RecordedModel {
+                definition_hash: f.definition_hash.clone(),
+                definition_sql: f.definition_sql.clone(),
+                identity: f.identity_metadata.clone(),
+            })
     };
     let present = |relation: &str| reads.catalog.relation(relation).is_some();
     let changed = Selection::changed(graph, &direct, &baseline, &present);

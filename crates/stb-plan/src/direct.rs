@@ -127,13 +127,13 @@ impl Selection {
     }
 
     /// The models `--changed` picks: every model whose baseline is missing or whose query
-    /// or identity differs from it. `baseline` gives a model's recorded query hash and
-    /// identity JSON.
+    /// or identity differs from it (types compared as the server spells them: a respelt
+    /// type is no change). `baseline` gives a model's last recorded build.
     #[must_use]
     pub fn changed(
         graph: &stb_graph::ModelGraph,
         models: &[PlanModel],
-        baseline: &dyn Fn(&str) -> Option<(String, String)>,
+        baseline: &dyn Fn(&str) -> Option<RecordedModel>,
         present: &dyn Fn(&str) -> bool,
     ) -> Self {
         let changed: BTreeSet<String> = models
@@ -143,9 +143,9 @@ impl Selection {
                 // A relation gone (dropped by hand, a build stopped and not given back)
                 // needs a build whatever the records say.
                 Some(_) if model.relations.iter().any(|(_, r)| !present(r)) => true,
-                Some((hash, identity)) => {
-                    hash != crate::sql_change::sql_hash(&model.query)
-                        || !same_identity(&identity, &model.identity())
+                Some(recorded) => {
+                    !recorded.same_query(&model.query)
+                        || !same_identity(&recorded.identity, &model.identity())
                 }
             })
             .map(|model| model.name.clone())
@@ -204,13 +204,49 @@ impl Selection {
     }
 }
 
-/// Identities compare as JSON values, so key order and spacing do not count.
+/// A model's last recorded build, as `--changed` compares it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RecordedModel {
+    /// SHA-256 of the query text built.
+    pub definition_hash: String,
+    /// The query text built (empty when the record kept none).
+    pub definition_sql: String,
+    /// The identity JSON built ([`PlanModel::identity`]).
+    pub identity: String,
+}
+
+impl RecordedModel {
+    /// True when `query` is the query built: the same text, or the same once its casts'
+    /// types are spelled as the server prints them.
+    #[must_use]
+    pub fn same_query(&self, query: &str) -> bool {
+        self.definition_hash == crate::sql_change::sql_hash(query)
+            || (!self.definition_sql.is_empty()
+                && crate::sql_change::same_query(&self.definition_sql, query))
+    }
+}
+
+/// Identities compare as JSON values, so key order and spacing do not count, nor how an
+/// output column's type is spelled.
 fn same_identity(recorded: &str, current: &str) -> bool {
-    match (
-        serde_json::from_str::<serde_json::Value>(recorded),
-        serde_json::from_str::<serde_json::Value>(current),
-    ) {
-        (Ok(a), Ok(b)) => a == b,
+    let canonical = |text: &str| {
+        let mut value = serde_json::from_str::<serde_json::Value>(text).ok()?;
+        if let Some(columns) = value
+            .get_mut("output_columns")
+            .and_then(serde_json::Value::as_array_mut)
+        {
+            for column in columns {
+                if let Some(slot) = column.get_mut("type")
+                    && let Some(data_type) = slot.as_str()
+                {
+                    *slot = stb_sql::types::canonical_type(data_type).into();
+                }
+            }
+        }
+        Some(value)
+    };
+    match (canonical(recorded), canonical(current)) {
+        (Some(a), Some(b)) => a == b,
         _ => false,
     }
 }

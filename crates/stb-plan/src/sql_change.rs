@@ -56,6 +56,15 @@ pub fn sql_hash(sql: &str) -> String {
         .collect()
 }
 
+/// True when two query texts are the same query: equal, or equal once every cast's type
+/// is spelled as the server prints it (`::datetime64(3)` is `::DateTime64(3)`).
+#[must_use]
+pub fn same_query(previous: &str, current: &str) -> bool {
+    previous == current
+        || stb_sql::types::canonical_query_types(previous)
+            == stb_sql::types::canonical_query_types(current)
+}
+
 /// Compares `current` with the baseline.
 #[must_use]
 pub fn sql_change(current: &str, baseline: &Baseline<'_>) -> SqlChange {
@@ -65,7 +74,7 @@ pub fn sql_change(current: &str, baseline: &Baseline<'_>) -> SqlChange {
         Baseline::Unavailable => (SqlChangeStatus::BaselineUnavailable, None, String::new()),
         Baseline::Recorded(previous) => {
             let previous_hash = sql_hash(previous);
-            if previous_hash == current_hash {
+            if previous_hash == current_hash || same_query(previous, current) {
                 (
                     SqlChangeStatus::NoQueryChange,
                     Some(previous_hash),

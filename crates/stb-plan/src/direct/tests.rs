@@ -232,25 +232,27 @@ fn changed_picks_models_without_a_matching_baseline_and_their_downstream() {
         model.query = format!("SELECT 1 AS {}", model.name);
     }
     let graph = model_graph(&models);
+    let built = |query: &str, identity: String| RecordedModel {
+        definition_hash: crate::sql_change::sql_hash(query),
+        definition_sql: query.to_owned(),
+        identity,
+    };
     let recorded = |name: &str| {
         let model = models.iter().find(|m| m.name == name)?;
         match name {
             // No baseline: changed.
             "customer_names" => None,
             // Same query, same identity (written with other spacing): unchanged.
-            "clean" => Some((
-                crate::sql_change::sql_hash(&model.query),
-                model.identity().replace(':', ": "),
-            )),
+            "clean" => Some(built(&model.query, model.identity().replace(':', ": "))),
             // Same query, another output contract: changed.
-            "enriched" => Some((
-                crate::sql_change::sql_hash(&model.query),
+            "enriched" => Some(built(
+                &model.query,
                 model.identity().replace(
                     "\"output_columns\":[]",
                     "\"output_columns\":[{\"name\":\"x\",\"type\":\"UInt8\"}]",
                 ),
             )),
-            _ => Some((crate::sql_change::sql_hash(&model.query), model.identity())),
+            _ => Some(built(&model.query, model.identity())),
         }
     };
     let selection = Selection::changed(&graph, &models, &recorded, &everything_exists);
@@ -267,6 +269,39 @@ fn changed_picks_models_without_a_matching_baseline_and_their_downstream() {
     let without_clean = |relation: &str| !relation.ends_with("__clean");
     let selection = Selection::changed(&graph, &models, &recorded, &without_clean);
     assert!(selection.scope.contains("clean"), "{:?}", selection.scope);
+}
+
+#[test]
+fn changed_ignores_a_respelt_type_in_the_query_or_the_columns_and_sees_a_real_change() {
+    let (mut models, _) = project();
+    for model in &mut models {
+        model.query = format!("SELECT x::DateTime64(3) AS {}", model.name);
+        model.output_columns = vec![(model.name.clone(), "DateTime64(3)".to_owned())];
+    }
+    let graph = model_graph(&models);
+    let recorded = |name: &str| {
+        let model = models.iter().find(|m| m.name == name)?;
+        Some(RecordedModel {
+            definition_hash: crate::sql_change::sql_hash(&model.query),
+            definition_sql: model.query.clone(),
+            identity: model.identity(),
+        })
+    };
+    let mut respelt = models.clone();
+    for model in &mut respelt {
+        model.query = model.query.replace("DateTime64(3)", "datetime64( 3 )");
+        model.output_columns[0].1 = "datetime64( 3 )".to_owned();
+    }
+    let selection = Selection::changed(&graph, &respelt, &recorded, &everything_exists);
+    assert!(selection.scope.is_empty(), "{:?}", selection.scope);
+    let mut retyped = models.clone();
+    retyped[0].query = retyped[0].query.replace("DateTime64(3)", "DateTime64(6)");
+    let selection = Selection::changed(&graph, &retyped, &recorded, &everything_exists);
+    assert!(
+        selection.scope.contains(&retyped[0].name),
+        "{:?}",
+        selection.scope
+    );
 }
 
 #[test]

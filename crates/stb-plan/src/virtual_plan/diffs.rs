@@ -49,7 +49,11 @@ pub fn spec_text(spec: &str) -> String {
 /// `datetime64(3)` for `DateTime64(3)` rebuilds nothing.
 #[must_use]
 pub fn same_spec(recorded: &str, desired: &str) -> bool {
-    recorded == desired || canonical_spec(recorded) == canonical_spec(desired)
+    recorded == desired
+        || matches!(
+            (canonical_spec(recorded), canonical_spec(desired)),
+            (Some(a), Some(b)) if a == b
+        )
 }
 
 fn canonical_spec(spec: &str) -> Option<serde_json::Value> {
