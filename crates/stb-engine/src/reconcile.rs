@@ -228,12 +228,12 @@ fn storage_differences(model: &PlanModel, live: &stb_warehouse::CatalogRelation)
     let live_columns: Vec<(String, String)> = live
         .columns
         .iter()
-        .map(|c| (c.name.clone(), squeeze(&c.data_type)))
+        .map(|c| (c.name.clone(), comparable_type(&c.data_type)))
         .collect();
     let desired_columns: Vec<(String, String)> = model
         .output_columns
         .iter()
-        .map(|(name, data_type)| (name.clone(), squeeze(data_type)))
+        .map(|(name, data_type)| (name.clone(), comparable_type(data_type)))
         .collect();
     if live_columns != desired_columns {
         let show = |columns: &[(String, String)]| {
@@ -276,6 +276,12 @@ fn storage_differences(model: &PlanModel, live: &stb_warehouse::CatalogRelation)
         ));
     }
     reasons
+}
+
+/// A type as the server spells it, without spaces (it prints a named tuple over several
+/// lines): `x::BIGINT` matches a live `Int64`.
+fn comparable_type(text: &str) -> String {
+    squeeze(&stb_sql::types::canonical_type(text))
 }
 
 /// Text with no spaces, for comparing type and key expressions ClickHouse reformats.

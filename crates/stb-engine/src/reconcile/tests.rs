@@ -43,6 +43,13 @@ fn engines_and_keys_compare_as_clickhouse_reformats_them() {
     assert_eq!(key("toYYYYMM(ts)"), "toYYYYMM(ts)");
     // Two expressions in parentheses each are not one tuple.
     assert_eq!(key("(a) + (b)"), "(a)+(b)");
+    // A model's type as authored against the type the live table has.
+    assert_eq!(comparable_type("BIGINT"), comparable_type("Int64"));
+    assert_eq!(
+        comparable_type("Tuple(a bigint, b text)"),
+        comparable_type("Tuple(\n    a Int64,\n    b String)")
+    );
+    assert_ne!(comparable_type("UInt32"), comparable_type("UInt64"));
 }
 
 #[test]
