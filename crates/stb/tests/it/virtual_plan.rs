@@ -276,6 +276,16 @@ fn a_published_deployment_plans_nothing_until_the_project_changes() {
     let text = String::from_utf8_lossy(&stb(dir.path(), &["plan"]).stdout).into_owned();
     assert!(text.contains("No changes"), "{text}");
 
+    // The same types spelt another way (aliases the server reads as UInt32 and UInt64):
+    // no change, and no diff to review.
+    let respelt = CLEAN
+        .replace("::UInt32", "::integer unsigned")
+        .replace("amount::UInt64", "amount::BIGINT  UNSIGNED");
+    std::fs::write(dir.path().join("pipelines/pl__v/clean.sql"), &respelt).expect("write");
+    let plan = plan_json(dir.path(), &[]);
+    assert!(changes(&plan).iter().all(|(_, c)| c == "no_op"), "{plan}");
+    assert_eq!(plan["sql_diffs"], serde_json::json!([]), "{plan}");
+
     // A filter: same columns, new query. An ordinary rebuild of clean and what reads it.
     let filtered = CLEAN.replace(
         "FROM __source(\"events\")\n",
