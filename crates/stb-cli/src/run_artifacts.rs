@@ -41,26 +41,31 @@ pub(crate) fn publish(root: &Path, name: &str, files: &[(String, String)]) -> Re
     Ok(())
 }
 
-fn joined(statements: impl Iterator<Item = (String, String)>) -> String {
-    let mut text = String::new();
-    for (id, sql) in statements {
-        text.push_str(&format!("-- step: {id}\n{};\n\n", sql.trim_end()));
-    }
-    text
+/// One step's file: `steps/NNNN_<step>.sql` (`.sql.template` for a statement rendered only
+/// at run time), headed by `-- step: <step>` and holding its statement, so a DBA can run a
+/// build by hand, in order. Secrets stay redacted (`***`): Kafka credentials must be filled
+/// in by hand.
+struct StepFile {
+    name: String,
+    text: String,
 }
 
-/// `steps/NNNN_<step>.sql`, one statement each, so a DBA can run a build by hand, in
-/// order. Secrets stay redacted (`***`): Kafka credentials must be filled in by hand.
-fn step_files(statements: impl Iterator<Item = (String, String)>) -> Vec<(String, String)> {
-    statements
-        .enumerate()
-        .map(|(index, (id, sql))| {
-            (
-                format!("steps/{:04}_{id}.sql", index + 1),
-                format!("{};\n", sql.trim_end()),
-            )
-        })
-        .collect()
+fn step_file(sequence: usize, id: &str, sql: &str, template: bool) -> StepFile {
+    let extension = if template { "sql.template" } else { "sql" };
+    StepFile {
+        name: format!("steps/{sequence:04}_{id}.{extension}"),
+        text: format!("-- step: {id}\n{};\n", sql.trim_end()),
+    }
+}
+
+/// `workflow.sql` / `workflow.template.sql`: exactly the step files' texts, in order,
+/// joined with a blank line.
+fn joined(steps: &[StepFile]) -> String {
+    steps
+        .iter()
+        .map(|step| step.text.as_str())
+        .collect::<Vec<_>>()
+        .join("\n")
 }
 
 /// Plans with more statements than this write only `workflow.template.sql`, not one file
@@ -95,17 +100,24 @@ pub(crate) fn write_plan(root: &Path, planned: &Planned) -> Result<(), Failure> 
                 "step_id": step.id,
                 "phase": step.phase.as_str(),
                 "intent": step.intent(),
-                "template": matches!(step.action, Action::Replay(_) | Action::Seed(_)),
+                "template": is_template(&step.action),
                 "sql": workflow.recorded_sql(step),
             })
         })
         .collect();
-    let statements = || {
-        workflow
-            .steps
-            .iter()
-            .map(|s| (s.id.clone(), workflow.recorded_sql(s)))
-    };
+    let steps: Vec<StepFile> = workflow
+        .steps
+        .iter()
+        .enumerate()
+        .map(|(index, step)| {
+            step_file(
+                index + 1,
+                &step.id,
+                &workflow.recorded_sql(step),
+                is_template(&step.action),
+            )
+        })
+        .collect();
     let mut files = vec![
         (
             "plan.json".to_owned(),
@@ -114,12 +126,17 @@ pub(crate) fn write_plan(root: &Path, planned: &Planned) -> Result<(), Failure> 
                 serde_json::to_string_pretty(&plan).unwrap_or_default()
             ),
         ),
-        ("workflow.template.sql".to_owned(), joined(statements())),
+        ("workflow.template.sql".to_owned(), joined(&steps)),
     ];
     if with_step_files {
-        files.extend(step_files(statements()));
+        files.extend(steps.into_iter().map(|step| (step.name, step.text)));
     }
     publish(root, "plan", &files)
+}
+
+/// A statement a plan can only show as a template: its boundary is captured at run time.
+fn is_template(action: &Action) -> bool {
+    matches!(action, Action::Replay(_) | Action::Seed(_))
 }
 
 /// `target/run/build/`: `workflow.sql` (what ran, replays rendered), the same statements
@@ -134,14 +151,14 @@ pub(crate) fn write_build(
     let mut record = serde_json::to_value(execution).unwrap_or_default();
     record["workflow_id"] = serde_json::json!(workflow_id);
     record["database"] = serde_json::json!(workflow.database);
-    let statements = || {
-        execution
-            .statements
-            .iter()
-            .map(|s| (s.step_id.clone(), s.sql.clone()))
-    };
+    let steps: Vec<StepFile> = execution
+        .statements
+        .iter()
+        .enumerate()
+        .map(|(index, statement)| step_file(index + 1, &statement.step_id, &statement.sql, false))
+        .collect();
     let mut files = vec![
-        ("workflow.sql".to_owned(), joined(statements())),
+        ("workflow.sql".to_owned(), joined(&steps)),
         (
             "execution.json".to_owned(),
             format!(
@@ -150,6 +167,6 @@ pub(crate) fn write_build(
             ),
         ),
     ];
-    files.extend(step_files(statements()));
+    files.extend(steps.into_iter().map(|step| (step.name, step.text)));
     publish(root, "build", &files)
 }

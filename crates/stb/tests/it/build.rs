@@ -1013,6 +1013,14 @@ fn the_step_files_of_a_build_run_by_hand_reproduce_it() {
     );
     let first = steps[0].file_name().and_then(|n| n.to_str()).unwrap_or("");
     assert_eq!(first, "0001_prepare_target_database.sql");
+    // workflow.sql is exactly the step files, in order, joined.
+    let read_all = |files: &[std::path::PathBuf]| {
+        files
+            .iter()
+            .map(|f| std::fs::read_to_string(f).expect("step"))
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(workflow, read_all(&steps).join("\n"));
     // The model relations disappear; the steps, in order, bring them back with their rows.
     for relation in [
         "view__report",
@@ -1044,10 +1052,35 @@ fn the_step_files_of_a_build_run_by_hand_reproduce_it() {
     )
     .expect("JSON");
     assert_eq!(artifact["step_files"], true, "{plan}");
-    let planned = std::fs::read_dir(dir.path().join("target/run/plan/steps"))
-        .expect("plan steps/")
-        .count();
-    assert_eq!(Some(planned), artifact["steps"].as_array().map(Vec::len));
+    let mut planned: Vec<std::path::PathBuf> =
+        std::fs::read_dir(dir.path().join("target/run/plan/steps"))
+            .expect("plan steps/")
+            .map(|e| e.expect("entry").path())
+            .collect();
+    planned.sort();
+    assert_eq!(
+        Some(planned.len()),
+        artifact["steps"].as_array().map(Vec::len)
+    );
+    // A replay's boundary is captured at run time: its file is a template.
+    let name = |path: &std::path::PathBuf| {
+        path.file_name()
+            .and_then(|n| n.to_str())
+            .unwrap_or_default()
+            .to_owned()
+    };
+    for (path, step) in planned.iter().zip(artifact["steps"].as_array().expect("steps")) {
+        let extension = if step["template"] == true {
+            ".sql.template"
+        } else {
+            ".sql"
+        };
+        assert!(name(path).ends_with(extension), "{} for {step}", name(path));
+    }
+    assert!(planned.iter().any(|p| name(p).ends_with(".sql.template")));
+    let template = std::fs::read_to_string(dir.path().join("target/run/plan/workflow.template.sql"))
+        .expect("workflow.template.sql");
+    assert_eq!(template, read_all(&planned).join("\n"));
 }
 
 /// An insert into the adopted table that begins before the build creates its views and
