@@ -1069,7 +1069,10 @@ fn the_step_files_of_a_build_run_by_hand_reproduce_it() {
             .unwrap_or_default()
             .to_owned()
     };
-    for (path, step) in planned.iter().zip(artifact["steps"].as_array().expect("steps")) {
+    for (path, step) in planned
+        .iter()
+        .zip(artifact["steps"].as_array().expect("steps"))
+    {
         let extension = if step["template"] == true {
             ".sql.template"
         } else {
@@ -1078,8 +1081,9 @@ fn the_step_files_of_a_build_run_by_hand_reproduce_it() {
         assert!(name(path).ends_with(extension), "{} for {step}", name(path));
     }
     assert!(planned.iter().any(|p| name(p).ends_with(".sql.template")));
-    let template = std::fs::read_to_string(dir.path().join("target/run/plan/workflow.template.sql"))
-        .expect("workflow.template.sql");
+    let template =
+        std::fs::read_to_string(dir.path().join("target/run/plan/workflow.template.sql"))
+            .expect("workflow.template.sql");
     assert_eq!(template, read_all(&planned).join("\n"));
 }
 
