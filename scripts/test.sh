@@ -6,11 +6,27 @@
 # tansu broker), and runs: formatting, clippy, the Python server's unit tests and every Rust
 # test, unit and integration, against the real engine and broker; the browser tests of the
 # web UI; then the one-command
-# demo (scripts/demo.sh). Exits non-zero on any failure. Caches live outside the checkout so a fresh clone reuses them:
+# demo (scripts/demo.sh). The Rust tests, the browser tests and the demo each run even when
+# one before them failed; the script ends with the wall time of every step, the ten slowest
+# tests and every step that failed, and exits non-zero on any failure. Caches live outside
+# the checkout so a fresh clone reuses them:
 #   CARGO_TARGET_DIR  (default ~/.cache/streambuild/target)
 #   STB_VENV          (default ~/.cache/streambuild/venv)
 #   STB_TEST_STACK_DIR (default ~/.cache/streambuild/test-stack)
+# Usage: scripts/test.sh [--busy N]
+#   --busy N  runs the suite beside N processes that keep a CPU busy each (stopped at the
+#             end): the suite must pass on a loaded laptop, not only on an idle machine.
 set -euo pipefail
+
+busy=0
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --busy) busy="${2:?--busy needs a number}"; shift 2 ;;
+    --busy=*) busy="${1#--busy=}"; shift ;;
+    *) echo "unknown option: $1 (usage: scripts/test.sh [--busy N])" >&2; exit 2 ;;
+  esac
+done
+case "$busy" in ''|*[!0-9]*) echo "--busy needs a number, not '$busy'" >&2; exit 2 ;; esac
 
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$repo"
@@ -20,7 +36,37 @@ export STB_VENV="${STB_VENV:-$cache/venv}"
 export STB_TEST_STACK_DIR="${STB_TEST_STACK_DIR:-$cache/test-stack}"
 export CARGO_TERM_COLOR="${CARGO_TERM_COLOR:-never}"
 start=$(date +%s)
-step() { printf '\n==> [%ss] %s\n' "$(( $(date +%s) - start ))" "$*"; }
+step_names=()
+step_starts=()
+step() {
+  step_names+=("$*")
+  step_starts+=("$(date +%s)")
+  printf '\n==> [%ss] %s\n' "$(( $(date +%s) - start ))" "$*"
+}
+failed=()
+# Runs a step that must not stop the ones after it; a failure is remembered.
+keep_going() {
+  local name="$1"
+  shift
+  if ! "$@"; then
+    failed+=("$name")
+    echo "==> FAILED: $name"
+  fi
+}
+
+busy_pids=()
+stop_busy() {
+  for pid in "${busy_pids[@]}"; do kill "$pid" 2>/dev/null || true; done
+  busy_pids=()
+}
+if [ "$busy" -gt 0 ]; then
+  for _ in $(seq "$busy"); do
+    sh -c 'while :; do :; done' &
+    busy_pids+=("$!")
+  done
+  echo "==> $busy busy processes beside the suite: ${busy_pids[*]}"
+fi
+trap stop_busy EXIT
 
 step "checking system packages"
 missing=()
@@ -68,7 +114,7 @@ stop_stack() {
   "$repo/scripts/test-postgres.sh" stop || true
 }
 # Leave the stack running for the next local run, but never behind a CI job.
-if [ "${CI:-}" = "true" ]; then trap stop_stack EXIT; fi
+if [ "${CI:-}" = "true" ]; then trap 'stop_busy; stop_stack' EXIT; fi
 
 step "starting the local test stack in $STB_TEST_STACK_DIR"
 stack_start=$(date +%s%N)
@@ -85,23 +131,52 @@ step "Python unit tests of the local ClickHouse server"
 (cd localstack && "$STB_VENV/bin/python" -m pytest -q tests)
 
 step "Rust tests (unit, integration, end to end)"
+junit="$CARGO_TARGET_DIR/nextest/ci/junit.xml"
+rm -f "$junit"
 if cargo nextest --version >/dev/null 2>&1; then
-  cargo nextest run --workspace --locked --profile ci
+  keep_going "Rust tests" cargo nextest run --workspace --locked --profile ci
 else
   echo "cargo-nextest not found; using cargo test"
-  cargo test --workspace --locked
+  keep_going "Rust tests" cargo test --workspace --locked
 fi
 
 step "browser tests of the web UI (scripts/test-ui.sh: Playwright, Debian's Chromium)"
-"$repo/scripts/test-ui.sh"
+keep_going "browser tests" "$repo/scripts/test-ui.sh"
 
 step "the one-command demo (scripts/demo.sh --stop)"
-demo_log="$(mktemp)"
-if ! "$repo/scripts/demo.sh" --stop >"$demo_log" 2>&1 || ! grep -q '^Demo passed$' "$demo_log"; then
-  cat "$demo_log"
-  echo "the demo failed"
+run_demo() {
+  local demo_log
+  demo_log="$(mktemp)"
+  if ! "$repo/scripts/demo.sh" --stop >"$demo_log" 2>&1 || ! grep -q '^Demo passed$' "$demo_log"; then
+    cat "$demo_log"
+    echo "the demo failed"
+    return 1
+  fi
+  sed -n '/^Demo summary$/,/^Demo passed$/p' "$demo_log"
+}
+keep_going "demo" run_demo
+
+end=$(date +%s)
+echo
+echo "==> wall time of each step"
+for index in "${!step_names[@]}"; do
+  next=$(( index + 1 ))
+  until_s=${step_starts[$next]:-$end}
+  printf '  %5ss  %s\n' "$(( until_s - step_starts[index] ))" "${step_names[$index]}"
+done
+printf '  %5ss  total\n' "$(( end - start ))"
+if [ -f "$junit" ]; then
+  echo "==> the ten slowest tests"
+  python3 - "$junit" <<'PY'
+import sys
+import xml.etree.ElementTree as tree
+cases = [(float(c.get("time") or 0), f'{c.get("classname")} {c.get("name")}') for c in tree.parse(sys.argv[1]).iter("testcase")]
+for seconds, name in sorted(cases, reverse=True)[:10]:
+    print(f"  {seconds:7.1f}s  {name}")
+PY
+fi
+if ((${#failed[@]})); then
+  echo "==> FAILED steps: ${failed[*]}"
   exit 1
 fi
-sed -n '/^Demo summary$/,/^Demo passed$/p' "$demo_log"
-
-step "all tests passed"
+echo "==> [$(( end - start ))s] all tests passed"
