@@ -131,8 +131,9 @@ step "Python unit tests of the local ClickHouse server"
 (cd localstack && "$STB_VENV/bin/python" -m pytest -q tests)
 
 step "Rust tests (unit, integration, end to end)"
-junit="$CARGO_TARGET_DIR/nextest/ci/junit.xml"
-rm -f "$junit"
+# nextest writes its JUnit report under its store directory (the workspace's target/).
+junit_candidates=("$repo/target/nextest/ci/junit.xml" "$CARGO_TARGET_DIR/nextest/ci/junit.xml")
+rm -f "${junit_candidates[@]}"
 if cargo nextest --version >/dev/null 2>&1; then
   keep_going "Rust tests" cargo nextest run --workspace --locked --profile ci
 else
@@ -165,7 +166,11 @@ for index in "${!step_names[@]}"; do
   printf '  %5ss  %s\n' "$(( until_s - step_starts[index] ))" "${step_names[$index]}"
 done
 printf '  %5ss  total\n' "$(( end - start ))"
-if [ -f "$junit" ]; then
+junit=""
+for candidate in "${junit_candidates[@]}"; do
+  if [ -f "$candidate" ]; then junit="$candidate"; break; fi
+done
+if [ -n "$junit" ]; then
   echo "==> the ten slowest tests"
   python3 - "$junit" <<'PY'
 import sys
