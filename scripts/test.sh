@@ -56,17 +56,18 @@ keep_going() {
 
 busy_pids=()
 stop_busy() {
-  for pid in "${busy_pids[@]}"; do kill "$pid" 2>/dev/null || true; done
+  for pid in ${busy_pids[@]+"${busy_pids[@]}"}; do kill "$pid" 2>/dev/null || true; done
   busy_pids=()
 }
+trap stop_busy EXIT
 if [ "$busy" -gt 0 ]; then
   for _ in $(seq "$busy"); do
-    sh -c 'while :; do :; done' &
+    # Each loop ends by itself once this script is gone, even if it was killed outright.
+    sh -c 'while kill -0 "$1" 2>/dev/null; do :; done' busy "$$" </dev/null >/dev/null 2>&1 &
     busy_pids+=("$!")
   done
   echo "==> $busy busy processes beside the suite: ${busy_pids[*]}"
 fi
-trap stop_busy EXIT
 
 step "checking system packages"
 missing=()
@@ -172,13 +173,16 @@ for candidate in "${junit_candidates[@]}"; do
 done
 if [ -n "$junit" ]; then
   echo "==> the ten slowest tests"
-  python3 - "$junit" <<'PY'
+  if ! python3 - "$junit" <<'PY'
 import sys
 import xml.etree.ElementTree as tree
 cases = [(float(c.get("time") or 0), f'{c.get("classname")} {c.get("name")}') for c in tree.parse(sys.argv[1]).iter("testcase")]
 for seconds, name in sorted(cases, reverse=True)[:10]:
     print(f"  {seconds:7.1f}s  {name}")
 PY
+  then
+    echo "==> could not read $junit"
+  fi
 fi
 if ((${#failed[@]})); then
   echo "==> FAILED steps: ${failed[*]}"

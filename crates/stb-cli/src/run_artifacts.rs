@@ -52,9 +52,16 @@ struct StepFile {
 
 fn step_file(sequence: usize, id: &str, sql: &str, template: bool) -> StepFile {
     let extension = if template { "sql.template" } else { "sql" };
+    let sql = sql.trim_end();
+    // A `;` after a trailing `--` comment would be part of the comment.
+    let terminator = if sql.lines().last().is_some_and(|l| l.contains("--")) {
+        "\n;"
+    } else {
+        ";"
+    };
     StepFile {
         name: format!("steps/{sequence:04}_{id}.{extension}"),
-        text: format!("-- step: {id}\n{};\n", sql.trim_end()),
+        text: format!("-- step: {id}\n{sql}{terminator}\n"),
     }
 }
 

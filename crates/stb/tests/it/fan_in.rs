@@ -117,22 +117,28 @@ fn send(topic: &str, orders: std::ops::Range<u64>, kind: &str) {
 }
 
 /// Waits until every table holds at least its rows of orders `0..n`, for as long as rows
-/// keep arriving: a loaded machine delivers them late, not never. Gives up (false) only
-/// when no table gained a row for 90 s, so a stalled landing still fails the test.
+/// keep arriving (see [`wait_while_arriving`]).
 fn wait_while_rows_arrive(database: &str, n: u64) -> bool {
+    let wanted: Vec<usize> = TABLES.iter().map(|t| expected(t, n).len()).collect();
+    wait_while_arriving(
+        &|| TABLES.iter().map(|t| rows(database, t).len()).collect(),
+        &wanted,
+    )
+}
+
+/// Waits until each count `counts` reads reaches the one `wanted` at its place, for as
+/// long as the counts keep growing: a loaded machine delivers rows late, not never. Gives
+/// up (false) only when none grew for 90 s, so a stalled landing still fails the test.
+fn wait_while_arriving(counts: &dyn Fn() -> Vec<usize>, wanted: &[usize]) -> bool {
     let stall = Duration::from_secs(90);
     let mut seen = 0;
     let mut progressed = std::time::Instant::now();
     loop {
-        let counts: Vec<usize> = TABLES.iter().map(|t| rows(database, t).len()).collect();
-        if TABLES
-            .iter()
-            .zip(&counts)
-            .all(|(t, count)| *count >= expected(t, n).len())
-        {
+        let now = counts();
+        if now.iter().zip(wanted).all(|(count, want)| count >= want) {
             return true;
         }
-        let total: usize = counts.iter().sum();
+        let total: usize = now.iter().sum();
         if total > seen {
             seen = total;
             progressed = std::time::Instant::now();
@@ -185,11 +191,9 @@ fn assert_every_table_exactly(database: &str, n: u64, context: &str) {
 fn land_orders(database: &str, topic: &str, range: std::ops::Range<u64>) {
     for (index, kind) in KINDS.iter().enumerate() {
         send(topic, range.clone(), kind);
-        let want = range.end * (index as u64 + 1);
+        let want = usize::try_from(range.end * (index as u64 + 1)).expect("a count");
         assert!(
-            wait_for(Duration::from_secs(90), || {
-                rows(database, "alpha").len() as u64 >= want
-            }),
+            wait_while_arriving(&|| vec![rows(database, "alpha").len()], &[want]),
             "{kind} events landed"
         );
     }
