@@ -18,7 +18,7 @@ use std::time::Duration;
 
 use serde_json::Value;
 use stb_test_support::kafka::{Record, create_topic, produce, run_base_ms};
-use stb_test_support::{TestDatabase, execute, stack, stb_on_project, unique_name, wait_for};
+use stb_test_support::{TestDatabase, execute, stack, stb_on_project, unique_name};
 
 const TABLES: [&str; 6] = ["alpha", "beta", "gamma", "delta", "epsilon", "zeta"];
 const KINDS: [&str; 3] = ["created", "paid", "shipped"];
