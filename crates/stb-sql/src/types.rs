@@ -191,6 +191,28 @@ fn inside_cast(tokens: &[Token<'_>], index: usize) -> bool {
     false
 }
 
+/// The longest run of words at `at` (up to [`LONGEST_ALIAS`]) that is a known family
+/// name or alias: the alias in lower case, the family it stands for, and its word count.
+fn known_alias(tokens: &[Token<'_>], at: usize) -> Option<(String, &'static str, usize)> {
+    let words = tokens
+        .get(at..)?
+        .iter()
+        .take(LONGEST_ALIAS)
+        .take_while(|t| t.kind == Kind::Word)
+        .count();
+    (1..=words).rev().find_map(|count| {
+        let alias = tokens[at..at + count]
+            .iter()
+            .map(|t| t.text.to_ascii_lowercase())
+            .collect::<Vec<_>>()
+            .join(" ");
+        FAMILIES
+            .iter()
+            .find(|(a, _)| *a == alias)
+            .map(|(_, family)| (alias, *family, count))
+    })
+}
+
 /// The last token of the type that starts at `at`: its family's words (a known alias of
 /// several words, or one word) and its balanced argument list.
 fn type_extent(tokens: &[Token<'_>], at: usize) -> Option<usize> {
@@ -198,22 +220,7 @@ fn type_extent(tokens: &[Token<'_>], at: usize) -> Option<usize> {
     if first.kind != Kind::Word {
         return None;
     }
-    let words = tokens[at..]
-        .iter()
-        .take(LONGEST_ALIAS)
-        .take_while(|t| t.kind == Kind::Word)
-        .count();
-    let count = (1..=words)
-        .rev()
-        .find(|&count| {
-            let alias = tokens[at..at + count]
-                .iter()
-                .map(|t| t.text.to_ascii_lowercase())
-                .collect::<Vec<_>>()
-                .join(" ");
-            count == 1 || FAMILIES.iter().any(|(a, _)| *a == alias)
-        })
-        .unwrap_or(1);
+    let count = known_alias(tokens, at).map_or(1, |(_, _, count)| count);
     let last = at + count - 1;
     match tokens.get(last + 1) {
         Some(open) if open.is_punct("(") => crate::lexer::matching_close(tokens, last + 1),
@@ -257,27 +264,17 @@ impl<'t, 'a> Parser<'t, 'a> {
 
     /// A family (its words) with its arguments, canonical.
     fn data_type(&mut self) -> Option<String> {
-        let words = self.words_ahead();
-        if words == 0 {
+        if self.words_ahead() == 0 {
             return None;
         }
         // The longest run of words that is a known alias; otherwise one word.
-        let mut family = None;
-        for count in (1..=words.min(LONGEST_ALIAS)).rev() {
-            let alias = self.tokens[self.at..self.at + count]
-                .iter()
-                .map(|t| t.text.to_ascii_lowercase())
-                .collect::<Vec<_>>()
-                .join(" ");
-            if let Some((_, canonical)) = FAMILIES.iter().find(|(a, _)| *a == alias) {
-                family = Some((alias, (*canonical).to_owned(), count));
-                break;
-            }
-        }
-        let (alias, name, count) = family.unwrap_or_else(|| {
-            let word = self.tokens[self.at].text;
-            (word.to_ascii_lowercase(), word.to_owned(), 1)
-        });
+        let (alias, name, count) = known_alias(self.tokens, self.at).map_or_else(
+            || {
+                let word = self.tokens[self.at].text;
+                (word.to_ascii_lowercase(), word.to_owned(), 1)
+            },
+            |(alias, family, count)| (alias, family.to_owned(), count),
+        );
         self.at += count;
         let arguments = if self.peek().is_some_and(|t| t.is_punct("(")) {
             self.at += 1;
