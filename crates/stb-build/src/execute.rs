@@ -18,8 +18,8 @@ use stb_warehouse::{Client, WarehouseError};
 use crate::replay_watch::ReplayWatch;
 use crate::secrets::{inline_secrets, resolve_secrets, scrub};
 use crate::undo::{
-    REPLAYS_COMPLETE_EVENT, RESTORE_POINT_DURABLE_EVENT, RESTORE_POINT_EVENT, RestorePoint,
-    TARGET_RESTORED_EVENT, WORKFLOW_COMPLETED_EVENT,
+    REPLAYS_COMPLETE_EVENT, RESTORE_POINT_DURABLE_EVENT, RESTORE_POINT_EVENT, ReadAhead,
+    RestorePoint, TARGET_RESTORED_EVENT, WORKFLOW_COMPLETED_EVENT,
 };
 
 /// How the run ended.
@@ -238,6 +238,18 @@ pub fn run(
     observer: &dyn Observer,
     interrupt: &AtomicBool,
 ) -> Execution {
+    run_from(client, workflow, observer, interrupt, None)
+}
+
+/// [`run`], recording the restore point `ahead` when the caller read it (under the
+/// target lock, before anything changed) instead of reading it again.
+pub fn run_from(
+    client: &Arc<Client>,
+    workflow: &Workflow,
+    observer: &dyn Observer,
+    interrupt: &AtomicBool,
+    ahead: Option<ReadAhead>,
+) -> Execution {
     let mut execution = Execution {
         status: Status::Succeeded,
         completed_steps: Vec::new(),
@@ -255,7 +267,7 @@ pub fn run(
     let mut revision = 1;
     // Before the first change: what the target holds, durably on record, so a build that
     // stops here or anywhere later (a kill included) can be given back.
-    let point = match record_restore_point(client, workflow, observer) {
+    let point = match record_restore_point(client, workflow, observer, ahead) {
         Ok(point) => point,
         Err(message) => {
             execution.status = Status::Failed;
@@ -477,24 +489,33 @@ pub fn run(
     execution
 }
 
-/// Reads and records the restore point, and waits until it is durable.
+/// Reads (unless the caller read it `ahead`) and records the restore point, and waits
+/// until it is durable.
 fn record_restore_point(
     client: &Client,
     workflow: &Workflow,
     observer: &dyn Observer,
+    ahead: Option<ReadAhead>,
 ) -> Result<RestorePoint, String> {
     let started = Instant::now();
-    let point = RestorePoint::read(client, workflow)?;
+    let read_ahead = ahead.is_some();
+    let point = match ahead {
+        Some(ahead) => ahead.point?,
+        None => RestorePoint::read(client, workflow)?,
+    };
     let mut payload = serde_json::to_value(&point).unwrap_or_default();
+    // A point read ahead cost its share of the recheck's request, counted there.
     payload["readMs"] = u64::try_from(started.elapsed().as_millis())
         .unwrap_or(u64::MAX)
         .into();
+    payload["readAhead"] = read_ahead.into();
     observer.event(RESTORE_POINT_EVENT, None, payload);
     observer
         .checkpoint()
         .map_err(|e| format!("the restore point could not be recorded: {e}"))?;
-    // What keeping the target restorable cost before the first change: the read and the
-    // wait until the record was durable (reported with the next checkpoint).
+    // What keeping the target restorable cost before the first change: the read (when
+    // not ahead) and the wait until the record was durable (reported with the next
+    // checkpoint).
     observer.event(
         RESTORE_POINT_DURABLE_EVENT,
         None,

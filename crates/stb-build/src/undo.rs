@@ -44,18 +44,40 @@ impl RestorePoint {
     /// # Errors
     /// The catalog could not be read, or an earlier build's aside is present.
     pub fn read(client: &Client, workflow: &Workflow) -> Result<Self, String> {
+        Self::read_stamped(client, workflow, &[]).0
+    }
+
+    /// [`Self::read`], with the catalog stamp of `stamp_databases` read in the same request
+    /// ([`Client::definitions_stamped`]); the stamp is `None` when the request failed.
+    pub fn read_stamped(
+        client: &Client,
+        workflow: &Workflow,
+        stamp_databases: &[String],
+    ) -> (Result<Self, String>, Option<String>) {
         let undo = workflow.undo.clone();
         // With what it touches, in the same read: the asides an earlier build may have left
         // of any relation this one makes.
         let mut names = undo.relations();
         names.extend(undo.created.iter().map(|r| aside_name(r)));
-        let before = held_of(client, &undo.database, &names)?;
+        let (before, stamp) =
+            match client.definitions_stamped(&undo.database, &names, stamp_databases) {
+                Ok((definitions, stamp)) => (held_from(definitions), stamp),
+                Err(e) => {
+                    return (
+                        Err(format!("the target's relations could not be read: {e}")),
+                        None,
+                    );
+                }
+            };
         if let Some(aside) = before.keys().find(|name| is_aside(name)) {
-            return Err(format!(
-                "'{aside}' is still there: an earlier build set it aside and was neither undone nor finished; run `stb unlock` to give the target back as that build found it"
-            ));
+            return (
+                Err(format!(
+                    "'{aside}' is still there: an earlier build set it aside and was neither undone nor finished; run `stb unlock` to give the target back as that build found it"
+                )),
+                stamp,
+            );
         }
-        Ok(Self {
+        let point = Self {
             undo,
             before,
             resume: workflow
@@ -63,8 +85,16 @@ impl RestorePoint {
                 .iter()
                 .map(|l| l.resume_sql.clone())
                 .collect(),
-        })
+        };
+        (Ok(point), stamp)
     }
+}
+
+/// A restore point read ahead of the run, under the target lock, in the request that
+/// rechecks the catalog: the run records it instead of reading it again.
+#[derive(Debug)]
+pub struct ReadAhead {
+    pub point: Result<RestorePoint, String>,
 }
 
 /// The relations of `undo` as the target holds them now.
@@ -80,13 +110,17 @@ fn held_of(
     database: &str,
     names: &[String],
 ) -> Result<BTreeMap<String, Held>, String> {
-    let definitions = client
+    client
         .definitions(database, names)
-        .map_err(|e| format!("the target's relations could not be read: {e}"))?;
-    Ok(definitions
+        .map(held_from)
+        .map_err(|e| format!("the target's relations could not be read: {e}"))
+}
+
+fn held_from(definitions: stb_warehouse::Definitions) -> BTreeMap<String, Held> {
+    definitions
         .into_iter()
         .map(|(name, (engine, create))| (name, Held { engine, create }))
-        .collect())
+        .collect()
 }
 
 /// What to run now to give the target back as `point` found it: the undo (`finish` false),

@@ -44,6 +44,9 @@ impl Catalog {
 
 const ATTEMPTS: u64 = 3;
 
+/// Each relation's engine and `create_table_query`, by name.
+pub type Definitions = BTreeMap<String, (String, String)>;
+
 fn text(rows: &Rows, row: usize, column: &str) -> String {
     rows.text(row, column).unwrap_or_default()
 }
@@ -71,19 +74,56 @@ impl Client {
         &self,
         database: &str,
         names: &[String],
-    ) -> Result<BTreeMap<String, (String, String)>, WarehouseError> {
-        let rows = self.tables_named(database, names, "engine, create_table_query", "")?;
-        Ok((0..rows.data.len())
-            .map(|row| {
-                (
-                    text(&rows, row, "name"),
-                    (
-                        text(&rows, row, "engine"),
-                        text(&rows, row, "create_table_query"),
-                    ),
-                )
-            })
-            .collect())
+    ) -> Result<Definitions, WarehouseError> {
+        self.definitions_stamped(database, names, &[])
+            .map(|(definitions, _)| definitions)
+    }
+
+    /// [`Self::definitions`], with the [`catalog_stamp_sql`] of `stamp_databases` read in
+    /// the same request (`None` when no database is given): a build reads what it may
+    /// have to give back and learns whether anything its checks judged changed, in one
+    /// round trip, under the target lock.
+    ///
+    /// # Errors
+    /// The catalog could not be read.
+    pub fn definitions_stamped(
+        &self,
+        database: &str,
+        names: &[String],
+        stamp_databases: &[String],
+    ) -> Result<(Definitions, Option<String>), WarehouseError> {
+        if stamp_databases.is_empty() && names.is_empty() {
+            return Ok((BTreeMap::new(), None));
+        }
+        // No relation has an empty name: the stamp travels in a row of its own.
+        let mut parts = Vec::new();
+        if !names.is_empty() {
+            let listed: Vec<String> = names.iter().map(|n| stb_ddl::string_literal(n)).collect();
+            parts.push(format!(
+                "SELECT name, engine, create_table_query FROM system.tables WHERE database = {} AND name IN ({})",
+                stb_ddl::string_literal(database),
+                listed.join(", ")
+            ));
+        }
+        if !stamp_databases.is_empty() {
+            parts.push(format!(
+                "SELECT '' AS name, '' AS engine, ({}) AS create_table_query",
+                catalog_stamp_sql(stamp_databases)
+            ));
+        }
+        let rows = self.query(&parts.join(" UNION ALL "))?;
+        let mut definitions = BTreeMap::new();
+        let mut stamp = None;
+        for row in 0..rows.data.len() {
+            let name = text(&rows, row, "name");
+            let create = text(&rows, row, "create_table_query");
+            if name.is_empty() {
+                stamp = Some(create);
+            } else {
+                definitions.insert(name, (text(&rows, row, "engine"), create));
+            }
+        }
+        Ok((definitions, stamp))
     }
 
     /// `name` and `columns` of the `system.tables` rows of `names` in `database` that meet

@@ -225,6 +225,62 @@ fn the_catalog_read_carries_the_stamp_of_every_database_named_at_no_extra_reques
         .expect("catalog");
     assert_eq!(without, None);
 }
+
+#[test]
+fn the_definitions_read_carries_the_stamp_in_the_same_request() {
+    let target = TestDatabase::create("warehouse_definitions_stamp");
+    let client = client(Some(&target.name));
+    let databases = [target.name.clone()];
+    let names = ["kept".to_owned(), "missing".to_owned()];
+    // No relation yet: the stamp still comes back (a first build reads nothing to give back).
+    let before = client.requests();
+    let (definitions, stamp) = client
+        .definitions_stamped(&target.name, &names, &databases)
+        .expect("read");
+    assert_eq!(client.requests() - before, 1, "one request");
+    assert!(definitions.is_empty(), "{definitions:?}");
+    let empty = stamp.expect("a stamp with no relation");
+    client
+        .execute(
+            "CREATE TABLE kept (x UInt8) ENGINE = MergeTree ORDER BY x",
+            None,
+        )
+        .expect("table");
+    let before = client.requests();
+    let (definitions, stamp) = client
+        .definitions_stamped(&target.name, &names, &databases)
+        .expect("read");
+    assert_eq!(client.requests() - before, 1, "one request");
+    assert_eq!(
+        definitions.keys().collect::<Vec<_>>(),
+        vec!["kept"],
+        "only what exists"
+    );
+    let (engine, create) = &definitions["kept"];
+    assert_eq!(engine, "MergeTree");
+    assert!(create.starts_with("CREATE TABLE"), "{create}");
+    let stamp = stamp.expect("a stamp");
+    assert_ne!(stamp, empty, "the new table shows in the stamp");
+    let alone = client
+        .query(&format!(
+            "SELECT ({}) AS stamp",
+            stb_warehouse::catalog_stamp_sql(&databases)
+        ))
+        .expect("stamp")
+        .text(0, "stamp");
+    assert_eq!(Some(stamp), alone, "the same stamp as read on its own");
+    // Without databases to stamp: the plain read.
+    assert_eq!(
+        client
+            .definitions_stamped(&target.name, &names, &[])
+            .expect("read"),
+        (
+            client.definitions(&target.name, &names).expect("plain"),
+            None
+        )
+    );
+}
+
 #[test]
 fn the_target_lock_is_a_mutex_that_checks_its_owner() {
     use stb_warehouse::{LockError, TargetLock, lock_holder};

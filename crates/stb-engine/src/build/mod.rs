@@ -9,7 +9,8 @@ use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
-use stb_build::execute::{Execution, Observer, Status, planned_statements, run as execute};
+use stb_build::execute::{Execution, Observer, Status, planned_statements, run_from as execute};
+use stb_build::undo::{ReadAhead, RestorePoint};
 use stb_warehouse::records::{
     ModelDefinition, NodeResult, write_fingerprints, write_manifest, write_node_results,
 };
@@ -233,13 +234,16 @@ pub struct Recheck<'a> {
 }
 
 impl Recheck<'_> {
-    /// Every phase's statements, checked against the warehouse as it is now.
+    /// Every phase's statements, checked against the warehouse as it is now, and the first
+    /// phase's restore point, read in the same request as the catalog's stamp (the lock is
+    /// held: nothing changes it before that phase runs).
     ///
     /// # Errors
     /// The warehouse refused some (STB-PLAN-006, the first located), or could not be asked.
-    fn run(&self, client: &Client, phases: &[Phase<'_>]) -> Result<(), EngineError> {
+    fn run(&self, client: &Client, phases: &[Phase<'_>]) -> Result<Option<ReadAhead>, EngineError> {
         let mut refused = stb_diagnostics::Diagnostics::new();
-        for (planned, observer, _) in phases {
+        let mut ahead = None;
+        for (index, (planned, observer, _)) in phases.iter().enumerate() {
             // Nothing the checks read has changed since they ran: one query, not the checks.
             let started = std::time::Instant::now();
             let databases =
@@ -248,7 +252,14 @@ impl Recheck<'_> {
                 .validated
                 .as_ref()
                 .and_then(|v| v.catalog_stamp.as_deref());
-            let now = crate::validation::catalog_stamp(client, &databases);
+            let now = if index == 0 {
+                let (point, stamp) =
+                    RestorePoint::read_stamped(client, &planned.workflow, &databases);
+                ahead = Some(ReadAhead { point });
+                stamp
+            } else {
+                crate::validation::catalog_stamp(client, &databases)
+            };
             if recorded.is_some() && now.as_deref() == recorded {
                 observer.event(
                     RECHECKED_EVENT,
@@ -272,7 +283,7 @@ impl Recheck<'_> {
         }
         let sorted = refused.into_sorted();
         let Some(first) = sorted.first() else {
-            return Ok(());
+            return Ok(ahead);
         };
         // The warehouse could not be asked at all: that, not a change, is what to say.
         if let Some(unreachable) = sorted
@@ -343,18 +354,21 @@ pub fn execute_phases_locked(
             return Err(refused);
         }
     }
-    if let Err(refused) = recheck.run(client, phases) {
-        if let Err(error) = lock.release() {
-            return Err(EngineError {
-                hint: format!(
-                    "{} (the target lock was not released: {error}; run `stb unlock`)",
-                    refused.hint
-                ),
-                ..refused
-            });
+    let mut ahead = match recheck.run(client, phases) {
+        Ok(ahead) => ahead,
+        Err(refused) => {
+            if let Err(error) = lock.release() {
+                return Err(EngineError {
+                    hint: format!(
+                        "{} (the target lock was not released: {error}; run `stb unlock`)",
+                        refused.hint
+                    ),
+                    ..refused
+                });
+            }
+            return Err(refused);
         }
-        return Err(refused);
-    }
+    };
     let mut results = Vec::with_capacity(phases.len());
     let mut go_on = true;
     for (planned, observer, run) in phases {
@@ -362,7 +376,9 @@ pub fn execute_phases_locked(
             results.push(None);
             continue;
         }
-        let result = execute_held(client, planned, *observer, run, interrupt);
+        // The first phase's restore point was read with the recheck; the later ones read
+        // theirs once the phases before them have run.
+        let result = execute_held(client, planned, *observer, run, interrupt, ahead.take());
         go_on = matches!(&result, Ok(ran) if ran.execution.status == Status::Succeeded);
         results.push(Some(result));
     }
@@ -384,6 +400,7 @@ fn execute_held(
     observer: &dyn Observer,
     run: &RunIdentity,
     interrupt: &AtomicBool,
+    ahead: Option<ReadAhead>,
 ) -> Result<Ran, EngineError> {
     let database = &planned.workflow.database;
     let statements = planned_statements(&planned.workflow);
@@ -395,7 +412,7 @@ fn execute_held(
             None => Ok(()),
         });
     started?;
-    let execution = execute(client, &planned.workflow, observer, interrupt);
+    let execution = execute(client, &planned.workflow, observer, interrupt, ahead);
     let mut warnings = Vec::new();
     if let (Some(deployment), Status::Succeeded) = (&planned.deployment, execution.status)
         && let Err(error) = complete_deployment(client, database, deployment, &workflow_id)

@@ -331,6 +331,15 @@ fn a_build_that_waited_for_the_lock_checks_its_statements_again_before_any_chang
         .trim(),
         "1\t1"
     );
+    // And that read carried the restore point: the run did not read it again.
+    assert_eq!(
+        execute(&format!(
+            "SELECT countIf(JSONExtractBool(payload_json, 'readAhead')), count() FROM {}._streambuild_run_events WHERE event_kind = 'restore_point' FORMAT TSV",
+            db.name
+        ))
+        .trim(),
+        "1\t1"
+    );
     let rows = |db: &str| {
         execute(&format!(
             "SELECT * FROM {db}.tbl__side ORDER BY ALL FORMAT TSV"
