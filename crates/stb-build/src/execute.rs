@@ -174,13 +174,23 @@ pub fn planned_statements(workflow: &Workflow) -> Vec<PlannedStatement> {
         .collect()
 }
 
-/// A replay or seed statement, rendered from its root's capture.
+/// A replay, seed or watermark statement, rendered from its root's capture.
 fn runtime_statement(
     workflow: &Workflow,
     action: &Action,
-    root: usize,
     captures: &[Option<Capture>],
 ) -> Result<String, String> {
+    let root = match action {
+        Action::Watermark(index) => {
+            let watermark = &workflow.watermarks[*index];
+            return captures[watermark.root]
+                .as_ref()
+                .map(|capture| watermark.render(&workflow.database, capture))
+                .ok_or_else(|| "the boundary this step records was not captured".into());
+        }
+        Action::Replay(root) | Action::Seed(root) => *root,
+        _ => return Err("this step is not rendered at runtime".into()),
+    };
     let replay = &workflow.roots[root];
     let capture = captures[root].as_ref();
     match action {
@@ -283,7 +293,12 @@ pub fn run_from(
     };
     let mut replays_complete = false;
     for (index, step) in workflow.steps.iter().enumerate() {
-        if !replays_complete && matches!(step.phase, Phase::Activation | Phase::Cleanup) {
+        if !replays_complete
+            && matches!(
+                step.phase,
+                Phase::Activation | Phase::Cleanup | Phase::Finalization
+            )
+        {
             observer.event(REPLAYS_COMPLETE_EVENT, None, serde_json::json!({}));
             if let Err(error) = observer.checkpoint() {
                 execution.status = Status::Failed;
@@ -306,9 +321,9 @@ pub fn run_from(
             Action::Capture(root) => workflow.roots[*root].capture_sql.clone(),
             Action::SettleInserts => stb_plan::workflow::RUNNING_INSERTS_SQL.to_owned(),
             Action::ResetConsumerGroup(_) => workflow.recorded_sql(step),
-            Action::Replay(root) | Action::Seed(root) => {
-                let rendered = runtime_statement(workflow, &step.action, *root, &captures)
-                    .and_then(|sql| {
+            Action::Replay(_) | Action::Seed(_) | Action::Watermark(_) => {
+                let rendered =
+                    runtime_statement(workflow, &step.action, &captures).and_then(|sql| {
                         record_rendered(observer, &mut execution, index, &sql, &mut revision)
                             .map(|()| sql)
                     });

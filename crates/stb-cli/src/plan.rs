@@ -54,7 +54,8 @@ pub(crate) fn run(args: &PlanArgs) -> ExitCode {
     if let Err(invalid) = &prepared.validation {
         return report(invalid.clone(), args.json);
     }
-    if let Err(failure) = crate::run_artifacts::write_plan(&project.root, &prepared.planned) {
+    let json = crate::plan_render::json(&prepared.planned);
+    if let Err(failure) = crate::run_artifacts::write_plan(&project.root, &prepared.planned, json) {
         return fail(&failure, args.json);
     }
     crate::plan_render::print(&prepared.planned, args.json, args.verbose);
@@ -74,14 +75,22 @@ fn plan_virtual(
             ..
         }) => report(invalid, args.json),
         Ok(prepared) => match &prepared.staged {
-            Some(staged) if args.json => {
+            Some(staged) => {
+                // target/run/plan/ holds the deployment's JSON and its build's steps.
                 let mut value = crate::staged_render::json(staged);
                 value["plan_hash"] = crate::direct::plan_hash(&[&prepared]).into();
-                crate::output::print_json(&value);
-                ExitCode::SUCCESS
-            }
-            Some(staged) => {
-                crate::staged_render::print(staged, args.json, args.verbose);
+                if let Err(failure) = crate::run_artifacts::write_plan(
+                    &project.root,
+                    &prepared.planned,
+                    value.clone(),
+                ) {
+                    return fail(&failure, args.json);
+                }
+                if args.json {
+                    crate::output::print_json(&value);
+                } else {
+                    crate::staged_render::print(staged, args.json, args.verbose);
+                }
                 ExitCode::SUCCESS
             }
             None => {

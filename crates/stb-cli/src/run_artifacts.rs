@@ -92,12 +92,26 @@ fn plan_step_files_limit() -> usize {
 /// templates until their boundary is captured) and, up to [`PLAN_STEP_FILES_LIMIT`]
 /// statements, `steps/NNNN_<step>.sql`. One file per statement costs a file creation
 /// each, which at 2,000 models (8,000 statements) takes longer than the plan itself.
-pub(crate) fn write_plan(root: &Path, planned: &Planned) -> Result<(), Failure> {
+/// `plan` is what `stb plan --json` prints (a direct plan's, or a virtual plan's
+/// deployment); the steps are `planned`'s workflow either way (under `steps`, or
+/// `workflow_steps` when the plan has `steps` of its own). A mixed plan writes none, as
+/// the reference's does not.
+pub(crate) fn write_plan(
+    root: &Path,
+    planned: &Planned,
+    mut plan: serde_json::Value,
+) -> Result<(), Failure> {
     let workflow = &planned.workflow;
-    let mut plan = crate::plan_render::json(planned);
     let with_step_files = workflow.steps.len() <= plan_step_files_limit();
     plan["step_files"] = serde_json::json!(with_step_files);
-    plan["steps"] = workflow
+    // A virtual plan's own `steps` are the reference's step labels: the workflow's go
+    // beside them.
+    let key = if plan.get("steps").is_some() {
+        "workflow_steps"
+    } else {
+        "steps"
+    };
+    plan[key] = workflow
         .steps
         .iter()
         .enumerate()
@@ -143,7 +157,10 @@ pub(crate) fn write_plan(root: &Path, planned: &Planned) -> Result<(), Failure> 
 
 /// A statement a plan can only show as a template: its boundary is captured at run time.
 fn is_template(action: &Action) -> bool {
-    matches!(action, Action::Replay(_) | Action::Seed(_))
+    matches!(
+        action,
+        Action::Replay(_) | Action::Seed(_) | Action::Watermark(_)
+    )
 }
 
 /// `target/run/build/`: `workflow.sql` (what ran, replays rendered), the same statements

@@ -505,12 +505,69 @@ pub fn prepare_build(
             starts: staged.root_starts.clone(),
         },
     )?;
-    planned.deployment = Some(Deployment {
+    let deployment = Deployment {
         id: staged.deployment.clone(),
         replay_lineage_mode,
         objects,
-    });
+    };
+    record_in_workflow(
+        &mut planned.workflow,
+        &deployment,
+        &deployment_compiled.plan_models,
+        &compiled.plan_sources,
+    );
+    planned.deployment = Some(deployment);
     Ok(planned)
+}
+
+/// What a deployment records, as steps of its own workflow (so its step files hold every
+/// statement it ran): its objects after the preparation, each root's boundary after its
+/// capture, and, last, its header, which makes it complete. The header's fingerprint is
+/// the sha256 of every statement before it.
+fn record_in_workflow(
+    workflow: &mut stb_plan::workflow::Workflow,
+    deployment: &Deployment,
+    models: &[stb_plan::direct::PlanModel],
+    sources: &[stb_plan::direct::PlanSource],
+) {
+    use stb_plan::workflow::{Phase, Step};
+    let database = workflow.database.clone();
+    if let Some(sql) =
+        stb_warehouse::deployments::record_objects_sql(&database, &deployment.object_states())
+    {
+        let at = workflow
+            .steps
+            .iter()
+            .position(|step| step.phase != Phase::Preparation)
+            .unwrap_or(workflow.steps.len());
+        workflow.steps.insert(
+            at,
+            Step::statement(
+                "persist_candidate_metadata".to_owned(),
+                Phase::Preparation,
+                sql,
+            ),
+        );
+    }
+    stb_plan::watermark::record_boundaries(workflow, deployment.id.as_str(), models, sources);
+    let fingerprint = stb_warehouse::statements::workflow_sha256(
+        &stb_build::execute::planned_statements(workflow),
+    );
+    let created_at = deployment.id.created_at();
+    let header = stb_warehouse::deployments::complete_sql(
+        &database,
+        &stb_warehouse::deployments::Header {
+            deployment_id: deployment.id.as_str(),
+            workflow_fingerprint: &fingerprint,
+            replay_lineage_mode: &deployment.replay_lineage_mode,
+            created_at: &created_at,
+        },
+    );
+    workflow.steps.push(Step::statement(
+        "complete_deployment".to_owned(),
+        Phase::Finalization,
+        header,
+    ));
 }
 
 /// Refuses a deployment id that names a complete deployment: its copies may be published,

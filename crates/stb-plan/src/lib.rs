@@ -13,4 +13,5 @@ pub mod shrink;
 pub mod sql_change;
 pub mod validation;
 pub mod virtual_plan;
+pub mod watermark;
 pub mod workflow;

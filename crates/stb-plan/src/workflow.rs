@@ -27,6 +27,10 @@ pub enum Phase {
     Activation,
     /// After everything else: the tables moved aside are dropped (see [`crate::restore`]).
     Cleanup,
+    /// A virtual deployment's last step: its header row, which makes it complete. Like
+    /// activation, it comes after every replay: a build that stops here is finished, not
+    /// undone.
+    Finalization,
 }
 
 impl Phase {
@@ -41,6 +45,7 @@ impl Phase {
             Self::Replay => "replay",
             Self::Activation => "activation",
             Self::Cleanup => "cleanup",
+            Self::Finalization => "finalization",
         }
     }
 }
@@ -62,6 +67,9 @@ pub enum Action {
     Replay(usize),
     /// Renders and runs root `n`'s seed from its capture (see [`crate::seed`]).
     Seed(usize),
+    /// Renders and runs watermark `n`'s insert from its root's capture (see
+    /// [`crate::watermark`]).
+    Watermark(usize),
 }
 
 /// The running inserts a settle step waits for.
@@ -78,7 +86,8 @@ pub struct Step {
 }
 
 impl Step {
-    fn statement(id: String, phase: Phase, sql: String) -> Self {
+    #[must_use]
+    pub fn statement(id: String, phase: Phase, sql: String) -> Self {
         Self {
             id,
             phase,
@@ -87,7 +96,8 @@ impl Step {
         }
     }
 
-    fn of(id: String, phase: Phase, action: Action) -> Self {
+    #[must_use]
+    pub fn of(id: String, phase: Phase, action: Action) -> Self {
         Self {
             id,
             phase,
@@ -105,7 +115,9 @@ impl Step {
             Action::Capture(_) | Action::SettleInserts => "query",
             Action::ResetConsumerGroup(_) => "kafka",
             Action::Statement(_) if self.phase == Phase::Stabilization => "query",
-            Action::Statement(_) | Action::Replay(_) | Action::Seed(_) => "mutation",
+            Action::Statement(_) | Action::Replay(_) | Action::Seed(_) | Action::Watermark(_) => {
+                "mutation"
+            }
         }
     }
 }
@@ -170,6 +182,8 @@ pub struct Workflow {
     pub fresh_groups: Vec<FreshGroup>,
     /// What a build that does not finish must undo (see [`crate::restore`]).
     pub undo: crate::restore::Undo,
+    /// The boundaries a virtual deployment records (see [`crate::watermark`]).
+    pub watermarks: Vec<crate::watermark::Watermark>,
 }
 
 /// The consumer group of a landing the build creates.
@@ -242,6 +256,10 @@ impl Workflow {
                     .as_ref()
                     .map(|seed| seed.placeholder(&root.model))
                     .unwrap_or_default()
+            }
+            Action::Watermark(index) => {
+                let watermark = &self.watermarks[*index];
+                watermark.placeholder(&self.roots[watermark.root].model)
             }
         }
     }
@@ -466,6 +484,7 @@ pub fn assemble(
         paused_landings,
         fresh_groups,
         undo,
+        watermarks: Vec::new(),
     })
 }
 

@@ -103,8 +103,27 @@ fn insert_objects(
     observation: Option<&str>,
     objects: &[ObjectState<'_>],
 ) -> Result<(), WarehouseError> {
+    if let Some(sql) = objects_sql(database, kind, observation, objects) {
+        client.execute(&sql, None)?;
+    }
+    Ok(())
+}
+
+/// The insert [`record_objects`] runs (`None` for no object): a virtual build runs it as
+/// a step of its workflow, so its step files hold it.
+#[must_use]
+pub fn record_objects_sql(database: &str, objects: &[ObjectState<'_>]) -> Option<String> {
+    objects_sql(database, "deployment", None, objects)
+}
+
+fn objects_sql(
+    database: &str,
+    kind: &str,
+    observation: Option<&str>,
+    objects: &[ObjectState<'_>],
+) -> Option<String> {
     if objects.is_empty() {
-        return Ok(());
+        return None;
     }
     let db = literal(database);
     let rows: Vec<String> = objects
@@ -135,15 +154,11 @@ fn insert_objects(
             )
         })
         .collect();
-    client.execute(
-        &format!(
-            "INSERT INTO {} (state_id, observation_id, state_kind, deployment_id, logical_database_name, logical_object_type, logical_object_name, physical_database_name, physical_relation_name, logical_model_database, logical_model_name, is_selected_root, object_fingerprint, canonical_query, observed_at) VALUES {}",
-            stb_ddl::QualifiedName::new(database, OBJECT_STATE),
-            rows.join(", ")
-        ),
-        None,
-    )?;
-    Ok(())
+    Some(format!(
+        "INSERT INTO {} (state_id, observation_id, state_kind, deployment_id, logical_database_name, logical_object_type, logical_object_name, physical_database_name, physical_relation_name, logical_model_database, logical_model_name, is_selected_root, object_fingerprint, canonical_query, observed_at) VALUES {}",
+        stb_ddl::QualifiedName::new(database, OBJECT_STATE),
+        rows.join(", ")
+    ))
 }
 
 /// The specs recorded for `wanted` (deployment id, logical relation) pairs, newest record
@@ -213,19 +228,23 @@ pub fn complete(
     database: &str,
     header: &Header<'_>,
 ) -> Result<(), WarehouseError> {
+    client.execute(&complete_sql(database, header), None)?;
+    Ok(())
+}
+
+/// The insert [`complete`] runs: a virtual build runs it as the last step of its
+/// workflow, so its step files hold it.
+#[must_use]
+pub fn complete_sql(database: &str, header: &Header<'_>) -> String {
     let table = stb_ddl::QualifiedName::new(database, DEPLOYMENTS);
     let id = literal(header.deployment_id);
-    client.execute(
-        &format!(
-            "INSERT INTO {table} (deployment_id, workflow_fingerprint, replay_lineage_mode, boundary_time, created_at, tool_version) SELECT {id}, {}, {}, now64(3, 'UTC'), toDateTime64({}, 3, 'UTC'), {} WHERE NOT EXISTS (SELECT 1 FROM {table} WHERE deployment_id = {id})",
-            literal(header.workflow_fingerprint),
-            literal(header.replay_lineage_mode),
-            literal(header.created_at),
-            literal(env!("CARGO_PKG_VERSION")),
-        ),
-        None,
-    )?;
-    Ok(())
+    format!(
+        "INSERT INTO {table} (deployment_id, workflow_fingerprint, replay_lineage_mode, boundary_time, created_at, tool_version) SELECT {id}, {}, {}, now64(3, 'UTC'), toDateTime64({}, 3, 'UTC'), {} WHERE NOT EXISTS (SELECT 1 FROM {table} WHERE deployment_id = {id})",
+        literal(header.workflow_fingerprint),
+        literal(header.replay_lineage_mode),
+        literal(header.created_at),
+        literal(env!("CARGO_PKG_VERSION")),
+    )
 }
 
 const PUBLICATIONS: &str = "_streambuild_virtual_publications";

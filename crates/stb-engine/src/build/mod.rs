@@ -15,7 +15,7 @@ use stb_warehouse::records::{
     ModelDefinition, NodeResult, write_fingerprints, write_manifest, write_node_results,
 };
 use stb_warehouse::statements::{persist_statements, workflow_sha256};
-use stb_warehouse::{Client, deployments, metadata};
+use stb_warehouse::{Client, metadata};
 
 use crate::EngineError;
 use crate::admission::{self, LockWait, Scope};
@@ -414,14 +414,6 @@ fn execute_held(
     started?;
     let execution = execute(client, &planned.workflow, observer, interrupt, ahead);
     let mut warnings = Vec::new();
-    if let (Some(deployment), Status::Succeeded) = (&planned.deployment, execution.status)
-        && let Err(error) = complete_deployment(client, database, deployment, &workflow_id)
-    {
-        warnings.push(format!(
-            "deployment {} was built but its header was not written ({error}); it stays incomplete: run the build again with --deployment-id {}",
-            deployment.id, deployment.id
-        ));
-    }
     if let Some(note) = adopted_gap(planned, &execution) {
         warnings.push(note);
     }
@@ -474,36 +466,15 @@ fn adopted_gap(planned: &Planned, execution: &stb_build::execute::Execution) -> 
 }
 
 /// Before a deployment's workflow runs (under the lock): a complete deployment is never
-/// built again (its copies may be published), and its objects are recorded.
+/// built again (its copies may be published). (What it records is written by steps of its
+/// workflow: see `staged::prepare_build`.)
 fn open_deployment(
     client: &Client,
     database: &str,
     deployment: &crate::staged::Deployment,
 ) -> Result<(), EngineError> {
     // Checked again under the lock: another build may have completed it since the plan.
-    crate::staged::refuse_complete(client, database, &deployment.id)?;
-    deployments::record_objects(client, database, &deployment.object_states())
-        .map_err(|e| EngineError::from(&e))
-}
-
-/// After a deployment's workflow succeeded: its header, which completes it.
-fn complete_deployment(
-    client: &Client,
-    database: &str,
-    deployment: &crate::staged::Deployment,
-    workflow_id: &str,
-) -> Result<(), stb_warehouse::WarehouseError> {
-    let created_at = deployment.id.created_at();
-    deployments::complete(
-        client,
-        database,
-        &deployments::Header {
-            deployment_id: deployment.id.as_str(),
-            workflow_fingerprint: workflow_id,
-            replay_lineage_mode: &deployment.replay_lineage_mode,
-            created_at: &created_at,
-        },
-    )
+    crate::staged::refuse_complete(client, database, &deployment.id)
 }
 
 /// How a finished build ended, as recorded.

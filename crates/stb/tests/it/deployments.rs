@@ -365,6 +365,204 @@ fn virtual_builds_under_a_running_writer_lose_no_row_and_double_none() {
     assert!(written > 60, "the writer kept writing: {written}");
 }
 
+/// The step files of the last build in `dir`, in order.
+fn build_steps(dir: &Path) -> Vec<std::path::PathBuf> {
+    let mut steps: Vec<std::path::PathBuf> = std::fs::read_dir(dir.join("target/run/build/steps"))
+        .expect("steps/")
+        .map(|e| e.expect("entry").path())
+        .collect();
+    steps.sort();
+    steps
+}
+
+#[test]
+fn a_virtual_build_records_its_boundaries_and_its_step_files_reproduce_the_deployment() {
+    let db = TestDatabase::create("deploy_steps");
+    events_table(&db.name);
+    // Partitions 0, 1 and 2, offsets 0 to 9 in each.
+    insert(&db.name, 0, 10);
+    let dir = project(&db.name);
+    // A virtual plan writes target/run/plan/ as a direct one does: its JSON, and the
+    // deployment's build as step files (replays and boundary records are templates).
+    let planned = ok_json(dir.path(), &["plan", "--json"]);
+    let plan_dir = dir.path().join("target/run/plan");
+    let artifact: Value = serde_json::from_str(
+        &std::fs::read_to_string(plan_dir.join("plan.json")).expect("plan.json"),
+    )
+    .expect("JSON");
+    assert_eq!(artifact["deployment_id"], planned["deployment_id"]);
+    assert_eq!(
+        artifact["steps"], planned["steps"],
+        "the reference's step labels"
+    );
+    let mut plan_steps: Vec<std::path::PathBuf> = std::fs::read_dir(plan_dir.join("steps"))
+        .expect("plan steps/")
+        .map(|e| e.expect("entry").path())
+        .collect();
+    plan_steps.sort();
+    assert_eq!(
+        Some(plan_steps.len()),
+        artifact["workflow_steps"].as_array().map(Vec::len)
+    );
+    let plan_names: Vec<String> = plan_steps
+        .iter()
+        .map(|p| {
+            p.file_name()
+                .and_then(|n| n.to_str())
+                .unwrap_or("")
+                .to_owned()
+        })
+        .collect();
+    for wanted in [
+        "_persist_candidate_metadata.sql",
+        "_capture_watermark_clean.sql.template",
+        "_replay_clean.sql.template",
+        "_complete_deployment.sql",
+    ] {
+        assert!(
+            plan_names.iter().any(|n| n.ends_with(wanted)),
+            "{wanted}: {plan_names:?}"
+        );
+    }
+    let template = std::fs::read_to_string(plan_dir.join("workflow.template.sql"))
+        .expect("workflow.template.sql");
+    let texts: Vec<String> = plan_steps
+        .iter()
+        .map(|f| std::fs::read_to_string(f).expect("step"))
+        .collect();
+    assert_eq!(template, texts.join("\n"));
+
+    let id = build(dir.path(), &[]);
+    // One row per partition of the root's driving input, at the highest offset replayed.
+    let boundaries = |db: &str| {
+        rows(&format!(
+            "SELECT deployment_id, root_database_name, root_object_type, root_object_name, anchor_object_type, anchor_object_name, boundary_kind, value_kind, partition_value, lower_value, cutoff_value, cutoff_inclusive, captured_at FROM {db}._streambuild_virtual_replay_boundaries"
+        ))
+    };
+    let recorded = boundaries(&db.name);
+    let expected: Vec<String> = (0..3)
+        .map(|p| {
+            format!(
+                "{id}\t{}\ttable\ttbl__clean__{id}\ttable\tevents\toffsets\tinteger\t{p}\t\\N\t9\ttrue",
+                db.name
+            )
+        })
+        .collect();
+    let without_time = |rows: &[String]| -> Vec<String> {
+        rows.iter()
+            .map(|r| {
+                r.rsplit_once('\t')
+                    .map_or(r.as_str(), |(head, _)| head)
+                    .to_owned()
+            })
+            .collect()
+    };
+    assert_eq!(without_time(&recorded), expected);
+
+    // The step files hold every statement the build ran, the records included, and
+    // workflow.sql is exactly them joined.
+    let steps = build_steps(dir.path());
+    let names: Vec<String> = steps
+        .iter()
+        .map(|p| {
+            p.file_name()
+                .and_then(|n| n.to_str())
+                .unwrap_or("")
+                .to_owned()
+        })
+        .collect();
+    for wanted in [
+        "_persist_candidate_metadata.sql",
+        "_capture_watermark_clean.sql",
+        "_complete_deployment.sql",
+    ] {
+        assert!(
+            names.iter().any(|n| n.ends_with(wanted)),
+            "{wanted}: {names:?}"
+        );
+    }
+    assert!(
+        names
+            .last()
+            .is_some_and(|n| n.ends_with("_complete_deployment.sql")),
+        "the header is written last: {names:?}"
+    );
+    let read_all: Vec<String> = steps
+        .iter()
+        .map(|f| std::fs::read_to_string(f).expect("step"))
+        .collect();
+    let workflow = std::fs::read_to_string(dir.path().join("target/run/build/workflow.sql"))
+        .expect("workflow.sql");
+    assert_eq!(workflow, read_all.join("\n"));
+
+    // Take the deployment away (its copies and every record of it), then run the step
+    // files in order by hand: the same deployment comes back.
+    let copies = |db: &str| {
+        rows(&format!(
+            "SELECT name FROM system.tables WHERE database = '{db}' AND endsWith(name, '__{id}')"
+        ))
+    };
+    let header = |db: &str| {
+        rows(&format!(
+            "SELECT deployment_id, workflow_fingerprint, replay_lineage_mode, created_at, tool_version FROM {db}._streambuild_virtual_deployments"
+        ))
+    };
+    let objects = |db: &str| {
+        rows(&format!(
+            "SELECT state_id, state_kind, deployment_id, logical_object_type, logical_object_name, physical_relation_name, is_selected_root, object_fingerprint, canonical_query FROM {db}._streambuild_virtual_object_state"
+        ))
+    };
+    let contents = |db: &str| {
+        [
+            rows(&format!("SELECT * FROM {db}.tbl__clean__{id}")),
+            rows(&format!("SELECT * FROM {db}.tbl__big__{id}")),
+            rows(&format!("SELECT * FROM {db}.view__report__{id}")),
+        ]
+    };
+    let before = (
+        copies(&db.name),
+        header(&db.name),
+        objects(&db.name),
+        contents(&db.name),
+    );
+    assert_eq!(before.1.len(), 1, "one header");
+    assert!(!before.2.is_empty(), "objects recorded");
+    for copy in &before.0 {
+        execute(&format!("DROP TABLE {}.{copy} SYNC", db.name));
+    }
+    for table in [
+        "_streambuild_virtual_deployments",
+        "_streambuild_virtual_object_state",
+        "_streambuild_virtual_replay_boundaries",
+    ] {
+        execute(&format!("TRUNCATE TABLE {}.{table}", db.name));
+    }
+    assert!(copies(&db.name).is_empty());
+    for sql in &read_all {
+        if sql
+            .lines()
+            .all(|l| l.trim().is_empty() || l.trim_start().starts_with("--"))
+        {
+            continue;
+        }
+        execute(sql.trim_end().trim_end_matches(';'));
+    }
+    assert_eq!(
+        (
+            copies(&db.name),
+            header(&db.name),
+            objects(&db.name),
+            contents(&db.name)
+        ),
+        before
+    );
+    assert_eq!(boundaries(&db.name), recorded, "the same boundaries");
+    // And the deployment is one `stb` knows: staged, and promotable.
+    assert!(states(dir.path()).contains(&(id.clone(), "staged".to_owned())));
+    promote(dir.path(), &id);
+    assert_stable_views_match(&db.name, 10);
+}
+
 /// Starts `stb build` for deployment `id` in the background, as run `invocation`.
 fn spawn_build(dir: &Path, id: &str, invocation: &str) -> std::process::Child {
     stb_test_support::spawn_on_project(

@@ -1,0 +1,307 @@
+//! What a virtual deployment records of each replay root's boundary, in
+//! `_streambuild_virtual_replay_boundaries`: one row per partition (offsets mode) or one
+//! row (timestamp, landed-at and cursor modes), written by a step of its own right after
+//! the capture it records. The step is part of the workflow, so the build's step files
+//! hold it, and a rerun of an incomplete deployment records its own capture again (the
+//! row with the latest `captured_at` is the one its replay used).
+
+use std::collections::BTreeMap;
+
+use stb_model::planning::{PlanModel, PlanSource};
+
+use crate::replay::{BoundaryMode, Capture, time_literal};
+use crate::workflow::{Action, Phase, Step, Workflow};
+
+/// The table the records go to, in the target database.
+pub const TABLE: &str = "_streambuild_virtual_replay_boundaries";
+
+const COLUMNS: &str = "deployment_id, root_database_name, root_object_type, root_object_name, anchor_database_name, anchor_object_type, anchor_object_name, boundary_kind, value_kind, partition_value, lower_value, cutoff_value, cutoff_inclusive, captured_at";
+
+/// A relation a record names: the root's table, or the anchor its replay reads.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Named {
+    /// `None` when the relation is named without a database (the session's).
+    pub database: Option<String>,
+    pub name: String,
+}
+
+/// One root's record: what it is about, rendered once its capture is known.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Watermark {
+    /// The root, by its index in [`Workflow::roots`].
+    pub root: usize,
+    pub deployment_id: String,
+    pub root_table: Named,
+    pub anchor: Named,
+    pub mode: BoundaryMode,
+    /// The replay starts at a lower bound (`--start-time`): each row's `lower_value` says
+    /// where. Without one it is `NULL`: the replay reads from the first retained row.
+    pub bounded_below: bool,
+}
+
+impl Watermark {
+    /// What the statement records hold until the capture is known.
+    #[must_use]
+    pub fn placeholder(&self, model: &str) -> String {
+        format!(
+            "-- capture_watermark_{model}: INSERT INTO {TABLE} the {} boundary capture_replay_{model} found; rendered at runtime",
+            self.mode.as_str()
+        )
+    }
+
+    /// The insert of what `capture` found. A capture that found nothing to replay records
+    /// no row (the statement inserts nothing), as the reference does for an empty anchor.
+    #[must_use]
+    pub fn render(&self, database: &str, capture: &Capture) -> String {
+        let table = stb_ddl::QualifiedName::new(database, TABLE);
+        let rows = self.rows(capture);
+        let captured_at = capture
+            .captured_at()
+            .map_or_else(|| "now64(3, 'UTC')".to_owned(), time_literal);
+        let tuple = |(partition, lower, cutoff): &(Option<String>, Option<String>, String)| {
+            [
+                literal(&self.deployment_id),
+                optional(self.root_table.database.as_deref()),
+                literal("table"),
+                literal(&self.root_table.name),
+                optional(self.anchor.database.as_deref()),
+                literal("table"),
+                literal(&self.anchor.name),
+                literal(self.mode.as_str()),
+                literal(self.value_kind()),
+                optional(partition.as_deref()),
+                optional(lower.as_deref()),
+                literal(cutoff),
+                "true".to_owned(),
+                captured_at.clone(),
+            ]
+            .join(", ")
+        };
+        if rows.is_empty() {
+            let nothing = (None, None, String::new());
+            return format!(
+                "INSERT INTO {table} ({COLUMNS}) SELECT {} WHERE 0",
+                tuple(&nothing)
+            );
+        }
+        let values: Vec<String> = rows.iter().map(|row| format!("({})", tuple(row))).collect();
+        format!(
+            "INSERT INTO {table} ({COLUMNS}) VALUES {}",
+            values.join(", ")
+        )
+    }
+
+    fn value_kind(&self) -> &'static str {
+        match self.mode {
+            BoundaryMode::Offsets | BoundaryMode::Cursor => "integer",
+            BoundaryMode::Timestamp | BoundaryMode::LandedAt => "timestamp",
+        }
+    }
+
+    /// (partition, lower bound, cutoff) of each row to record.
+    fn rows(&self, capture: &Capture) -> Vec<(Option<String>, Option<String>, String)> {
+        match capture {
+            Capture::Offsets { runs, .. } => {
+                let mut partitions: BTreeMap<i128, (i128, i128)> = BTreeMap::new();
+                for run in runs {
+                    let bounds = partitions
+                        .entry(run.partition)
+                        .or_insert((run.lower, run.upper));
+                    bounds.0 = bounds.0.min(run.lower);
+                    bounds.1 = bounds.1.max(run.upper);
+                }
+                partitions
+                    .into_iter()
+                    .map(|(partition, (lower, upper))| {
+                        (
+                            Some(partition.to_string()),
+                            self.bounded_below.then(|| lower.to_string()),
+                            upper.to_string(),
+                        )
+                    })
+                    .collect()
+            }
+            Capture::Scalar { cutoff, lower, .. } => cutoff
+                .iter()
+                .map(|cutoff| (None, lower.clone(), cutoff.clone()))
+                .collect(),
+        }
+    }
+}
+
+fn literal(text: &str) -> String {
+    stb_ddl::string_literal(text)
+}
+
+fn optional(text: Option<&str>) -> String {
+    text.map_or_else(|| "NULL".to_owned(), literal)
+}
+
+/// Adds a `capture_watermark_<root>` step after each capture of `workflow`, recording it
+/// for deployment `deployment_id`. `models` are the deployment's (under their physical
+/// names); a root whose table or anchor relation is unknown (a table function) is left
+/// without a record.
+pub fn record_boundaries(
+    workflow: &mut Workflow,
+    deployment_id: &str,
+    models: &[PlanModel],
+    sources: &[PlanSource],
+) {
+    let database = workflow.database.clone();
+    let in_target = |name: &str| Named {
+        database: Some(database.clone()),
+        name: name.to_owned(),
+    };
+    let mut steps = Vec::with_capacity(workflow.steps.len() + workflow.roots.len());
+    for step in std::mem::take(&mut workflow.steps) {
+        let Action::Capture(root) = step.action else {
+            steps.push(step);
+            continue;
+        };
+        steps.push(step);
+        let replay = &workflow.roots[root];
+        let root_table = models
+            .iter()
+            .find(|m| m.name == replay.model)
+            .and_then(PlanModel::table)
+            .map(&in_target);
+        let anchor = match models.iter().find(|m| m.name == replay.driving_input) {
+            Some(model) => model.table().map(&in_target),
+            None => sources
+                .iter()
+                .find(|s| s.name == replay.driving_input)
+                .and_then(|source| match &source.landing {
+                    Some(landing) => Some(in_target(&landing.raw_table)),
+                    None => source.relation.as_deref().map(named),
+                }),
+        };
+        let (Some(root_table), Some(anchor)) = (root_table, anchor) else {
+            continue;
+        };
+        workflow.watermarks.push(Watermark {
+            root,
+            deployment_id: deployment_id.to_owned(),
+            root_table,
+            anchor,
+            mode: replay.template.anchor.mode,
+            bounded_below: replay.start_time.is_some(),
+        });
+        steps.push(Step::of(
+            format!("capture_watermark_{}", replay.model),
+            Phase::Boundary,
+            Action::Watermark(workflow.watermarks.len() - 1),
+        ));
+    }
+    workflow.steps = steps;
+}
+
+/// `db.table` or `table`, as a source names its relation (identifiers may be quoted).
+fn named(relation: &str) -> Named {
+    let unquote = |part: &str| part.trim().trim_matches('`').trim_matches('"').to_owned();
+    match relation.split_once('.') {
+        Some((database, name)) => Named {
+            database: Some(unquote(database)),
+            name: unquote(name),
+        },
+        None => Named {
+            database: None,
+            name: unquote(relation),
+        },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::replay::OffsetRun;
+
+    fn watermark(mode: BoundaryMode, bounded_below: bool) -> Watermark {
+        Watermark {
+            root: 0,
+            deployment_id: "d1".into(),
+            root_table: Named {
+                database: Some("shop".into()),
+                name: "tbl__orders__d1".into(),
+            },
+            anchor: named("`landing`.`events`"),
+            mode,
+            bounded_below,
+        }
+    }
+
+    #[test]
+    fn offsets_record_one_row_per_partition_with_its_highest_offset() {
+        let capture = Capture::Offsets {
+            runs: vec![
+                OffsetRun {
+                    partition: 1,
+                    lower: 0,
+                    upper: 4,
+                },
+                OffsetRun {
+                    partition: 0,
+                    lower: 10,
+                    upper: 19,
+                },
+                OffsetRun {
+                    partition: 1,
+                    lower: 7,
+                    upper: 9,
+                },
+            ],
+            captured_at: Some("2026-07-28 00:00:03.000".into()),
+        };
+        let sql = watermark(BoundaryMode::Offsets, false).render("shop", &capture);
+        assert_eq!(
+            sql,
+            "INSERT INTO shop._streambuild_virtual_replay_boundaries (deployment_id, root_database_name, root_object_type, root_object_name, anchor_database_name, anchor_object_type, anchor_object_name, boundary_kind, value_kind, partition_value, lower_value, cutoff_value, cutoff_inclusive, captured_at) VALUES ('d1', 'shop', 'table', 'tbl__orders__d1', 'landing', 'table', 'events', 'offsets', 'integer', '0', NULL, '19', true, toDateTime64('2026-07-28 00:00:03.000', 3, 'UTC')), ('d1', 'shop', 'table', 'tbl__orders__d1', 'landing', 'table', 'events', 'offsets', 'integer', '1', NULL, '9', true, toDateTime64('2026-07-28 00:00:03.000', 3, 'UTC'))"
+        );
+        let bounded = watermark(BoundaryMode::Offsets, true).render("shop", &capture);
+        assert!(bounded.contains("'0', '10', '19'"), "{bounded}");
+        assert!(bounded.contains("'1', '0', '9'"), "{bounded}");
+    }
+
+    #[test]
+    fn scalar_modes_record_one_row_and_nothing_without_a_cutoff() {
+        let capture = |cutoff: Option<&str>, lower: Option<&str>| Capture::Scalar {
+            cutoff: cutoff.map(str::to_owned),
+            lower: lower.map(str::to_owned),
+            first: None,
+            last: None,
+            captured_at: None,
+        };
+        let cursor =
+            watermark(BoundaryMode::Cursor, true).render("shop", &capture(Some("3"), Some("2")));
+        assert!(
+            cursor.ends_with("'cursor', 'integer', NULL, '2', '3', true, now64(3, 'UTC'))"),
+            "{cursor}"
+        );
+        let time = watermark(BoundaryMode::Timestamp, false)
+            .render("shop", &capture(Some("2026-07-28 00:00:03.000"), None));
+        assert!(
+            time.contains("'timestamp', 'timestamp', NULL, NULL, '2026-07-28 00:00:03.000', true"),
+            "{time}"
+        );
+        let empty = watermark(BoundaryMode::Timestamp, false).render("shop", &capture(None, None));
+        assert!(empty.ends_with(" WHERE 0"), "{empty}");
+        assert!(!empty.contains("VALUES"), "{empty}");
+    }
+
+    #[test]
+    fn a_source_relation_is_named_with_or_without_its_database() {
+        assert_eq!(
+            named("events"),
+            Named {
+                database: None,
+                name: "events".into()
+            }
+        );
+        assert_eq!(
+            named("`raw`.`events`"),
+            Named {
+                database: Some("raw".into()),
+                name: "events".into()
+            }
+        );
+    }
+}
