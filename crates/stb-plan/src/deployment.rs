@@ -174,7 +174,8 @@ fn matches_shape(text: &str) -> bool {
 }
 
 /// (year, month, day) of the proleptic Gregorian calendar for days since 1970-01-01.
-fn civil_from_days(days: i64) -> (i64, i64, i64) {
+#[must_use]
+pub fn civil_from_days(days: i64) -> (i64, i64, i64) {
     // Eras of 400 years (146,097 days) starting on March 1st, so leap days end each year.
     let shifted = days + 719_468;
     let era = shifted.div_euclid(146_097);

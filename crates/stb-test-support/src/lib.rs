@@ -11,6 +11,7 @@
 pub mod kafka;
 mod postgres;
 mod private_server;
+pub mod reference;
 
 pub use postgres::{postgres_database_url, postgres_url};
 pub use private_server::PrivateClickHouse;

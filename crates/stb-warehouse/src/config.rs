@@ -114,8 +114,8 @@ impl ConnectionConfig {
                 .unwrap_or(defaults.host),
             port: flags
                 .port
-                .or(project.port)
                 .or(env_port)
+                .or(project.port)
                 .unwrap_or(defaults.port),
             username: flags
                 .username
@@ -186,6 +186,16 @@ mod tests {
         assert_eq!(config.password, Secret::new("s3cret"));
         assert_eq!(config.database.as_deref(), Some("analytics"));
         assert_eq!(config.url(), "http://ch.internal:9000/");
+        // Without the flag the environment beats the project's port, as it does every
+        // other key (the reference's orders_demo sets `port = 18123` in `[connection]`).
+        let config = ConnectionConfig::resolve(
+            &ConnectionOverrides::default(),
+            &project,
+            BTreeMap::new(),
+            env_of(&[(ENV_PORT, "7000")]),
+        )
+        .expect("resolves");
+        assert_eq!(config.port, 7000);
     }
 
     #[test]

@@ -7,6 +7,7 @@ mod admission;
 mod build;
 mod build_kafka;
 mod compile_validate;
+mod conformance;
 mod deployment_audit;
 mod deployments;
 mod deployments_kafka;
