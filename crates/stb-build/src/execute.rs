@@ -293,12 +293,7 @@ pub fn run_from(
     };
     let mut replays_complete = false;
     for (index, step) in workflow.steps.iter().enumerate() {
-        if !replays_complete
-            && matches!(
-                step.phase,
-                Phase::Activation | Phase::Cleanup | Phase::Finalization
-            )
-        {
+        if !replays_complete && matches!(step.phase, Phase::Activation | Phase::Cleanup) {
             observer.event(REPLAYS_COMPLETE_EVENT, None, serde_json::json!({}));
             if let Err(error) = observer.checkpoint() {
                 execution.status = Status::Failed;
@@ -492,6 +487,15 @@ pub fn run_from(
                 "the workflow's completion could not be recorded yet ({error}); it is written with the run's end"
             ));
         }
+    } else if crate::undo::is_complete(client, &point) == Ok(true) {
+        // Its last statement reported an error, yet what it makes is complete on record
+        // (a deployment's header written before the answer was lost): keep it.
+        execution.warnings.push(format!(
+            "step {} reported an error ({}), but what the build makes is complete on record: nothing was given back",
+            execution.failed_step.take().unwrap_or_default(),
+            execution.error_message.take().unwrap_or_default()
+        ));
+        execution.status = Status::Succeeded;
     } else if replays_complete {
         // Every replay completed: the new relations are whole, so the build is finished
         // (landings started, old copies dropped) rather than undone.
@@ -514,9 +518,11 @@ fn record_restore_point(
 ) -> Result<RestorePoint, String> {
     let started = Instant::now();
     let read_ahead = ahead.is_some();
-    let point = match ahead {
-        Some(ahead) => ahead.point?,
-        None => RestorePoint::read(client, workflow)?,
+    // A read ahead that failed (the request, or an earlier build's aside) is tried again
+    // here: the recheck may have passed without it.
+    let point = match ahead.map(|ahead| ahead.point) {
+        Some(Ok(point)) => point,
+        Some(Err(_)) | None => RestorePoint::read(client, workflow)?,
     };
     let mut payload = serde_json::to_value(&point).unwrap_or_default();
     // A point read ahead cost its share of the recheck's request, counted there.

@@ -34,6 +34,10 @@ pub struct RestorePoint {
     pub before: BTreeMap<String, Held>,
     /// The landing views to start again when a build that stops is finished instead.
     pub resume: Vec<String>,
+    /// [`Workflow::completed_when`]: once it answers 1, the build is done and nothing is
+    /// given back. (Absent from restore points recorded before it existed.)
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub completed_when: Option<String>,
 }
 
 impl RestorePoint {
@@ -85,9 +89,27 @@ impl RestorePoint {
                 .iter()
                 .map(|l| l.resume_sql.clone())
                 .collect(),
+            completed_when: workflow.completed_when.clone(),
         };
         (Ok(point), stamp)
     }
+}
+
+/// Whether what the build of `point` makes is complete on record
+/// ([`RestorePoint::completed_when`]); false when it has no such record.
+///
+/// # Errors
+/// The record could not be read.
+pub fn is_complete(client: &Client, point: &RestorePoint) -> Result<bool, String> {
+    let Some(sql) = &point.completed_when else {
+        return Ok(false);
+    };
+    let rows = client
+        .query(sql)
+        .map_err(|e| format!("whether the build is complete could not be read: {e}"))?;
+    Ok(rows
+        .text(0, "complete")
+        .is_some_and(|v| v == "1" || v == "true"))
 }
 
 /// A restore point read ahead of the run, under the target lock, in the request that

@@ -568,6 +568,10 @@ fn record_in_workflow(
         Phase::Finalization,
         header,
     ));
+    workflow.completed_when = Some(stb_warehouse::deployments::complete_check_sql(
+        &database,
+        deployment.id.as_str(),
+    ));
 }
 
 /// Refuses a deployment id that names a complete deployment: its copies may be published,

@@ -156,6 +156,11 @@ pub fn give_back(
             "fix the cause and run `stb unlock` again: every step of a give-back is safe to repeat",
         )
     };
+    // Killed after its last statement wrote what makes it complete (a deployment's
+    // header) and before its events said so: done, nothing to give back.
+    if stb_build::undo::is_complete(client, &point).map_err(&failed)? {
+        return Ok(None);
+    }
     let statements = stb_build::undo::statements(client, &point, finished).map_err(&failed)?;
     for statement in &statements {
         client

@@ -172,7 +172,11 @@ pub fn record_boundaries(
                 .find(|s| s.name == replay.driving_input)
                 .and_then(|source| match &source.landing {
                     Some(landing) => Some(in_target(&landing.raw_table)),
-                    None => source.relation.as_deref().map(named),
+                    // A relation named without its database is in the target's.
+                    None => source.relation.as_deref().map(|relation| Named {
+                        database: named(relation).database.or_else(|| Some(database.clone())),
+                        ..named(relation)
+                    }),
                 }),
         };
         let (Some(root_table), Some(anchor)) = (root_table, anchor) else {

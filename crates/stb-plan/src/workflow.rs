@@ -27,9 +27,10 @@ pub enum Phase {
     Activation,
     /// After everything else: the tables moved aside are dropped (see [`crate::restore`]).
     Cleanup,
-    /// A virtual deployment's last step: its header row, which makes it complete. Like
-    /// activation, it comes after every replay: a build that stops here is finished, not
-    /// undone.
+    /// A virtual deployment's last step: its header row, which makes it complete. A build
+    /// that stops before the header is on record is undone (the deployment stays
+    /// incomplete; a rerun with its id builds it again); once it is, nothing is given back
+    /// (see [`Workflow::completed_when`]).
     Finalization,
 }
 
@@ -184,6 +185,11 @@ pub struct Workflow {
     pub undo: crate::restore::Undo,
     /// The boundaries a virtual deployment records (see [`crate::watermark`]).
     pub watermarks: Vec<crate::watermark::Watermark>,
+    /// A query answering one row with a column `complete` (1 or 0): whether what the
+    /// workflow makes is complete on record (a virtual deployment's header). A build that
+    /// stops once it is complete is neither undone nor finished: it is done. `None`: only
+    /// the run's own events say so.
+    pub completed_when: Option<String>,
 }
 
 /// The consumer group of a landing the build creates.
@@ -485,6 +491,7 @@ pub fn assemble(
         fresh_groups,
         undo,
         watermarks: Vec::new(),
+        completed_when: None,
     })
 }
 

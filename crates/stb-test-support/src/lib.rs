@@ -204,6 +204,17 @@ pub fn warehouse_env() -> [(&'static str, String); 2] {
 /// inserts that began before their views, as they do by default.
 #[must_use]
 pub fn stb_on_project(dir: &std::path::Path, args: &[&str], input: &str) -> std::process::Output {
+    stb_on_project_with(dir, args, input, &[])
+}
+
+/// [`stb_on_project`] with `env` set too.
+#[must_use]
+pub fn stb_on_project_with(
+    dir: &std::path::Path,
+    args: &[&str],
+    input: &str,
+    env: &[(&str, &str)],
+) -> std::process::Output {
     assert_cmd::Command::cargo_bin("stb")
         .expect("the stb binary")
         .args(args)
@@ -211,10 +222,20 @@ pub fn stb_on_project(dir: &std::path::Path, args: &[&str], input: &str) -> std:
         .arg(dir)
         .envs(warehouse_env())
         .env_remove("STREAMBUILD_LIVE_STABILIZATION_SECONDS")
+        .envs(env.iter().copied())
         .write_stdin(input)
         .output()
         .expect("stb runs")
 }
+
+/// The environment that makes a run silent for two seconds count as stopped (the signal
+/// window is 45 s otherwise): tests that kill builds recover them without waiting 45 s.
+/// The 45 s default itself is tested where the window is the subject.
+pub const SHORT_SIGNAL_WINDOW: [(&str, &str); 1] = [("STREAMBUILD_RUN_SIGNAL_WINDOW_SECONDS", "2")];
+
+/// How long after its last event a killed run counts as stopped under
+/// [`SHORT_SIGNAL_WINDOW`], with a margin for the warehouse's clock.
+pub const SHORT_SIGNAL_SILENCE: Duration = Duration::from_millis(2_500);
 
 /// Starts this workspace's `stb` with `args` on the project in `dir` in the background, as
 /// run `invocation`, with a one-second timed stabilisation (a statement a test can stop

@@ -200,12 +200,20 @@ pub fn is_complete(client: &Client, database: &str, id: &str) -> Result<bool, Wa
     if !client.table_exists(database, DEPLOYMENTS)? {
         return Ok(false);
     }
-    let rows = client.query(&format!(
-        "SELECT count() AS n FROM {} WHERE deployment_id = {}",
+    let rows = client.query(&complete_check_sql(database, id))?;
+    Ok(rows.text(0, "complete").is_some_and(|n| n != "0"))
+}
+
+/// The query [`is_complete`] asks once the deployment tables exist: one row, `complete`
+/// 1 when deployment `id` has its header. A virtual build's restore point carries it, so
+/// `stb unlock` never gives back a deployment that completed before its build was killed.
+#[must_use]
+pub fn complete_check_sql(database: &str, id: &str) -> String {
+    format!(
+        "SELECT count() > 0 AS complete FROM {} WHERE deployment_id = {}",
         stb_ddl::QualifiedName::new(database, DEPLOYMENTS),
         literal(id)
-    ))?;
-    Ok(rows.text(0, "n").is_some_and(|n| n != "0"))
+    )
 }
 
 /// A complete deployment's header.

@@ -804,14 +804,27 @@ fn a_build_killed_after_any_statement_is_unlocked_and_rerun_to_the_right_rows() 
         killed.push((db, dir, invocation));
         last_kill = std::time::Instant::now();
     }
-    // 45 s of silence by the warehouse clock mark a run as stopped.
-    let silence = std::time::Duration::from_secs(46);
-    std::thread::sleep(silence.saturating_sub(last_kill.elapsed()));
+    // Silence marks a run as stopped: 45 s of it by default (the refusals above), two
+    // seconds for the recovery here.
+    std::thread::sleep(stb_test_support::SHORT_SIGNAL_SILENCE.saturating_sub(last_kill.elapsed()));
+    let short = &stb_test_support::SHORT_SIGNAL_WINDOW;
     for (db, dir, invocation) in &killed {
-        let output = stb(dir.path(), &["unlock", "--json"], "");
+        let output =
+            stb_test_support::stb_on_project_with(dir.path(), &["unlock", "--json"], "", short);
         let json: Value = serde_json::from_slice(&output.stdout).expect("JSON");
         assert_eq!(json["broken_owner"], invocation.as_str(), "{json}");
-        build(dir.path(), &[]);
+        let output = stb_test_support::stb_on_project_with(
+            dir.path(),
+            &["build", "--auto-approve", "--json"],
+            "",
+            short,
+        );
+        assert!(
+            output.status.success(),
+            "the rerun failed\nstdout: {}\nstderr: {}",
+            String::from_utf8_lossy(&output.stdout),
+            String::from_utf8_lossy(&output.stderr)
+        );
         assert_graph_matches(&db.name, "amount * 2");
         insert_events(&db.name, 30, 33, "2026-11-02 00:00:00");
         assert_graph_matches(&db.name, "amount * 2");

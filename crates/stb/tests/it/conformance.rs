@@ -283,6 +283,9 @@ enum Expect {
     Ids(&'static str),
     /// One row per message fed to the source: its id, partition and offset.
     IdsAtPositions(&'static str),
+    /// One row per message fed to the source: the fields named, as its JSON value holds
+    /// them (strings and integers the model copies unchanged), in the check's column order.
+    Fields(&'static str, &'static [&'static str]),
     /// No row: the model filters everything out.
     Nothing,
 }
@@ -310,6 +313,24 @@ fn check(model: &'static str, columns: &'static str, expect: Expect) -> Check {
     }
 }
 
+/// The fields of an orders_demo event its parsing models copy unchanged, and the same as
+/// their columns.
+const COMMERCE_FIELDS: [&str; 12] = [
+    "event_id",
+    "event_type",
+    "schema_version",
+    "order_id",
+    "customer_id",
+    "product",
+    "category",
+    "quantity",
+    "unit_price_cents",
+    "currency",
+    "status",
+    "region_code",
+];
+const COMMERCE_COLUMNS: &str = "event_id, event_type, schema_version, order_id, customer_id, product, category, quantity, unit_price_cents, currency, status, region_code";
+
 /// How the lane feeds and checks each project (read from the reference's models).
 fn spec_for(project: &str) -> Spec {
     let kafka_orders = |source: &'static str, checks: Vec<Check>| Spec {
@@ -320,7 +341,11 @@ fn spec_for(project: &str) -> Spec {
     match project {
         "basic_project" => kafka_orders(
             "orders",
-            vec![check("orders_enriched", "order_id", Expect::Ids("orders"))],
+            vec![check(
+                "orders_enriched",
+                "order_id, customer_id",
+                Expect::Fields("orders", &["order_id", "customer_id"]),
+            )],
         ),
         "e2e_kafka_landed_at_project" | "e2e_kafka_timestamp_project" => kafka_orders(
             "order_events",
@@ -354,10 +379,32 @@ fn spec_for(project: &str) -> Spec {
         },
         "orders_demo" => Spec {
             sources: vec![("commerce_event_stream", Feed::Kafka(commerce_events))],
-            checks: ["commerce_events", "order_events", "order_event_facts"]
-                .into_iter()
-                .map(|model| check(model, "event_id", Expect::Ids("commerce_event_stream")))
-                .collect(),
+            checks: vec![
+                check(
+                    "commerce_events",
+                    COMMERCE_COLUMNS,
+                    Expect::Fields("commerce_event_stream", &COMMERCE_FIELDS),
+                ),
+                check(
+                    "order_events",
+                    COMMERCE_COLUMNS,
+                    Expect::Fields("commerce_event_stream", &COMMERCE_FIELDS),
+                ),
+                check(
+                    "order_event_facts",
+                    "event_id, order_id, category, currency, region_code",
+                    Expect::Fields(
+                        "commerce_event_stream",
+                        &[
+                            "event_id",
+                            "order_id",
+                            "category",
+                            "currency",
+                            "region_code",
+                        ],
+                    ),
+                ),
+            ],
             left_to_tests: vec!["commerce_kpis"],
         },
         "selector_project" => Spec {
@@ -703,6 +750,8 @@ struct Fed {
     source: String,
     id: String,
     position: Option<(i32, i64)>,
+    /// A Kafka message's JSON value (the fields a model copies).
+    value: Option<Value>,
 }
 
 /// The feeders of every discovered source; the lane must know how to feed each one.
@@ -805,6 +854,7 @@ impl Feeder {
                         source: source.clone(),
                         id: message.id,
                         position: Some(position),
+                        value: Some(message.value),
                     })
                     .collect()
             }
@@ -825,6 +875,7 @@ impl Feeder {
                         source: source.clone(),
                         id: (1000 + unit).to_string(),
                         position: None,
+                        value: None,
                     })
                     .collect()
             }
@@ -843,6 +894,21 @@ fn expected(expect: &Expect, fed: &[Fed]) -> Vec<String> {
             .iter()
             .filter(|f| f.source == *source)
             .map(|f| f.id.clone())
+            .collect(),
+        Expect::Fields(source, fields) => fed
+            .iter()
+            .filter(|f| f.source == *source)
+            .map(|f| {
+                let value = f.value.as_ref().expect("a Kafka message");
+                fields
+                    .iter()
+                    .map(|field| match &value[*field] {
+                        Value::String(text) => text.clone(),
+                        other => other.to_string(),
+                    })
+                    .collect::<Vec<_>>()
+                    .join("\t")
+            })
             .collect(),
         Expect::IdsAtPositions(source) => fed
             .iter()

@@ -53,7 +53,11 @@ pub(crate) fn stb(dir: &Path, args: &[&str]) -> std::process::Output {
 }
 
 pub(crate) fn ok_json(dir: &Path, args: &[&str]) -> Value {
-    let output = stb(dir, args);
+    succeeded(args, &stb(dir, args))
+}
+
+/// The JSON of a command that succeeded; both streams when it did not.
+fn succeeded(args: &[&str], output: &std::process::Output) -> Value {
     assert!(
         output.status.success(),
         "{args:?} failed\nstdout: {}\nstderr: {}",
@@ -563,6 +567,60 @@ fn a_virtual_build_records_its_boundaries_and_its_step_files_reproduce_the_deplo
     assert_stable_views_match(&db.name, 10);
 }
 
+#[test]
+fn a_build_killed_once_its_header_is_on_record_is_left_complete_by_unlock() {
+    let db = TestDatabase::create("deploy_header_kill");
+    events_table(&db.name);
+    insert(&db.name, 0, 5);
+    let dir = project(&db.name);
+    let id = build(dir.path(), &[]);
+    let copies = || {
+        rows(&format!(
+            "SELECT name FROM system.tables WHERE database = '{}' AND endsWith(name, '__{id}')",
+            db.name
+        ))
+    };
+    let built = copies();
+    assert!(!built.is_empty());
+    // As if killed right after its header: the end of the workflow and of the run never
+    // reached its records, and its lock is still held.
+    let invocation = execute(&format!(
+        "SELECT invocation_id FROM {}._streambuild_run_events WHERE event_kind = 'restore_point' FORMAT TSV",
+        db.name
+    ))
+    .trim()
+    .to_owned();
+    execute(&format!(
+        "DELETE FROM {}._streambuild_run_events WHERE invocation_id = '{invocation}' AND event_kind IN ('workflow_completed', 'run_completed')",
+        db.name
+    ));
+    let client = stb_warehouse::Client::new(stb_warehouse::ConnectionConfig {
+        port: stb_test_support::stack().clickhouse_port,
+        ..stb_warehouse::ConnectionConfig::default()
+    })
+    .expect("client");
+    let _held = stb_warehouse::TargetLock::acquire(&client, &db.name, &invocation, false)
+        .expect("the lock");
+    std::thread::sleep(stb_test_support::SHORT_SIGNAL_SILENCE);
+    let unlock = ["unlock", "--json"];
+    let unlocked = succeeded(
+        &unlock,
+        &stb_test_support::stb_on_project_with(
+            dir.path(),
+            &unlock,
+            "",
+            &stb_test_support::SHORT_SIGNAL_WINDOW,
+        ),
+    );
+    assert_eq!(unlocked["broken_owner"], invocation.as_str(), "{unlocked}");
+    // Its restore point says the deployment is complete: nothing is given back.
+    assert!(unlocked["given_back"].is_null(), "{unlocked}");
+    assert_eq!(copies(), built, "every copy is kept");
+    assert!(states(dir.path()).contains(&(id.clone(), "staged".to_owned())));
+    promote(dir.path(), &id);
+    assert_stable_views_match(&db.name, 10);
+}
+
 /// Starts `stb build` for deployment `id` in the background, as run `invocation`.
 fn spawn_build(dir: &Path, id: &str, invocation: &str) -> std::process::Child {
     stb_test_support::spawn_on_project(
@@ -589,6 +647,31 @@ fn partial_ready(prefix: &str) -> (TestDatabase, tempfile::TempDir) {
     (db, dir)
 }
 
+/// A partial deployment's build killed after `k` completed statements: the database, the
+/// project, the deployment id, and whether the deployment completed before the kill.
+type KilledDeployment = (TestDatabase, tempfile::TempDir, String, bool);
+
+fn kill_deployment_after(k: u64) -> KilledDeployment {
+    let (db, dir) = partial_ready(&format!("deploy_kill_{k}"));
+    let id = format!("20261130T000000Z_kill{k}");
+    let invocation = format!("kill-{k}-{}", db.name);
+    let mut child = spawn_build(dir.path(), &id, &invocation);
+    stb_test_support::wait_for_statements(&db.name, &invocation, k);
+    child.kill().expect("SIGKILL");
+    let _ = child.wait();
+    // Readers still see the first deployment.
+    assert_stable_views_match(&db.name, 10);
+    let listed = states(dir.path());
+    // After the last statements the build may write its header before the kill lands
+    // (it may still hold the lock): it is complete.
+    let complete = listed.contains(&(id.clone(), "staged".to_owned()));
+    assert!(
+        complete || listed.contains(&(id.clone(), "incomplete".to_owned())),
+        "{listed:?}"
+    );
+    (db, dir, id, complete)
+}
+
 #[test]
 fn a_virtual_build_killed_after_any_statement_is_rerun_with_its_id_to_the_right_rows() {
     // How many statements the partial deployment runs, from an uninterrupted one.
@@ -600,50 +683,46 @@ fn a_virtual_build_killed_after_any_statement_is_rerun_with_its_id_to_the_right_
     assert!(total >= 8, "{result}");
     drop((probe_db, probe));
 
-    let mut killed = Vec::new();
-    let mut last_kill = std::time::Instant::now();
-    for k in 1..total {
-        let (db, dir) = partial_ready(&format!("deploy_kill_{k}"));
-        let id = format!("20261130T000000Z_kill{k}");
-        let invocation = format!("kill-{k}-{}", db.name);
-        let mut child = spawn_build(dir.path(), &id, &invocation);
-        stb_test_support::wait_for_statements(&db.name, &invocation, k);
-        child.kill().expect("SIGKILL");
-        let _ = child.wait();
-        // Readers still see the first deployment.
-        assert_stable_views_match(&db.name, 10);
-        let listed = states(dir.path());
-        // After the last statements the build may write its header before the kill lands
-        // (it may still hold the lock): it is complete.
-        let complete = listed.contains(&(id.clone(), "staged".to_owned()));
-        assert!(
-            complete || listed.contains(&(id.clone(), "incomplete".to_owned())),
-            "{listed:?}"
-        );
-        killed.push((db, dir, id, complete));
-        last_kill = std::time::Instant::now();
+    // Targets prepared and killed two at a time, side by side.
+    let mut killed: Vec<KilledDeployment> = Vec::new();
+    let points: Vec<u64> = (1..total).collect();
+    for chunk in points.chunks(2) {
+        std::thread::scope(|scope| {
+            let running: Vec<_> = chunk
+                .iter()
+                .map(|&k| scope.spawn(move || kill_deployment_after(k)))
+                .collect();
+            for kill in running {
+                killed.push(kill.join().expect("a kill"));
+            }
+        });
     }
+    let last_kill = std::time::Instant::now();
     assert!(
         killed.iter().any(|(_, _, _, complete)| !complete),
         "some builds were killed before they completed"
     );
-    // 45 s of silence by the warehouse clock mark a killed run as stopped.
-    let silence = std::time::Duration::from_secs(46);
-    std::thread::sleep(silence.saturating_sub(last_kill.elapsed()));
+    // Silence marks a killed run as stopped: two seconds of it with a short signal window
+    // (the 45 s default is the subject of the admission and runs tests).
+    std::thread::sleep(stb_test_support::SHORT_SIGNAL_SILENCE.saturating_sub(last_kill.elapsed()));
+    let after_kills = |dir: &Path, args: &[&str]| {
+        stb_test_support::stb_on_project_with(dir, args, "", &stb_test_support::SHORT_SIGNAL_WINDOW)
+    };
     for (db, dir, id, complete) in &killed {
-        ok_json(dir.path(), &["unlock", "--json"]);
+        let unlock = ["unlock", "--json"];
+        succeeded(&unlock, &after_kills(dir.path(), &unlock));
+        let rerun = ["build", "--auto-approve", "--json", "--deployment-id", id];
+        let output = after_kills(dir.path(), &rerun);
         if *complete {
             // A complete deployment is never built again: its id is refused.
-            assert_eq!(
-                error_code(
-                    dir.path(),
-                    &["build", "--auto-approve", "--json", "--deployment-id", id]
-                ),
-                "STB-BUILD-006"
-            );
+            assert!(!output.status.success(), "{id} was built again");
+            let json: Value = serde_json::from_slice(&output.stdout).expect("JSON");
+            assert_eq!(json["error"]["code"], "STB-BUILD-006", "{json}");
         } else {
             // The same id: its unfinished copies are rebuilt from retained history.
-            assert_eq!(build(dir.path(), &["--deployment-id", id]), *id);
+            let result = succeeded(&rerun, &output);
+            assert_eq!(result["status"], "succeeded", "{result}");
+            assert_eq!(result["deployment_id"], id.as_str(), "{result}");
         }
         promote(dir.path(), id);
         assert_stable_views_match(&db.name, 20);

@@ -376,14 +376,12 @@ pub(crate) fn holds_the_rebuild(database: &str) -> bool {
 
 /// `stb unlock` with a two-second signal window: a killed run is silent by then.
 fn unlock(dir: &Path) -> Value {
-    let output = assert_cmd::Command::cargo_bin("stb")
-        .expect("the stb binary")
-        .args(["unlock", "--json", "--project-dir"])
-        .arg(dir)
-        .envs(stb_test_support::warehouse_env())
-        .env("STREAMBUILD_RUN_SIGNAL_WINDOW_SECONDS", "2")
-        .output()
-        .expect("stb runs");
+    let output = stb_test_support::stb_on_project_with(
+        dir,
+        &["unlock", "--json"],
+        "",
+        &stb_test_support::SHORT_SIGNAL_WINDOW,
+    );
     assert!(
         output.status.success(),
         "unlock\n{}\n{}",
@@ -426,8 +424,8 @@ fn a_direct_build_killed_at_any_statement_is_given_back_or_finished_by_unlock() 
     assert!(child.wait().expect("waits").success());
     let total = statements_of(&reference.name, &invocation);
     assert!(total >= 15, "{total} statements");
-    let mut killed = Vec::new();
-    for k in 1..total {
+    // Targets prepared and killed two at a time, side by side.
+    let kill_after = |k: u64| {
         let db = TestDatabase::create(&format!("kill_{k}"));
         let dir = built(&db.name, "direct");
         let before = target_state(&db.name);
@@ -436,9 +434,22 @@ fn a_direct_build_killed_at_any_statement_is_given_back_or_finished_by_unlock() 
         stb_test_support::wait_for_statements(&db.name, &invocation, k);
         child.kill().expect("SIGKILL");
         let _ = child.wait();
-        killed.push((db, dir, before, invocation));
+        (db, dir, before, invocation)
+    };
+    let mut killed = Vec::new();
+    let points: Vec<u64> = (1..total).collect();
+    for chunk in points.chunks(2) {
+        std::thread::scope(|scope| {
+            let running: Vec<_> = chunk
+                .iter()
+                .map(|&k| scope.spawn(move || kill_after(k)))
+                .collect();
+            for kill in running {
+                killed.push(kill.join().expect("a kill"));
+            }
+        });
     }
-    std::thread::sleep(std::time::Duration::from_millis(2_500));
+    std::thread::sleep(stb_test_support::SHORT_SIGNAL_SILENCE);
     let mut outcomes = Vec::new();
     for (db, dir, before, invocation) in &killed {
         let finished = unlock_and_check(&db.name, dir.path(), invocation);

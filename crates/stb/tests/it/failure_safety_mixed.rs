@@ -200,7 +200,7 @@ fn kill_mixed_at(ks: &[u64]) -> Vec<Option<bool>> {
             }
         });
     }
-    std::thread::sleep(std::time::Duration::from_millis(2_500));
+    std::thread::sleep(stb_test_support::SHORT_SIGNAL_SILENCE);
     let mut outcomes = Vec::new();
     for (db, dir, before, k) in &killed {
         let finished = unlock_and_check(&db.name, dir.path(), &format!("kill {k}"));
