@@ -1,7 +1,7 @@
 //! What a virtual deployment records of each replay root's boundary, in
 //! `_streambuild_virtual_replay_boundaries`: one row per partition (offsets mode) or one
-//! row (timestamp, landed-at and cursor modes), written by a step of its own right after
-//! the capture it records. The step is part of the workflow, so the build's step files
+//! row (timestamp, landed-at and cursor modes), written by a step of its own once the
+//! captures of its stage are taken. The step is part of the workflow, so the build's step files
 //! hold it, and a rerun of an incomplete deployment records its own capture again (the
 //! row with the latest `captured_at` is the one its replay used).
 
@@ -137,10 +137,10 @@ fn optional(text: Option<&str>) -> String {
     text.map_or_else(|| "NULL".to_owned(), literal)
 }
 
-/// Adds a `capture_watermark_<root>` step after each capture of `workflow`, recording it
-/// for deployment `deployment_id`. `models` are the deployment's (under their physical
-/// names); a root whose table or anchor relation is unknown (a table function) is left
-/// without a record.
+/// Adds a `capture_watermark_<root>` step for each capture of `workflow`, after the run of
+/// captures it belongs to, recording it for deployment `deployment_id`. `models` are the
+/// deployment's (under their physical names); a root whose table or anchor relation is
+/// unknown (a table function) is left without a record.
 pub fn record_boundaries(
     workflow: &mut Workflow,
     deployment_id: &str,
@@ -153,8 +153,12 @@ pub fn record_boundaries(
         name: name.to_owned(),
     };
     let mut steps = Vec::with_capacity(workflow.steps.len() + workflow.roots.len());
+    // A stage's captures stay back to back (their boundaries as close together as the
+    // workflow makes them): its records follow the last of them.
+    let mut records: Vec<Step> = Vec::new();
     for step in std::mem::take(&mut workflow.steps) {
         let Action::Capture(root) = step.action else {
+            steps.append(&mut records);
             steps.push(step);
             continue;
         };
@@ -190,12 +194,13 @@ pub fn record_boundaries(
             mode: replay.template.anchor.mode,
             bounded_below: replay.start_time.is_some(),
         });
-        steps.push(Step::of(
+        records.push(Step::of(
             format!("capture_watermark_{}", replay.model),
             Phase::Boundary,
             Action::Watermark(workflow.watermarks.len() - 1),
         ));
     }
+    steps.append(&mut records);
     workflow.steps = steps;
 }
 
