@@ -177,9 +177,10 @@ pub fn record_boundaries(
                 .and_then(|source| match &source.landing {
                     Some(landing) => Some(in_target(&landing.raw_table)),
                     // A relation named without its database is in the target's.
-                    None => source.relation.as_deref().map(|relation| Named {
-                        database: named(relation).database.or_else(|| Some(database.clone())),
-                        ..named(relation)
+                    None => source.relation.as_deref().map(|relation| {
+                        let mut anchor = named(relation);
+                        anchor.database.get_or_insert_with(|| database.clone());
+                        anchor
                     }),
                 }),
         };

@@ -259,6 +259,38 @@ pub fn spawn_on_project(
         .expect("spawns")
 }
 
+/// `work` for each of `points`, two at a time side by side (a kill-at-every-statement test
+/// prepares and kills one target per point), the results in the points' order.
+pub fn two_at_a_time<T: Send>(points: &[u64], work: impl Fn(u64) -> T + Sync) -> Vec<T> {
+    let mut done = Vec::with_capacity(points.len());
+    for chunk in points.chunks(2) {
+        std::thread::scope(|scope| {
+            let running: Vec<_> = chunk
+                .iter()
+                .map(|&point| {
+                    let work = &work;
+                    scope.spawn(move || work(point))
+                })
+                .collect();
+            for one in running {
+                done.push(one.join().expect("a point's work"));
+            }
+        });
+    }
+    done
+}
+
+/// The files in `dir` (a run's `steps/`), sorted by name: the order they run in.
+#[must_use]
+pub fn sorted_files(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+    let mut files: Vec<std::path::PathBuf> = std::fs::read_dir(dir)
+        .unwrap_or_else(|e| panic!("cannot read {}: {e}", dir.display()))
+        .map(|entry| entry.expect("a directory entry").path())
+        .collect();
+    files.sort();
+    files
+}
+
 /// Waits until run `invocation` in `database` has completed `k` statements, by its own
 /// events (at most 60 s).
 pub fn wait_for_statements(database: &str, invocation: &str, k: u64) {

@@ -1012,11 +1012,7 @@ fn the_step_files_of_a_build_run_by_hand_reproduce_it() {
     build(dir.path(), &[]);
     assert_graph_matches(&db.name, "amount");
     let steps_dir = dir.path().join("target/run/build/steps");
-    let mut steps: Vec<std::path::PathBuf> = std::fs::read_dir(&steps_dir)
-        .expect("steps/")
-        .map(|e| e.expect("entry").path())
-        .collect();
-    steps.sort();
+    let steps = stb_test_support::sorted_files(&steps_dir);
     let workflow = std::fs::read_to_string(dir.path().join("target/run/build/workflow.sql"))
         .expect("workflow.sql");
     assert_eq!(
@@ -1065,12 +1061,7 @@ fn the_step_files_of_a_build_run_by_hand_reproduce_it() {
     )
     .expect("JSON");
     assert_eq!(artifact["step_files"], true, "{plan}");
-    let mut planned: Vec<std::path::PathBuf> =
-        std::fs::read_dir(dir.path().join("target/run/plan/steps"))
-            .expect("plan steps/")
-            .map(|e| e.expect("entry").path())
-            .collect();
-    planned.sort();
+    let planned = stb_test_support::sorted_files(&dir.path().join("target/run/plan/steps"));
     assert_eq!(
         Some(planned.len()),
         artifact["steps"].as_array().map(Vec::len)

@@ -1003,9 +1003,13 @@ fn project_tests_pass(dir: &Path, manifest: &Value) {
         return;
     }
     assert_eq!(compiled, files, "compiled tests against files under tests/");
-    let report = stb_json(dir, &["test", "--json"]);
+    every_one_passed(&stb_json(dir, &["test", "--json"]), compiled);
+}
+
+/// A `stb test` or `stb audit` report: `count` results, each `passed`.
+fn every_one_passed(report: &Value, count: usize) {
     let results = report["results"].as_array().expect("results");
-    assert_eq!(results.len(), compiled, "{report}");
+    assert_eq!(results.len(), count, "{report}");
     assert!(
         results.iter().all(|result| result["status"] == "passed"),
         "{report}"
@@ -1021,11 +1025,6 @@ fn project_audits_pass(dir: &Path, manifest: &Value) {
         return;
     }
     let report = stb_json(dir, &["audit", "--json"]);
-    let results = report["results"].as_array().expect("results");
-    assert_eq!(results.len(), compiled, "{report}");
-    assert!(
-        results.iter().all(|result| result["status"] == "passed"),
-        "{report}"
-    );
+    every_one_passed(&report, compiled);
     assert_eq!(report["over_empty_relations"], json!([]), "{report}");
 }

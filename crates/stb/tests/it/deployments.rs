@@ -371,12 +371,20 @@ fn virtual_builds_under_a_running_writer_lose_no_row_and_double_none() {
 
 /// The step files of the last build in `dir`, in order.
 fn build_steps(dir: &Path) -> Vec<std::path::PathBuf> {
-    let mut steps: Vec<std::path::PathBuf> = std::fs::read_dir(dir.join("target/run/build/steps"))
-        .expect("steps/")
-        .map(|e| e.expect("entry").path())
-        .collect();
-    steps.sort();
-    steps
+    stb_test_support::sorted_files(&dir.join("target/run/build/steps"))
+}
+
+/// The file names of `paths`.
+fn file_names(paths: &[std::path::PathBuf]) -> Vec<String> {
+    paths
+        .iter()
+        .map(|p| {
+            p.file_name()
+                .and_then(|n| n.to_str())
+                .unwrap_or("")
+                .to_owned()
+        })
+        .collect()
 }
 
 #[test]
@@ -399,24 +407,12 @@ fn a_virtual_build_records_its_boundaries_and_its_step_files_reproduce_the_deplo
         artifact["steps"], planned["steps"],
         "the reference's step labels"
     );
-    let mut plan_steps: Vec<std::path::PathBuf> = std::fs::read_dir(plan_dir.join("steps"))
-        .expect("plan steps/")
-        .map(|e| e.expect("entry").path())
-        .collect();
-    plan_steps.sort();
+    let plan_steps = stb_test_support::sorted_files(&plan_dir.join("steps"));
     assert_eq!(
         Some(plan_steps.len()),
         artifact["workflow_steps"].as_array().map(Vec::len)
     );
-    let plan_names: Vec<String> = plan_steps
-        .iter()
-        .map(|p| {
-            p.file_name()
-                .and_then(|n| n.to_str())
-                .unwrap_or("")
-                .to_owned()
-        })
-        .collect();
+    let plan_names = file_names(&plan_steps);
     for wanted in [
         "_persist_candidate_metadata.sql",
         "_capture_watermark_clean.sql.template",
@@ -466,15 +462,7 @@ fn a_virtual_build_records_its_boundaries_and_its_step_files_reproduce_the_deplo
     // The step files hold every statement the build ran, the records included, and
     // workflow.sql is exactly them joined.
     let steps = build_steps(dir.path());
-    let names: Vec<String> = steps
-        .iter()
-        .map(|p| {
-            p.file_name()
-                .and_then(|n| n.to_str())
-                .unwrap_or("")
-                .to_owned()
-        })
-        .collect();
+    let names = file_names(&steps);
     for wanted in [
         "_persist_candidate_metadata.sql",
         "_capture_watermark_clean.sql",
@@ -684,19 +672,8 @@ fn a_virtual_build_killed_after_any_statement_is_rerun_with_its_id_to_the_right_
     drop((probe_db, probe));
 
     // Targets prepared and killed two at a time, side by side.
-    let mut killed: Vec<KilledDeployment> = Vec::new();
     let points: Vec<u64> = (1..total).collect();
-    for chunk in points.chunks(2) {
-        std::thread::scope(|scope| {
-            let running: Vec<_> = chunk
-                .iter()
-                .map(|&k| scope.spawn(move || kill_deployment_after(k)))
-                .collect();
-            for kill in running {
-                killed.push(kill.join().expect("a kill"));
-            }
-        });
-    }
+    let killed = stb_test_support::two_at_a_time(&points, kill_deployment_after);
     let last_kill = std::time::Instant::now();
     assert!(
         killed.iter().any(|(_, _, _, complete)| !complete),

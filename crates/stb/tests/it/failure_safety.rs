@@ -436,19 +436,8 @@ fn a_direct_build_killed_at_any_statement_is_given_back_or_finished_by_unlock() 
         let _ = child.wait();
         (db, dir, before, invocation)
     };
-    let mut killed = Vec::new();
     let points: Vec<u64> = (1..total).collect();
-    for chunk in points.chunks(2) {
-        std::thread::scope(|scope| {
-            let running: Vec<_> = chunk
-                .iter()
-                .map(|&k| scope.spawn(move || kill_after(k)))
-                .collect();
-            for kill in running {
-                killed.push(kill.join().expect("a kill"));
-            }
-        });
-    }
+    let killed = stb_test_support::two_at_a_time(&points, kill_after);
     std::thread::sleep(stb_test_support::SHORT_SIGNAL_SILENCE);
     let mut outcomes = Vec::new();
     for (db, dir, before, invocation) in &killed {

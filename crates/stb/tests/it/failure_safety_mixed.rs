@@ -188,18 +188,7 @@ fn killed_after(k: u64) -> Killed {
 /// deployment missing a copy, and production as it was (or, when the direct phase was
 /// finished, its new rows). Whether each was finished.
 fn kill_mixed_at(ks: &[u64]) -> Vec<Option<bool>> {
-    let mut killed: Vec<Killed> = Vec::new();
-    for chunk in ks.chunks(2) {
-        std::thread::scope(|scope| {
-            let running: Vec<_> = chunk
-                .iter()
-                .map(|&k| scope.spawn(move || killed_after(k)))
-                .collect();
-            for kill in running {
-                killed.push(kill.join().expect("a kill"));
-            }
-        });
-    }
+    let killed: Vec<Killed> = stb_test_support::two_at_a_time(ks, killed_after);
     std::thread::sleep(stb_test_support::SHORT_SIGNAL_SILENCE);
     let mut outcomes = Vec::new();
     for (db, dir, before, k) in &killed {
