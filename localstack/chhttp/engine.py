@@ -119,7 +119,7 @@ class Engine:
         self.data_dir = data_dir
         params = [("config-file", str(config_file)), ("stream_flush_interval_ms", str(stream_flush_interval_ms))]
         if log_file is not None:
-            params += [("logger.log", str(log_file)), ("logger.level", "information")]
+            params += [("logger.log", str(log_file)), ("log-level", "information")]
         self._dsn = str(data_dir) + "?" + "&".join(f"{k}={v}" for k, v in params)
         self._sessions: dict[str, Session] = {}
         self._sessions_lock = threading.Lock()
