@@ -5,9 +5,9 @@
 # venv support, Node.js for the web UI), builds the web UI and the workspace, starts the local stack (chDB ClickHouse server +
 # tansu broker), and runs: formatting, clippy, the Python server's unit tests and every Rust
 # test, unit and integration, against the real engine and broker; the browser tests of the
-# web UI; then the one-command
-# demo (scripts/demo.sh). The Rust tests, the browser tests and the demo each run even when
-# one before them failed; the script ends with the wall time of every step, the ten slowest
+# web UI; then the one-command demo (scripts/demo.sh) and the wheel a new user installs
+# (scripts/test-wheel.sh). The Rust tests, the browser tests, the demo and the wheel each
+# run even when one before them failed; the script ends with the wall time of every step, the ten slowest
 # tests and every step that failed, and exits non-zero on any failure. Caches live outside
 # the checkout so a fresh clone reuses them:
 #   CARGO_TARGET_DIR  (default ~/.cache/streambuild/target)
@@ -157,6 +157,9 @@ run_demo() {
   sed -n '/^Demo summary$/,/^Demo passed$/p' "$demo_log"
 }
 keep_going "demo" run_demo
+
+step "the wheel (scripts/test-wheel.sh: built, installed without toolchains, the quickstart)"
+keep_going "wheel" "$repo/scripts/test-wheel.sh"
 
 end=$(date +%s)
 echo

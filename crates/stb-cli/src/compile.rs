@@ -39,11 +39,10 @@ pub(crate) fn run(args: &CompileArgs) -> ExitCode {
         Err(diagnostics) => return report(diagnostics, args.json),
     };
     if !args.json {
-        let mut stderr = std::io::stderr().lock();
         for warning in &compiled.warnings {
             // Same shape as errors, so editors and people read both alike.
             let text = warning.to_string();
-            let _ = writeln!(stderr, "{}", text.replacen("error[", "warning[", 1));
+            crate::output::eprint_styled(&format!("{}\n", text.replacen("error[", "warning[", 1)));
         }
     }
     let validation = if args.validate {

@@ -199,7 +199,7 @@ fn destruct(
 
 /// A line for the person at the terminal (stderr: stdout may be JSON).
 fn say(line: &str) {
-    let _ = writeln!(std::io::stderr().lock(), "{line}");
+    crate::output::eprint_styled(&format!("{line}\n"));
 }
 
 fn show(plan: &DestructionPlan) {

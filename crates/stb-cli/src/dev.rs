@@ -48,6 +48,10 @@ pub(crate) struct DevArgs {
     /// The port to listen on (0 picks a free one).
     #[arg(long, default_value_t = 8000, value_name = "PORT")]
     ui_port: u16,
+    /// Recompile when a project file changes (checked every second); the UI refreshes on
+    /// its next status poll. Without it, the UI's Reload button recompiles.
+    #[arg(long)]
+    watch: bool,
     /// How users sign in.
     #[arg(
         long,
@@ -428,17 +432,28 @@ async fn serve(
     let mut out = std::io::stdout().lock();
     let _ = writeln!(
         out,
-        "StreamBuild {} dev server\n  project    {} ({})\n  compile    {compiled}\n  warehouse  {} (connecting in the background)\n  auth       {:?}\n  control    {}\n  api        http://{bound}/api\n  ctrl+c to stop",
+        "StreamBuild {} dev server\n  project    {} ({})\n  compile    {compiled}\n  warehouse  {} (connecting in the background)\n  auth       {:?}\n  control    {}\n  api        http://{bound}/api\n  watch      {}\n  ctrl+c to stop",
         env!("CARGO_PKG_VERSION"),
         project.name,
         project.root.display(),
         state.database,
         state.auth.mode,
         state.store.shown_url(),
+        if args.watch {
+            "recompiles when a project file changes"
+        } else {
+            "off (the UI's Reload button recompiles; --watch to follow edits)"
+        },
     );
     let _ = out.flush();
     drop(out);
     let watcher = tokio::spawn(Arc::clone(&state.warehouse).watch());
+    let edits = args.watch.then(|| {
+        tokio::spawn(stb_server::watch::run(
+            Arc::clone(&state),
+            project.root.clone(),
+        ))
+    });
     let snapshots = tokio::spawn(stb_server::snapshot::keep_fresh(Arc::clone(&state)));
     let scheduler = tokio::spawn(stb_server::scheduler::run(Arc::clone(&state)));
     let app = stb_server::router(Arc::clone(&state));
@@ -457,6 +472,9 @@ async fn serve(
     })
     .await;
     watcher.abort();
+    if let Some(edits) = edits {
+        edits.abort();
+    }
     snapshots.abort();
     scheduler.abort();
     state.store.close().await;

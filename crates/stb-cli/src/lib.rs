@@ -11,6 +11,7 @@ mod destruction;
 mod dev;
 mod direct;
 mod discover;
+mod init;
 mod local;
 mod maintenance;
 mod output;
@@ -38,12 +39,18 @@ use clap::{Parser, Subcommand};
 #[derive(Debug, Parser)]
 #[command(name = "stb", version, about, long_about = None, propagate_version = true)]
 struct Cli {
+    /// Colour errors and hints: auto (at a terminal, unless NO_COLOR is set), always, never.
+    #[arg(long, global = true, value_enum, value_name = "WHEN", default_value_t = output::ColorWhen::Auto)]
+    color: output::ColorWhen,
     #[command(subcommand)]
     command: Command,
 }
 
 #[derive(Debug, Subcommand)]
 enum Command {
+    /// Start a new project that builds on the local stack as written: a Kafka source, two
+    /// models, a test and an audit (docs/quickstart.md).
+    Init(init::InitArgs),
     /// Inspect the project: pipelines, their mode, protection, source and models.
     Discover(discover::DiscoverArgs),
     /// Compile models and sources to ClickHouse DDL and artifacts under target/ (offline).
@@ -99,13 +106,25 @@ enum Command {
     /// The target now: its lock, live runs, and per source and model whether rows are
     /// arriving and how fresh the newest row is against the source's expectation.
     Status(status::StatusArgs),
+    /// Print a shell completion script: `stb completions bash > ~/.local/share/bash-completion/completions/stb`
+    /// (bash, zsh, fish, powershell, elvish; docs/install.md).
+    Completions(CompletionsArgs),
+}
+
+#[derive(Debug, clap::Args)]
+struct CompletionsArgs {
+    /// The shell to complete in.
+    #[arg(value_enum)]
+    shell: clap_complete::Shell,
 }
 
 /// Parses the arguments, runs the command and returns the process exit code.
 #[must_use]
 pub fn run() -> ExitCode {
     let cli = Cli::parse();
+    output::set_color(cli.color);
     match cli.command {
+        Command::Init(args) => init::run(&args),
         Command::Discover(args) => discover::run(&args),
         Command::Compile(args) => compile::run(&args),
         Command::Local(command) => local::run(command),
@@ -125,6 +144,16 @@ pub fn run() -> ExitCode {
         Command::Status(args) => status::run(&args),
         Command::Admin(args) => admin::run(&args),
         Command::Dev(args) => dev::run(&args),
+        Command::Completions(args) => {
+            use clap::CommandFactory;
+            clap_complete::generate(
+                args.shell,
+                &mut Cli::command(),
+                "stb",
+                &mut std::io::stdout().lock(),
+            );
+            ExitCode::SUCCESS
+        }
     }
 }
 
@@ -141,7 +170,7 @@ mod tests {
     /// module (`args`, `direct`, `plan_render`, `quality`, ...) or in a library crate.
     #[test]
     fn no_command_module_imports_another() {
-        const COMMANDS: [&str; 16] = [
+        const COMMANDS: [&str; 17] = [
             "admin",
             "audit",
             "build",
@@ -150,6 +179,7 @@ mod tests {
             "destruction",
             "dev",
             "discover",
+            "init",
             "local",
             "maintenance",
             "plan",

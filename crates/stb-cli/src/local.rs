@@ -1,6 +1,6 @@
 //! `stb local`: the Docker-free local stack.
 
-use std::io::Write;
+use std::io::{BufRead, Write};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -20,6 +20,21 @@ pub(crate) enum LocalCommand {
     Status(CommonArgs),
     /// Print the stack's addresses as shell variables: `eval "$(stb local env)"`.
     Env(CommonArgs),
+    /// Send each line of stdin to a topic as one message (its value), on the stack's
+    /// broker: `echo '{"id": 1}' | stb local produce --topic events`.
+    Produce(ProduceArgs),
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct ProduceArgs {
+    #[command(flatten)]
+    common: CommonArgs,
+    /// The topic (created with one partition when missing).
+    #[arg(long, value_name = "TOPIC")]
+    topic: String,
+    /// Brokers to send to instead of the running stack's (host:port[,host:port...]).
+    #[arg(long, value_name = "LIST")]
+    brokers: Option<String>,
 }
 
 #[derive(Debug, Args)]
@@ -80,6 +95,87 @@ pub(crate) fn run(command: LocalCommand) -> ExitCode {
             Ok(status) => print_env(&status, args.json),
             Err(error) => fail(&Failure::from(error), args.json),
         },
+        LocalCommand::Produce(args) => produce(&args),
+    }
+}
+
+fn produce(args: &ProduceArgs) -> ExitCode {
+    let json = args.common.json;
+    let list = match &args.brokers {
+        Some(list) => list.clone(),
+        None => match stack::status(&args.common.layout()) {
+            Ok(status) if status.kafka.running && status.kafka.port.is_some() => {
+                format!("127.0.0.1:{}", status.kafka.port.unwrap_or_default())
+            }
+            Ok(_) => return fail(&not_running(), json),
+            Err(error) => return fail(&Failure::from(error), json),
+        },
+    };
+    let mut values = Vec::new();
+    for line in std::io::stdin().lock().lines() {
+        match line {
+            Ok(line) if line.trim().is_empty() => {}
+            Ok(line) => values.push(line),
+            Err(error) => {
+                return fail(
+                    &Failure {
+                        code: "STB-LOCAL-010",
+                        message: format!("cannot read the messages from stdin: {error}"),
+                        hint: "send one message per line of UTF-8 text".to_owned(),
+                    },
+                    json,
+                );
+            }
+        }
+    }
+    let now_ms = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX));
+    let messages: Vec<stb_kafka::Message> = values
+        .into_iter()
+        .map(|value| stb_kafka::Message {
+            // Unassigned: the client's partitioner picks one.
+            partition: -1,
+            key: String::new(),
+            value,
+            timestamp_ms: now_ms,
+        })
+        .collect();
+    let brokers = stb_kafka::Brokers {
+        list,
+        settings: Vec::new(),
+    };
+    let sent = stb_kafka::create_topic(&brokers, &args.topic, 1, false)
+        .and_then(|()| stb_kafka::produce(&brokers, &args.topic, &messages));
+    if let Err(detail) = sent {
+        return fail(
+            &Failure {
+                code: "STB-LOCAL-011",
+                message: format!("could not send to topic '{}': {detail}", args.topic),
+                hint: "check that the broker runs (`stb local status`) or pass --brokers"
+                    .to_owned(),
+            },
+            json,
+        );
+    }
+    if json {
+        print_json(&serde_json::json!({ "topic": args.topic, "messages": messages.len() }));
+    } else {
+        let _ = writeln!(
+            std::io::stdout().lock(),
+            "sent {} message(s) to {}",
+            messages.len(),
+            args.topic
+        );
+    }
+    ExitCode::SUCCESS
+}
+
+fn not_running() -> Failure {
+    Failure {
+        code: "STB-LOCAL-008",
+        message: "the local stack is not running".to_owned(),
+        hint: "start it with `stb local up`".to_owned(),
     }
 }
 
@@ -138,14 +234,7 @@ fn print_env(status: &StackStatus, json: bool) -> ExitCode {
         return ExitCode::SUCCESS;
     }
     if lines.is_empty() {
-        return fail(
-            &Failure {
-                code: "STB-LOCAL-008",
-                message: "the local stack is not running".to_owned(),
-                hint: "start it with `stb local up`".to_owned(),
-            },
-            false,
-        );
+        return fail(&not_running(), false);
     }
     let mut stdout = std::io::stdout().lock();
     for (key, value) in lines {

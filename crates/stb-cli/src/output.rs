@@ -50,11 +50,70 @@ pub(crate) fn fail(failure: &Failure, json: bool) -> ExitCode {
         });
         print_json(&value);
     } else {
-        let mut stderr = std::io::stderr().lock();
-        let _ = writeln!(stderr, "error[{}]: {}", failure.code, failure.message);
-        let _ = writeln!(stderr, "  hint: {}", failure.hint);
+        eprint_styled(&format!(
+            "error[{}]: {}\n  hint: {}\n",
+            failure.code, failure.message, failure.hint
+        ));
     }
     ExitCode::from(1)
+}
+
+/// When to colour: `--color` (auto: at a terminal, unless `NO_COLOR` is set).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub(crate) enum ColorWhen {
+    Auto,
+    Always,
+    Never,
+}
+
+/// Applies `--color` to everything written through [`eprint_styled`].
+pub(crate) fn set_color(when: ColorWhen) {
+    let choice = match when {
+        // anstream's auto checks the terminal, NO_COLOR and CLICOLOR_FORCE.
+        ColorWhen::Auto => anstream::ColorChoice::Auto,
+        ColorWhen::Always => anstream::ColorChoice::Always,
+        ColorWhen::Never => anstream::ColorChoice::Never,
+    };
+    choice.write_global();
+}
+
+/// Writes `text` to stderr with its diagnostic markers styled (`error[CODE]` red,
+/// `warning[CODE]` yellow, `hint:` cyan, `note:` blue) when stderr takes colour; the
+/// stream drops the styles otherwise, so pipes and logs get plain text.
+pub(crate) fn eprint_styled(text: &str) {
+    let mut stderr = anstream::stderr().lock();
+    let _ = stderr.write_all(styled(text).as_bytes());
+}
+
+fn styled(text: &str) -> String {
+    use anstyle::{AnsiColor, Style};
+    let error = Style::new().fg_color(Some(AnsiColor::Red.into())).bold();
+    let warning = Style::new().fg_color(Some(AnsiColor::Yellow.into())).bold();
+    let hint = Style::new().fg_color(Some(AnsiColor::Cyan.into())).bold();
+    let note = Style::new().fg_color(Some(AnsiColor::Blue.into())).bold();
+    let mut out = String::with_capacity(text.len() + 64);
+    for line in text.split_inclusive('\n') {
+        let marked =
+            [("error[", error), ("warning[", warning)]
+                .into_iter()
+                .find_map(|(prefix, style)| {
+                    let end = line.find(']').filter(|_| line.starts_with(prefix))?;
+                    Some((end + 1, style))
+                })
+                .or_else(|| {
+                    [("  hint:", hint), ("  note:", note)].into_iter().find_map(
+                        |(prefix, style)| line.starts_with(prefix).then_some((prefix.len(), style)),
+                    )
+                });
+        match marked {
+            Some((end, style)) => {
+                out.push_str(&format!("{style}{}{style:#}", &line[..end]));
+                out.push_str(&line[end..]);
+            }
+            None => out.push_str(line),
+        }
+    }
+    out
 }
 
 pub(crate) fn print_json<T: Serialize>(value: &T) {
@@ -83,11 +142,12 @@ pub(crate) fn report(diagnostics: stb_diagnostics::Diagnostics, json: bool) -> E
     if json {
         print_json(&serde_json::json!({ "errors": sorted }));
     } else {
-        let mut stderr = std::io::stderr().lock();
-        for diagnostic in &sorted {
-            let _ = writeln!(stderr, "{diagnostic}");
-        }
-        let _ = writeln!(stderr, "\n{} error(s); nothing was changed.", sorted.len());
+        let mut text: String = sorted.iter().map(|d| format!("{d}\n")).collect();
+        text.push_str(&format!(
+            "\n{} error(s); nothing was changed.\n",
+            sorted.len()
+        ));
+        eprint_styled(&text);
     }
     ExitCode::from(1)
 }
@@ -106,5 +166,24 @@ pub(crate) fn ask(question: &str) -> Option<String> {
             let line = answer.strip_suffix('\n').unwrap_or(&answer);
             Some(line.strip_suffix('\r').unwrap_or(line).to_owned())
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::styled;
+
+    #[test]
+    fn only_the_markers_are_styled() {
+        let text = "error[STB-BUILD-003] a.sql:1:2: bad\n  note: here (b.sql:3:4)\n  hint: fix it\nplain\n";
+        let painted = styled(text);
+        assert_eq!(
+            painted,
+            "\u{1b}[1m\u{1b}[31merror[STB-BUILD-003]\u{1b}[0m a.sql:1:2: bad\n\
+             \u{1b}[1m\u{1b}[34m  note:\u{1b}[0m here (b.sql:3:4)\n\
+             \u{1b}[1m\u{1b}[36m  hint:\u{1b}[0m fix it\nplain\n"
+        );
+        let warning = styled("warning[STB-INIT-001]: careful");
+        assert!(warning.starts_with("\u{1b}[1m\u{1b}[33mwarning[STB-INIT-001]\u{1b}[0m: careful"));
     }
 }

@@ -5,7 +5,7 @@ use std::io::Write;
 use std::process::ExitCode;
 
 use clap::{Args, Subcommand};
-use stb_engine::runs::{RunSummary, cancel, list, show};
+use stb_engine::runs::{RunSummary, cancel, list, resolve_invocation, short_id, show};
 
 use crate::args::TargetArgs as Common;
 use crate::output::{Failure, fail, print_json};
@@ -23,7 +23,7 @@ pub(crate) enum RunsCommand {
 
 #[derive(Debug, Args)]
 pub(crate) struct CancelArgs {
-    /// The run's invocation id (`stb runs list` shows them).
+    /// The run's id, or its first characters (`stb runs list` shows them).
     invocation_id: String,
     /// Cancel without asking (needed with --json).
     #[arg(long)]
@@ -43,7 +43,7 @@ pub(crate) struct ListArgs {
 
 #[derive(Debug, Args)]
 pub(crate) struct ShowArgs {
-    /// The run's invocation id (`stb runs list` shows them).
+    /// The run's id, or its first characters (`stb runs list` shows them).
     invocation_id: String,
     #[command(flatten)]
     common: Common,
@@ -77,6 +77,17 @@ pub(crate) fn run(command: &RunsCommand) -> ExitCode {
         Err(failure) => return fail(&failure, common.json),
     };
     let windows = crate::run_context::windows(&project);
+    // `show` and `cancel` take a short id (a prefix, as the list prints it) as well.
+    let given = match command {
+        RunsCommand::Show(args) => Some(&args.invocation_id),
+        RunsCommand::Cancel(args) => Some(&args.invocation_id),
+        RunsCommand::List(_) => None,
+    };
+    let invocation = match given.map(|id| resolve_invocation(&client, &database, id)) {
+        Some(Ok(id)) => id,
+        Some(Err(error)) => return fail(&Failure::from(error), common.json),
+        None => String::new(),
+    };
     match command {
         RunsCommand::List(args) => match list(&client, &database, args.limit, windows) {
             Ok(runs) if common.json => {
@@ -89,7 +100,7 @@ pub(crate) fn run(command: &RunsCommand) -> ExitCode {
             }
             Err(error) => fail(&Failure::from(error), common.json),
         },
-        RunsCommand::Show(args) => match show(&client, &database, &args.invocation_id, windows) {
+        RunsCommand::Show(_) => match show(&client, &database, &invocation, windows) {
             Ok(detail) if common.json => {
                 print_json(&serde_json::json!({
                     "database": database,
@@ -101,6 +112,7 @@ pub(crate) fn run(command: &RunsCommand) -> ExitCode {
             }
             Ok(detail) => {
                 let mut out = std::io::stdout().lock();
+                let _ = writeln!(out, "Run {}", detail.run.invocation_id);
                 print_run(&mut out, &detail.run);
                 let _ = writeln!(out, "\nStatements");
                 for statement in &detail.statements {
@@ -126,7 +138,7 @@ pub(crate) fn run(command: &RunsCommand) -> ExitCode {
         },
         RunsCommand::Cancel(args) => {
             if !args.auto_approve
-                && !crate::virtual_target::confirmed(&format!("Cancel run {}?", args.invocation_id))
+                && !crate::virtual_target::confirmed(&format!("Cancel run {invocation}?"))
             {
                 let _ = writeln!(std::io::stdout().lock(), "Nothing was cancelled.");
                 return ExitCode::from(1);
@@ -134,7 +146,7 @@ pub(crate) fn run(command: &RunsCommand) -> ExitCode {
             match cancel(
                 &client,
                 &database,
-                &args.invocation_id,
+                &invocation,
                 windows,
                 std::time::Duration::from_secs(15),
             ) {
@@ -193,7 +205,7 @@ fn print_run(out: &mut std::io::StdoutLock<'_>, run: &RunSummary) {
     let _ = writeln!(
         out,
         "  {}  {:<16}{silence}  {}  started {}  {duration}",
-        run.invocation_id,
+        short_id(&run.invocation_id),
         run.status,
         run.command.as_deref().unwrap_or("?"),
         run.started_at.as_deref().unwrap_or("?"),

@@ -113,10 +113,9 @@ fn print(json: bool, results: &[TestResult]) -> ExitCode {
         ExitCode::SUCCESS
     } else {
         if !json {
-            let _ = writeln!(
-                std::io::stderr().lock(),
-                "error[{CODE_FAILED}]: {failed} SQL test(s) failed\n  hint: each failure lists the rows that are missing or unexpected; the executed SQL is under target/run/tests/"
-            );
+            crate::output::eprint_styled(&format!(
+                "error[{CODE_FAILED}]: {failed} SQL test(s) failed\n  hint: each failure lists the rows that are missing or unexpected; the executed SQL is under target/run/tests/\n"
+            ));
         }
         ExitCode::from(1)
     }

@@ -339,7 +339,16 @@ pub(crate) fn referenced_models(
                 "SQL audit '{name}' references unknown models: {}",
                 unknown.join(", ")
             ),
-            "audits read compiled models; check the spelling, or audit a model instead of a source",
+            &format!(
+                "{}audits read compiled models; check the spelling, or audit a model instead of a source",
+                unknown
+                    .first()
+                    .map(|typed| stb_diagnostics::suggest::did_you_mean(
+                        typed,
+                        models.iter().copied()
+                    ))
+                    .unwrap_or_default()
+            ),
         ));
     }
     Ok(referenced.into_iter().collect())

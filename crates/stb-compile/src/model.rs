@@ -223,7 +223,13 @@ pub(crate) fn realise(
                         "Model '{}' references unknown logical resource '{}'",
                         model.name, reference.name
                     ),
-                    "reference a source from sources/*.yml or a model by its file name",
+                    format!(
+                        "{}reference a source from sources/*.yml or a model by its file name",
+                        stb_diagnostics::suggest::did_you_mean(
+                            &reference.name,
+                            relations.keys().map(String::as_str)
+                        )
+                    ),
                 )
                 .at(Location::at(&model.file, reference.position)),
             );

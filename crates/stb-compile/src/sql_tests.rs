@@ -413,7 +413,10 @@ fn assemble(
                 text,
                 cte.body_offset,
                 format!("SQL test '{file}' targets unknown model '{model_name}'"),
-                "name a model: __expected__<model name>",
+                &format!(
+                    "{}name a model: __expected__<model name>",
+                    stb_diagnostics::suggest::did_you_mean(model_name, models.keys().copied())
+                ),
             ));
         };
         chain.rebuild(model_name, cte.body_offset, &mut assembled)?;

@@ -2,6 +2,7 @@
 //! stable code, the file, line and column it comes from, and a one-line hint.
 
 pub mod registry;
+pub mod suggest;
 
 use std::fmt;
 use std::path::{Path, PathBuf};

@@ -215,6 +215,15 @@ pub const CODES: &[(&str, &str)] = &[
         "a pipeline whose table models do not reach exactly one source",
     ),
     (
+        "STB-INIT-001",
+        "stb init refuses: a project or one of its files already exists there",
+    ),
+    ("STB-INIT-002", "stb init --name is not an identifier"),
+    (
+        "STB-INIT-003",
+        "stb init could not write the project's files",
+    ),
+    (
         "STB-LOCAL-001",
         "no usable Python 3.9+ with venv for the local stack",
     ),
@@ -236,10 +245,21 @@ pub const CODES: &[(&str, &str)] = &[
         "STB-LOCAL-007",
         "the local stack's stack.json is unreadable",
     ),
-    ("STB-LOCAL-008", "stb local env: nothing is running"),
+    (
+        "STB-LOCAL-008",
+        "stb local env or produce: nothing is running",
+    ),
     (
         "STB-LOCAL-009",
         "the embedded engine stb compile --validate runs on is not installed",
+    ),
+    (
+        "STB-LOCAL-010",
+        "stb local produce could not read its messages from stdin",
+    ),
+    (
+        "STB-LOCAL-011",
+        "stb local produce could not create the topic or deliver a message",
     ),
     (
         "STB-LOCK-001",

@@ -260,6 +260,58 @@ pub fn show(
     })
 }
 
+/// The whole invocation id `given` names: itself when a run has that id, else the one run
+/// whose id begins with it (a short id as `stb runs list` prints it).
+///
+/// # Errors
+/// No run has that id or prefix, or several do (`STB-RUNS-001`, naming them), or a read
+/// failed.
+pub fn resolve_invocation(
+    client: &Client,
+    database: &str,
+    given: &str,
+) -> Result<String, EngineError> {
+    let error = |e: stb_warehouse::WarehouseError| EngineError::from(&e);
+    if one(client, database, given).map_err(error)?.is_some() {
+        return Ok(given.to_owned());
+    }
+    let matches =
+        stb_warehouse::runs::ids_starting_with(client, database, given, 6).map_err(error)?;
+    match matches.as_slice() {
+        [only] => Ok(only.clone()),
+        [] => Err(EngineError::new(
+            RUN_CODE,
+            format!("no run '{given}' in '{database}'"),
+            "`stb runs list` shows the recent runs and their ids",
+        )),
+        several => Err(EngineError::new(
+            RUN_CODE,
+            format!(
+                "'{given}' begins {} run ids in '{database}': {}",
+                if several.len() > 5 {
+                    "more than five".to_owned()
+                } else {
+                    several.len().to_string()
+                },
+                several
+                    .iter()
+                    .take(5)
+                    .cloned()
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+            "give more of the id",
+        )),
+    }
+}
+
+/// The short form of a run id that lists print: its first eight characters (the whole
+/// id when it is shorter); `stb runs show` and `cancel` take it.
+#[must_use]
+pub fn short_id(invocation: &str) -> &str {
+    invocation.get(..8).unwrap_or(invocation)
+}
+
 /// An unknown run.
 pub const RUN_CODE: &str = "STB-RUNS-001";
 /// A run that cannot be cancelled (it ended, or it is presumed failed).

@@ -12,6 +12,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use stb_diagnostics::Diagnostic;
+use stb_diagnostics::suggest::did_you_mean;
 
 /// Models, their pipelines, and model-to-model edges of every type.
 #[derive(Debug, Clone, Default)]
@@ -111,7 +112,11 @@ impl ModelGraph {
             None => Err(error(
                 codes::UNKNOWN,
                 format!("Unknown selected pipeline '{name}'"),
-                &format!("pipelines: {}", self.list_pipelines()),
+                &format!(
+                    "{}pipelines: {}",
+                    did_you_mean(name, self.pipelines.keys().map(String::as_str)),
+                    self.list_pipelines()
+                ),
             )),
             Some(models) if models.is_empty() => Err(error(
                 codes::EMPTY_PIPELINE,
@@ -120,6 +125,10 @@ impl ModelGraph {
             )),
             Some(models) => Ok(models.clone()),
         }
+    }
+
+    fn model_names(&self) -> impl Iterator<Item = &str> {
+        self.model_pipeline.keys().map(String::as_str)
     }
 
     fn list_pipelines(&self) -> String {
@@ -179,7 +188,10 @@ pub fn select_for_build(
                     return Err(error(
                         codes::UNKNOWN,
                         format!("Unknown selected model '{name}'"),
-                        "model names are SQL file stems; run stb discover to list them",
+                        &format!(
+                            "{}model names are SQL file stems; run stb discover to list them",
+                            did_you_mean(name, graph.model_names())
+                        ),
                     ));
                 }
                 selected.insert(name.to_owned());
@@ -201,7 +213,15 @@ pub fn select_for_build(
                 return Err(error(
                     codes::UNKNOWN,
                     format!("Unknown selected model or pipeline '{token}'"),
-                    "run stb discover to list pipelines and models; sources cannot be selected",
+                    &format!(
+                        "{}run stb discover to list pipelines and models; sources cannot be selected",
+                        did_you_mean(
+                            token,
+                            graph
+                                .model_names()
+                                .chain(graph.pipelines.keys().map(String::as_str))
+                        )
+                    ),
                 ));
             }
         }
@@ -320,7 +340,10 @@ pub fn resolve_scoped(
             return Err(error(
                 codes::UNKNOWN,
                 format!("Unknown SQL {what} selector model '{}'", selector.name),
-                "bare names select models; use pipeline:<name> for a pipeline",
+                &format!(
+                    "{}bare names select models; use pipeline:<name> for a pipeline",
+                    did_you_mean(&selector.name, graph.model_names())
+                ),
             ));
         };
         let mut scope = base.clone();
@@ -397,6 +420,15 @@ mod tests {
         );
         assert_eq!(code(&["model:nope"]), codes::UNKNOWN);
         assert_eq!(code(&["pipeline:pl__nope"]), codes::UNKNOWN);
+        let hint = |a: &[&str]| select_for_build(&g, &args(a)).expect_err("error").hint;
+        assert!(
+            hint(&["orders_cleen"]).starts_with("did you mean 'orders_clean'? "),
+            "{}",
+            hint(&["orders_cleen"])
+        );
+        assert!(hint(&["model:orders_clen"]).starts_with("did you mean 'orders_clean'? "));
+        assert!(hint(&["pipeline:pl__order"]).starts_with("did you mean 'pl__orders'? "));
+        assert!(!hint(&["model:nope"]).contains("did you mean"));
         assert_eq!(code(&["source:orders"]), codes::NAMESPACE);
         assert_eq!(code(&["pipeline:pl__empty"]), codes::EMPTY_PIPELINE);
         assert_eq!(

@@ -184,6 +184,10 @@ pub fn validate(header: &Spanned<HeaderValue>, file: &str) -> Result<ModelHeader
         }]);
     };
     let allowed = |key: &str| COMMON.contains(&key) || TABLE_ONLY.contains(&key);
+    let suggestion = |typed: &str| {
+        stb_diagnostics::suggest::closest(typed, COMMON.iter().chain(TABLE_ONLY).copied())
+            .map_or_else(String::new, |key| format!(" (did you mean '{key}'?)"))
+    };
     let mut unknown: Vec<&str> = entries
         .iter()
         .map(|(k, _)| k.value.as_str())
@@ -194,8 +198,9 @@ pub fn validate(header: &Spanned<HeaderValue>, file: &str) -> Result<ModelHeader
         check.report(
             first.0.offset,
             format!(
-                "MODEL(...) in '{file}' contains unsupported keys: {}",
-                unknown.join(", ")
+                "MODEL(...) in '{file}' contains unsupported keys: {}{}",
+                unknown.join(", "),
+                suggestion(first.0.value.as_str())
             ),
         );
     }
@@ -642,6 +647,12 @@ mod tests {
         assert_eq!(
             problems("zeta 1, alpha 2"),
             ["MODEL(...) in 'm.sql' contains unsupported keys: alpha, zeta"]
+        );
+        assert_eq!(
+            problems("descripton \"x\""),
+            [
+                "MODEL(...) in 'm.sql' contains unsupported keys: descripton (did you mean 'description'?)"
+            ]
         );
         assert_eq!(
             problems("order_by []"),

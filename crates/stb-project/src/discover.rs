@@ -838,7 +838,7 @@ fn read_sources(
             entries
                 .filter_map(Result::ok)
                 .map(|e| e.path())
-                .filter(|p| p.is_file() && p.extension().is_some_and(|e| e == "yml"))
+                .filter(|p| p.is_file() && p.extension().is_some_and(|e| e == "yml" || e == "yaml"))
                 .collect()
         })
         .unwrap_or_default();
@@ -1087,6 +1087,21 @@ fn infer_pipeline_sources(
                 .map(|m| (m.name.clone(), (m.kind, m.driving_input.clone())))
         })
         .collect();
+    // Where each table model names its driving input: the report of an unknown one points
+    // at that call, in the model that makes it (not at the model whose chain led there).
+    type Calls = Vec<(String, Position)>;
+    let driving_sites: std::collections::HashMap<String, (String, Calls)> = pipelines
+        .iter()
+        .flat_map(|p| p.models.iter())
+        .map(|m| {
+            let calls = m
+                .refs
+                .iter()
+                .map(|r| (r.name.clone(), r.position))
+                .collect();
+            (m.name.clone(), (m.file.clone(), calls))
+        })
+        .collect();
     // model -> the source its chain reaches (None: the chain failed, already reported).
     // Each chain is walked once, so long pipelines stay linear.
     let mut reached_by: std::collections::HashMap<String, Option<String>> =
@@ -1132,10 +1147,37 @@ fn infer_pipeline_sources(
                     }
                     Some((ModelKind::Table, None)) => break Err(String::new()), // already reported on that model
                     _ => {
-                        break Err(format!(
-                            "Pipeline directory '{}' references unknown driving input '{current}' (from model '{}')",
-                            pipeline.name, model.name
-                        ));
+                        let naming = path.last().map_or(model.name.as_str(), String::as_str);
+                        let (file, calls) = driving_sites
+                            .get(naming)
+                            .map_or((model.file.as_str(), &[][..]), |(f, c)| {
+                                (f.as_str(), c.as_slice())
+                            });
+                        let location = calls.iter().find(|(name, _)| *name == current).map_or_else(
+                            || Location::file(file),
+                            |(_, at)| Location::at(file, *at),
+                        );
+                        let inputs = source_names.iter().copied().chain(
+                            models
+                                .iter()
+                                .filter(|(_, (kind, _))| *kind == ModelKind::Table)
+                                .map(|(name, _)| name.as_str()),
+                        );
+                        diagnostics.push(
+                            Diagnostic::new(
+                                codes::DISCOVER_PIPELINE_SOURCE,
+                                format!(
+                                    "Pipeline directory '{}' references unknown driving input '{current}' (from model '{naming}')",
+                                    pipeline.name
+                                ),
+                                format!(
+                                    "{}a table model's driving input must be a source or a table model that leads to one",
+                                    stb_diagnostics::suggest::did_you_mean(&current, inputs)
+                                ),
+                            )
+                            .at(location),
+                        );
+                        break Err(String::new());
                     }
                 }
             };

@@ -14,6 +14,7 @@ pub mod policies;
 pub mod project_config;
 mod reader;
 pub mod refs;
+pub mod scaffold;
 pub mod sources;
 pub mod sql_macros;
 pub mod tree;

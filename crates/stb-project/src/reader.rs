@@ -82,7 +82,11 @@ impl<'d> Reader<'d> {
                     codes::CONFIG_UNKNOWN_KEY,
                     key.position,
                     format!("{what} contains unsupported key '{}'", key.name),
-                    format!("allowed keys: {}", allowed.join(", ")),
+                    format!(
+                        "{}allowed keys: {}",
+                        stb_diagnostics::suggest::did_you_mean(&key.name, allowed.iter().copied()),
+                        allowed.join(", ")
+                    ),
                 );
             }
         }

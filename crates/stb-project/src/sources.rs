@@ -705,7 +705,11 @@ fn boundary(
                     "replay_boundary.columns contains unsupported role '{}'",
                     key.name
                 ),
-                format!("roles: {}", ROLES.join(", ")),
+                format!(
+                    "{}roles: {}",
+                    stb_diagnostics::suggest::did_you_mean(&key.name, ROLES.iter().copied()),
+                    ROLES.join(", ")
+                ),
             );
             continue;
         }

@@ -25,6 +25,7 @@ mod sources;
 pub mod throttle;
 pub mod ui;
 pub mod warehouse;
+pub mod watch;
 mod work;
 
 use std::sync::{Arc, Mutex};

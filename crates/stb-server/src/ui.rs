@@ -53,8 +53,10 @@ fn file(path: &str, bytes: &'static [u8]) -> Response {
 }
 
 const NOT_BUILT: &str = "<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\"><title>StreamBuild</title></head>\
-<body><h1>This stb was built without its web UI</h1><p>The API is served under <a href=\"/api/openapi.json\">/api</a>. \
-To embed the pages, run <code>scripts/build-ui.sh</code> and build stb again.</p></body></html>";
+<body><h1>This stb was built without its web UI</h1><p>The API is served under <a href=\"/api/openapi.json\">/api</a>.</p>\
+<p>To get the pages, install the wheel, which carries them (<code>pip install streambuild-rs</code>, or \
+<code>uv tool install streambuild-rs</code>; see docs/install.md), or, in a checkout, run <code>scripts/build-ui.sh</code> \
+(Node.js 20.19 or newer) and then <code>cargo install --path crates/stb</code> again.</p></body></html>";
 
 /// Every request outside `/api`: an asset, the app for its routes, or 404 for a missing
 /// file. Unknown `/api` paths answer JSON 404.

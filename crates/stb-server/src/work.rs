@@ -677,12 +677,24 @@ pub(crate) async fn reload(
     if !decision.allowed {
         return Err(denied(&state, "project.reload", &decision));
     }
+    let compile = recompile_and_swap(&state).await?;
+    Ok(Json(serde_json::json!({"compile": compile})))
+}
+
+/// Compiles the project again from disk and serves the result: a good compile replaces
+/// everything, a failing one only the compile status (the last good policy and
+/// definitions stay). The caller holds `state.reloading`. Shared by `POST /api/reload` and
+/// `stb dev --watch`.
+pub(crate) async fn recompile_and_swap(
+    state: &Arc<crate::AppState>,
+) -> Result<crate::CompileStatus, ApiError> {
     let Some(recompile) = state.recompile.clone() else {
         return Err(ApiError::service_unavailable("reload is not available"));
     };
     let fresh = tokio::task::spawn_blocking(move || recompile())
         .await
         .map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))?;
+    let held = state.held();
     let next = if fresh.compile.state == "ok" {
         fresh
     } else {
@@ -696,7 +708,7 @@ pub(crate) async fn reload(
         *slot = Arc::new(next);
     }
     state.snapshots.invalidate();
-    Ok(Json(serde_json::json!({"compile": compile})))
+    Ok(compile)
 }
 
 #[cfg(test)]

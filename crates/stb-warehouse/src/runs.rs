@@ -84,6 +84,39 @@ pub fn one(
     Ok(read(client, database, &Which::Only(invocation), 1)?.pop())
 }
 
+/// Up to `limit` invocation ids of `database` that begin with `prefix` (a short id as
+/// `stb runs list` prints it), from the event streams and the invocation rows. One query.
+///
+/// # Errors
+/// A read failed.
+pub fn ids_starting_with(
+    client: &Client,
+    database: &str,
+    prefix: &str,
+    limit: usize,
+) -> Result<Vec<String>, WarehouseError> {
+    let literal = stb_ddl::string_literal(prefix);
+    let mut parts = Vec::new();
+    for table in [EVENTS, INVOCATIONS] {
+        if client.table_exists(database, table)? {
+            parts.push(format!(
+                "SELECT invocation_id FROM {} WHERE startsWith(invocation_id, {literal})",
+                stb_ddl::QualifiedName::new(database, table)
+            ));
+        }
+    }
+    if parts.is_empty() {
+        return Ok(Vec::new());
+    }
+    let rows = client.query(&format!(
+        "SELECT DISTINCT invocation_id AS id FROM ({}) ORDER BY id LIMIT {limit}",
+        parts.join(" UNION ALL ")
+    ))?;
+    Ok((0..rows.data.len())
+        .filter_map(|r| text(&rows, r, "id"))
+        .collect())
+}
+
 /// Which runs a read returns.
 enum Which<'a> {
     Recent,

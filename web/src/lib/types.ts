@@ -46,9 +46,18 @@ export interface Status {
     compiledAtMs: number;
     models: number;
     sources: number;
-    error: unknown;
+    /** A failing compile's diagnostics, as `stb compile --json` lists them. */
+    error: CompileDiagnostic[] | null;
   };
   warehouse: WarehouseStatus;
+}
+
+export interface CompileDiagnostic {
+  code: string;
+  message: string;
+  hint: string;
+  location?: { file: string; line?: number; column?: number } | null;
+  related?: { message: string; location: { file: string; line?: number; column?: number } }[];
 }
 
 export interface RunSummary {

@@ -340,19 +340,17 @@ pub(crate) fn run(args: &BuildArgs) -> ExitCode {
     }
     let execution = &ran.execution;
     if execution.status == Status::Failed {
-        let _ = writeln!(
-            std::io::stderr().lock(),
-            "error[{FAILED_CODE}]: step {} failed: {}\n  hint: fix the cause and rerun the same build; a rerun rebuilds the whole scope from retained history",
+        crate::output::eprint_styled(&format!(
+            "error[{FAILED_CODE}]: step {} failed: {}\n  hint: fix the cause and rerun the same build; a rerun rebuilds the whole scope from retained history\n",
             execution.failed_step.as_deref().unwrap_or("?"),
             execution.error_message.as_deref().unwrap_or("")
-        );
+        ));
     }
     if !ended.audit_failures.is_empty() {
-        let _ = writeln!(
-            std::io::stderr().lock(),
-            "error[{AUDIT_CODE}]: build audits failed: {}\n  hint: the build itself is applied; fix the data or the model and rebuild, or see `stb audit`",
+        crate::output::eprint_styled(&format!(
+            "error[{AUDIT_CODE}]: build audits failed: {}\n  hint: the build itself is applied; fix the data or the model and rebuild, or see `stb audit`\n",
             ended.audit_failures.join(", ")
-        );
+        ));
     }
     match u8::try_from(ended.exit_code) {
         Ok(0) => ExitCode::SUCCESS,

@@ -380,7 +380,7 @@ invalid!(
         "SELECT 1::UInt8 AS x FROM __ref(\"nowhere\")"
     )],
     "STB-DISCOVER-021",
-    "pipelines/pl__orders/orders_clean.sql"
+    "pipelines/pl__orders/orders_clean.sql:1:27"
 );
 invalid!(
     unclosed_ref_call,

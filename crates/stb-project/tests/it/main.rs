@@ -5,4 +5,5 @@ mod docs;
 mod invalid;
 mod no_panic;
 mod support;
+mod typos;
 mod valid;

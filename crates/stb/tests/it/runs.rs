@@ -70,6 +70,20 @@ fn runs_show_their_status_as_it_is_derived_from_their_records() {
         "{listed}"
     );
     let id = run["invocation_id"].as_str().expect("id").to_owned();
+    // The list prints the short id, and `show` takes it (any unique prefix).
+    let text = std::process::Command::new(assert_cmd::cargo::cargo_bin("stb"))
+        .args(["runs", "list", "--project-dir"])
+        .arg(dir.path())
+        .envs(stb_test_support::warehouse_env())
+        .output()
+        .expect("stb runs list");
+    let text = String::from_utf8_lossy(&text.stdout);
+    assert!(
+        text.contains(&format!("  {}  succeeded", &id[..8])),
+        "{text}"
+    );
+    let by_short_id = runs(dir.path(), &["show", &id[..8]]);
+    assert_eq!(by_short_id["run"]["invocation_id"], id.as_str());
     let shown = runs(dir.path(), &["show", &id]);
     let statements = shown["statements"].as_array().expect("statements");
     assert_eq!(
@@ -116,6 +130,21 @@ fn runs_show_their_status_as_it_is_derived_from_their_records() {
     let unknown = runs_output(dir.path(), &["show", "nope"]);
     let error: Value = serde_json::from_slice(&unknown.stdout).expect("JSON");
     assert_eq!(error["error"]["code"], "STB-RUNS-001");
+    // A prefix two runs share names both and asks for more.
+    let shared: String = id
+        .chars()
+        .zip(invocation.chars())
+        .take_while(|(a, b)| a == b)
+        .map(|(a, _)| a)
+        .collect();
+    let ambiguous = runs_output(dir.path(), &["show", &shared]);
+    let error: Value = serde_json::from_slice(&ambiguous.stdout).expect("JSON");
+    assert_eq!(error["error"]["code"], "STB-RUNS-001", "{error}");
+    let message = error["error"]["message"].as_str().expect("message");
+    assert!(
+        message.contains(&id) && message.contains(&invocation),
+        "{message}"
+    );
 }
 
 /// A direct pipeline whose replay hashes every row heavily: seconds over millions of rows.
