@@ -5,6 +5,7 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use clap::Args;
+use stb_project::project_config::Mode;
 use stb_project::scaffold::{self, ScaffoldError, SourceKind};
 
 use crate::output::{Failure, fail, print_json};
@@ -21,12 +22,26 @@ pub(crate) struct InitArgs {
     /// Kafka topic; prints the table's DDL.
     #[arg(long)]
     adopted: bool,
+    /// How the pipeline builds: direct (in place) or virtual (a staged deployment that
+    /// `stb deployment promote` switches readers to; docs/quickstart.md).
+    #[arg(long, value_enum, default_value_t = InitMode::Direct)]
+    mode: InitMode,
     /// Print machine-readable JSON on stdout.
     #[arg(long)]
     json: bool,
 }
 
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum InitMode {
+    Direct,
+    Virtual,
+}
+
 pub(crate) fn run(args: &InitArgs) -> ExitCode {
+    let mode = match args.mode {
+        InitMode::Direct => Mode::Direct,
+        InitMode::Virtual => Mode::Virtual,
+    };
     let name = match &args.name {
         Some(name) if stb_project::is_identifier(name) => name.clone(),
         Some(name) => {
@@ -46,18 +61,19 @@ pub(crate) fn run(args: &InitArgs) -> ExitCode {
     } else {
         SourceKind::Kafka
     };
-    let written = match scaffold::write(&args.dir, &scaffold::files(&name, kind)) {
+    let written = match scaffold::write(&args.dir, &scaffold::files(&name, kind, mode)) {
         Ok(written) => written,
         Err(error) => return fail(&failure(&error), args.json),
     };
     let database = scaffold::database_for(&name);
-    let next = next_steps(&args.dir, &name, &database, kind);
+    let next = next_steps(&args.dir, &name, &database, kind, mode);
     if args.json {
         print_json(&serde_json::json!({
             "project": name,
             "project_dir": args.dir,
             "database": database,
             "source": if args.adopted { "stream_table" } else { "kafka" },
+            "mode": mode.as_str(),
             "adopted_table_ddl": args.adopted.then(|| scaffold::adopted_table_ddl(&database)),
             "files": written,
             "next": next,
@@ -97,17 +113,33 @@ fn failure(error: &ScaffoldError) -> Failure {
 }
 
 /// The commands that take the new project from nothing to rows, tested and audited.
-fn next_steps(dir: &Path, name: &str, database: &str, kind: SourceKind) -> Vec<String> {
+fn next_steps(dir: &Path, name: &str, database: &str, kind: SourceKind, mode: Mode) -> Vec<String> {
     let mut steps = Vec::new();
     if dir != Path::new(".") {
         steps.push(format!("cd {}", dir.display()));
     }
     steps.push("stb local up                 # a local ClickHouse and Kafka broker".to_owned());
+    let build = match (kind, mode) {
+        (SourceKind::Kafka, Mode::Direct) => {
+            "stb build                    # the landing table and both models"
+        }
+        (SourceKind::Kafka, Mode::Virtual) => {
+            "stb build                    # the landing table and a staged deployment"
+        }
+        (SourceKind::Adopted, Mode::Direct) => {
+            "stb build                    # both models, replayed from the table"
+        }
+        (SourceKind::Adopted, Mode::Virtual) => {
+            "stb build                    # a staged deployment, replayed from the table"
+        }
+    };
+    let promote = (mode == Mode::Virtual).then_some(
+        "stb deployment promote <id>  # readers switch to it (stb build printed its id)",
+    );
     match kind {
         SourceKind::Kafka => {
-            steps.push(
-                "stb build                    # the landing table and both models".to_owned(),
-            );
+            steps.push(build.to_owned());
+            steps.extend(promote.map(str::to_owned));
             steps.push(format!(
                 "echo '{{\"event_id\":\"e1\",\"kind\":\"click\",\"amount\":2}}' | stb local produce --topic {}",
                 scaffold::topic_for(name)
@@ -118,9 +150,8 @@ fn next_steps(dir: &Path, name: &str, database: &str, kind: SourceKind) -> Vec<S
                 "create the table the source reads: {}",
                 scaffold::adopted_table_ddl(database)
             ));
-            steps.push(
-                "stb build                    # both models, replayed from the table".to_owned(),
-            );
+            steps.push(build.to_owned());
+            steps.extend(promote.map(str::to_owned));
         }
     }
     steps.push(

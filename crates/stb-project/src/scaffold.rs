@@ -80,16 +80,20 @@ pub fn adopted_table_ddl(database: &str) -> String {
     )
 }
 
-/// Every file of a new project named `name` (already a valid identifier, see [`name_for`]).
+/// Every file of a new project named `name` (already a valid identifier, see [`name_for`])
+/// whose pipeline builds in `mode` (`direct` or `virtual`).
 #[must_use]
-pub fn files(name: &str, kind: SourceKind) -> Vec<ScaffoldFile> {
+pub fn files(name: &str, kind: SourceKind, mode: crate::project_config::Mode) -> Vec<ScaffoldFile> {
     let database = database_for(name);
     let file = |path: &str, text: String| ScaffoldFile {
         path: PathBuf::from(path),
         text,
     };
     vec![
-        file("streambuild_project.toml", project_toml(name, &database)),
+        file(
+            "streambuild_project.toml",
+            project_toml(name, &database, mode),
+        ),
         file("streambuild_local.toml", LOCAL_TOML.to_owned()),
         file(".gitignore", GITIGNORE.to_owned()),
         file("sources/events.yml", sources_yml(name, kind)),
@@ -183,14 +187,17 @@ fn merged_gitignore(current: &str, wanted: &str) -> String {
     text
 }
 
-fn project_toml(name: &str, database: &str) -> String {
+fn project_toml(name: &str, database: &str, mode: crate::project_config::Mode) -> String {
+    let mode = mode.as_str();
     format!(
         r#"# Written by `stb init`; docs/project.md describes every key.
 name = "{name}"
 default_target = "dev"
 
 [defaults]
-pipeline_mode = "direct"
+# direct: a build rebuilds relations in place; virtual: it stages a deployment beside
+# production that `stb deployment promote` switches readers to (docs/concepts.md).
+pipeline_mode = "{mode}"
 kafka_broker_list = "${{kafka_brokers}}"
 
 [vars]
@@ -327,6 +334,7 @@ WHERE s.amount != e.amount
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::project_config::Mode;
 
     #[test]
     fn a_directory_name_becomes_an_identifier() {
@@ -351,7 +359,8 @@ mod tests {
         let dir = tempfile::tempdir().expect("tempdir");
         std::fs::create_dir_all(dir.path().join("sources")).expect("mkdir");
         std::fs::write(dir.path().join("sources/events.yml"), "mine").expect("write");
-        let error = write(dir.path(), &files("p", SourceKind::Kafka)).expect_err("refused");
+        let error =
+            write(dir.path(), &files("p", SourceKind::Kafka, Mode::Direct)).expect_err("refused");
         assert!(matches!(error, ScaffoldError::Exists(ref p) if p.ends_with("sources/events.yml")));
         assert!(!dir.path().join("streambuild_project.toml").exists());
         assert_eq!(
