@@ -13,6 +13,7 @@ repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cache="${XDG_CACHE_HOME:-$HOME/.cache}/streambuild"
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$cache/target}"
 stb_venv="${STB_VENV:-$cache/venv}"
+uv_version="0.13.9"
 work="$(mktemp -d)"
 dev_pid=""
 say() { printf '==> %s\n' "$*"; }
@@ -47,6 +48,14 @@ as_user python3 -m venv "$work/venv"
 as_user "$work/venv/bin/pip" install --quiet --no-index --disable-pip-version-check "$wheel"
 say "installed in $(ms_since "$started") ms"
 as_user stb --version
+# uv users install it as a tool: its own environment, stb on the tool bin path.
+python3 -m venv "$work/uv"
+"$work/uv/bin/pip" install --quiet --disable-pip-version-check "uv==$uv_version"
+started=$(date +%s%N)
+as_user env UV_TOOL_DIR="$work/uv-tools" UV_TOOL_BIN_DIR="$work/uv-bin" UV_CACHE_DIR="$work/uv-cache" \
+  "$work/uv/bin/uv" tool install --offline --quiet "$wheel"
+say "uv tool install took $(ms_since "$started") ms"
+as_user "$work/uv-bin/stb" --version
 
 say "the quickstart (docs/quickstart.md) on a local stack of its own"
 cd "$work"
@@ -77,7 +86,7 @@ as_user stb local produce --topic shop.events --state-dir "$work/stack" <<JSON
 {"event_id":"e3","kind":"view","amount":1}
 JSON
 query() { python3 -c 'import sys, urllib.request; print(urllib.request.urlopen(sys.argv[1], sys.argv[2].encode()).read().decode().strip())' "$STB_LOCAL_CLICKHOUSE_URL" "$1"; }
-per_kind="SELECT kind, sum(events), sum(amount) FROM shop_dev.tbl__amount_per_kind GROUP BY kind ORDER BY kind"
+per_kind="SELECT kind, sum(events), sum(total_amount) FROM shop_dev.tbl__amount_per_kind GROUP BY kind ORDER BY kind"
 expected="$(printf 'click\t2\t5\nview\t1\t1')"
 arrived=""
 for _ in $(seq 240); do
@@ -89,7 +98,7 @@ as_user stb test
 as_user stb audit
 cat > pipelines/pl__events/amount_per_kind.sql <<'SQL'
 MODEL (
-  description "Events, their summed and their largest amount per kind",
+  description "Events, their total and their largest amount per kind",
   engine "SummingMergeTree",
   order_by ["kind"],
 );
@@ -97,7 +106,7 @@ MODEL (
 SELECT
   kind::String AS kind,
   count()::UInt64 AS events,
-  sum(amount)::UInt64 AS amount,
+  sum(amount)::UInt64 AS total_amount,
   max(amount)::SimpleAggregateFunction(max, UInt64) AS largest
 FROM __ref("events_parsed")
 GROUP BY kind

@@ -37,7 +37,16 @@ use clap::{Parser, Subcommand};
 /// StreamBuild turns a folder of typed SQL into ClickHouse streaming pipelines, with
 /// replay-aware rebuilds from retained Kafka history.
 #[derive(Debug, Parser)]
-#[command(name = "stb", version, about, long_about = None, propagate_version = true)]
+#[command(
+    name = "stb",
+    version,
+    about,
+    long_about = None,
+    propagate_version = true,
+    after_help = "Start here: docs/install.md (the wheel, completions, colour), docs/quickstart.md \
+(a first project in five minutes), docs/concepts.md (for people arriving from dbt or \
+SQLMesh), docs/troubleshooting.md (my build failed half-way: what now)."
+)]
 struct Cli {
     /// Colour errors and hints: auto (at a terminal, unless NO_COLOR is set), always, never.
     #[arg(long, global = true, value_enum, value_name = "WHEN", default_value_t = output::ColorWhen::Auto)]

@@ -293,7 +293,7 @@ FROM __source("events")
 }
 
 const AMOUNT_PER_KIND_SQL: &str = r#"MODEL (
-  description "Events and their summed amount per kind, added up as events arrive",
+  description "Events and their total amount per kind, added up as events arrive",
   engine "SummingMergeTree",
   order_by ["kind"],
 );
@@ -301,7 +301,7 @@ const AMOUNT_PER_KIND_SQL: &str = r#"MODEL (
 SELECT
   kind::String AS kind,
   count()::UInt64 AS events,
-  sum(amount)::UInt64 AS amount
+  sum(amount)::UInt64 AS total_amount
 FROM __ref("events_parsed")
 GROUP BY kind
 "#;
@@ -316,19 +316,19 @@ WITH
     UNION ALL SELECT 'e3', 'view', 1
   ),
   __expected__amount_per_kind AS (
-    SELECT 'click' AS kind, toUInt64(2) AS events, toUInt64(5) AS amount
+    SELECT 'click' AS kind, toUInt64(2) AS events, toUInt64(5) AS total_amount
     UNION ALL SELECT 'view', 1, 1
   )
 SELECT 1
 "#;
 
 const AUDIT_SQL: &str = r#"AUDIT (name amount_per_kind_matches_events, severity error);
--- Kinds whose summed amount differs from their events: none expected.
-SELECT s.kind, s.amount, e.amount AS event_amount
-FROM (SELECT kind, sum(amount) AS amount FROM __ref("amount_per_kind") GROUP BY kind) AS s
-FULL OUTER JOIN (SELECT kind, sum(amount) AS amount FROM __ref("events_parsed") GROUP BY kind) AS e
+-- Kinds whose total differs from the sum of their events' amounts: none expected.
+SELECT s.kind, s.total, e.total AS events_total
+FROM (SELECT kind, sum(total_amount) AS total FROM __ref("amount_per_kind") GROUP BY kind) AS s
+FULL OUTER JOIN (SELECT kind, sum(amount) AS total FROM __ref("events_parsed") GROUP BY kind) AS e
   ON s.kind = e.kind
-WHERE s.amount != e.amount
+WHERE s.total != e.total
 "#;
 
 #[cfg(test)]

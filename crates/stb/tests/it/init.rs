@@ -55,7 +55,7 @@ fn vars() -> String {
 /// Events and amounts per kind in the aggregate model.
 fn sums(database: &str) -> String {
     execute(&format!(
-        "SELECT kind, sum(events), sum(amount) FROM {database}.tbl__amount_per_kind \
+        "SELECT kind, sum(events), sum(total_amount) FROM {database}.tbl__amount_per_kind \
          GROUP BY kind ORDER BY kind FORMAT TSV"
     ))
 }

@@ -112,3 +112,22 @@ fn completion_scripts_cover_every_shell_and_command() {
         }
     }
 }
+
+#[test]
+fn the_help_names_the_pages_a_new_user_starts_with() {
+    let output = Command::new(assert_cmd::cargo::cargo_bin("stb"))
+        .arg("--help")
+        .output()
+        .expect("stb runs");
+    let help = String::from_utf8_lossy(&output.stdout);
+    for page in ["install", "quickstart", "concepts", "troubleshooting"] {
+        let path = format!("docs/{page}.md");
+        assert!(help.contains(&path), "stb --help names {path}: {help}");
+        let file = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../..")
+            .join(&path);
+        assert!(file.is_file(), "{path} exists");
+    }
+    assert!(help.contains("init"), "{help}");
+    assert!(help.contains("completions"), "{help}");
+}
