@@ -119,7 +119,8 @@ as_user stb deployment promote "$second"
 largest="SELECT kind, max(largest) FROM shop_dev.tbl__amount_per_kind GROUP BY kind ORDER BY kind"
 [ "$(query "$largest")" = "$(printf 'click\t3\nview\t1')" ] || { echo "the second deployment replayed wrong: $(query "$largest")"; exit 1; }
 [ "$(query "$per_kind")" = "$expected" ] || { echo "the second deployment lost or doubled events: $(query "$per_kind")"; exit 1; }
-as_user stb deployment rollback --previous
+# It asks first; the answer is typed.
+echo y | as_user stb deployment rollback --previous
 [ "$(query "$per_kind")" = "$expected" ] || { echo "the rollback does not read the first deployment: $(query "$per_kind")"; exit 1; }
 as_user stb test
 

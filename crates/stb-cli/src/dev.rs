@@ -432,7 +432,7 @@ async fn serve(
     let mut out = std::io::stdout().lock();
     let _ = writeln!(
         out,
-        "StreamBuild {} dev server\n  project    {} ({})\n  compile    {compiled}\n  warehouse  {} (connecting in the background)\n  auth       {:?}\n  control    {}\n  api        http://{bound}/api\n  watch      {}\n  ctrl+c to stop",
+        "StreamBuild {} dev server\n  project    {} ({})\n  compile    {compiled}\n  warehouse  {} (connecting in the background)\n  auth       {:?}\n  control    {}\n  ui         http://{bound}/\n  api        http://{bound}/api\n  watch      {}\n  ctrl+c to stop",
         env!("CARGO_PKG_VERSION"),
         project.name,
         project.root.display(),

@@ -1327,3 +1327,76 @@ fn the_seed_readmes_bootstrap_and_trusted_proxy_server_share_one_absolute_store(
         "the bootstrapped admin, not a new viewer: {session}"
     );
 }
+
+/// `stb dev --watch`: an edit that breaks the project is compiled within seconds and
+/// `/api/status` carries its diagnostics (code, file, line, column, a did-you-mean hint);
+/// writes under `target/` are not edits; the fix is compiled too, and an added model
+/// counted.
+#[test]
+fn under_watch_an_edit_recompiles_and_status_shows_the_diagnostics() {
+    let db = TestDatabase::create("dev_watch");
+    events_table(&db.name);
+    let dir = project(&db.name);
+    let mut child = dev(dir.path(), &["--ui-port", "0", "--watch"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("stb dev starts");
+    let (api, _lines) = banner(&mut child);
+    let status = || call(&api, "GET", "/status", None, None).1;
+    let first = status();
+    assert_eq!(first["compile"]["state"], "ok", "{first}");
+    let models = first["compile"]["models"].as_u64().expect("models");
+
+    // The project's `clean` model reads `__source("events")` on its third line.
+    let model = dir.path().join("pipelines/pl__v/clean.sql");
+    let original = std::fs::read_to_string(&model).expect("read");
+    assert_eq!(original.lines().nth(2), Some("FROM __source(\"events\")"));
+    std::fs::write(
+        &model,
+        original.replace("__source(\"events\")", "__source(\"event\")"),
+    )
+    .expect("write");
+    let failing = wait_for(Duration::from_secs(60), || {
+        status()["compile"]["state"] == "failing"
+    });
+    assert!(failing, "the broken edit was never compiled: {}", status());
+    let shown = status();
+    let error = &shown["compile"]["error"][0];
+    assert_eq!(error["code"], "STB-DISCOVER-021", "{shown}");
+    assert_eq!(
+        error["location"]["file"], "pipelines/pl__v/clean.sql",
+        "{shown}"
+    );
+    assert_eq!(error["location"]["line"], 3, "{shown}");
+    assert_eq!(error["location"]["column"], 6, "{shown}");
+    assert!(
+        error["hint"]
+            .as_str()
+            .is_some_and(|h| h.starts_with("did you mean 'events'? ")),
+        "{shown}"
+    );
+
+    // Compile output is not an edit: the failing compile stays the one it was.
+    let compiled_at = shown["compile"]["compiledAtMs"].clone();
+    std::fs::create_dir_all(dir.path().join("target/run")).expect("mkdir");
+    std::fs::write(dir.path().join("target/run/x.sql"), "SELECT 1").expect("write");
+    // Three of the watcher's one-second looks.
+    std::thread::sleep(Duration::from_secs(3));
+    assert_eq!(status()["compile"]["compiledAtMs"], compiled_at);
+
+    // The fix, and a model more.
+    std::fs::write(&model, &original).expect("write");
+    std::fs::write(
+        dir.path().join("pipelines/pl__v/small.sql"),
+        crate::deployments::BIG.replace("amount > 10", "amount <= 10"),
+    )
+    .expect("write");
+    let fixed = wait_for(Duration::from_secs(60), || {
+        let now = status();
+        now["compile"]["state"] == "ok" && now["compile"]["models"].as_u64() == Some(models + 1)
+    });
+    assert!(fixed, "the fix was never compiled: {}", status());
+    let _ = child.kill();
+    let _ = child.wait();
+}
