@@ -94,7 +94,7 @@ fn print_text(status: &ProjectStatus) {
         let _ = writeln!(
             out,
             "Live run {} ({}, {}): {}",
-            run.invocation_id,
+            stb_engine::runs::short_id(&run.invocation_id),
             run.status,
             run.command.as_deref().unwrap_or("?"),
             run.scope.join(", ")

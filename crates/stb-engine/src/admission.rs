@@ -225,6 +225,8 @@ pub fn refusal(blocker: &Blocker, windows: Windows) -> EngineError {
         format!("both touch {}", listed(&blocker.overlap))
     };
     let id = &blocker.invocation_id;
+    // Commands take the short id the run list prints.
+    let short = crate::runs::short_id(id);
     if blocker.status == "unresponsive" {
         let remaining = windows.presumed_failed_ms - blocker.silent_ms;
         return EngineError::new(
@@ -236,7 +238,7 @@ pub fn refusal(blocker: &Blocker, windows: Windows) -> EngineError {
                 seconds(windows.presumed_failed_ms),
             ),
             format!(
-                "if its process is gone, retry once it is presumed failed; `stb runs show {id}` shows its last activity"
+                "if its process is gone, retry once it is presumed failed; `stb runs show {short}` shows its last activity"
             ),
         );
     }
@@ -250,7 +252,7 @@ pub fn refusal(blocker: &Blocker, windows: Windows) -> EngineError {
                 .unwrap_or("at an unknown time"),
         ),
         format!(
-            "wait for it to finish (`stb runs show {id}`), or cancel it: `stb runs cancel {id}`"
+            "wait for it to finish (`stb runs show {short}`), or cancel it: `stb runs cancel {short}`"
         ),
     )
 }

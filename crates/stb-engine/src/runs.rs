@@ -305,15 +305,45 @@ pub fn resolve_invocation(
     }
 }
 
-/// The short form of a run id that lists print: its first eight characters (the whole
-/// id when it is shorter); `stb runs show` and `cancel` take it.
+/// The short form of a run id that lists and hints print: the first eight characters of a
+/// UUID (32 random bits: two runs of one target share them about never), any other id
+/// whole (ids a caller chose, `STREAMBUILD_RUN_INVOCATION_ID`, may share long prefixes).
+/// `stb runs show` and `cancel` take it.
 #[must_use]
 pub fn short_id(invocation: &str) -> &str {
-    invocation.get(..8).unwrap_or(invocation)
+    let is_uuid = invocation.len() == 36
+        && invocation.bytes().enumerate().all(|(i, b)| {
+            if matches!(i, 8 | 13 | 18 | 23) {
+                b == b'-'
+            } else {
+                b.is_ascii_hexdigit()
+            }
+        });
+    if is_uuid {
+        &invocation[..8]
+    } else {
+        invocation
+    }
 }
 
 /// An unknown run.
 pub const RUN_CODE: &str = "STB-RUNS-001";
+
+#[cfg(test)]
+mod short_id_tests {
+    use super::short_id;
+
+    #[test]
+    fn uuids_print_short_and_other_ids_whole() {
+        assert_eq!(short_id("7f3c2a1b-0d4e-4f5a-9b6c-1d2e3f4a5b6c"), "7f3c2a1b");
+        assert_eq!(short_id("heavy_0123456789ab"), "heavy_0123456789ab");
+        assert_eq!(
+            short_id("7f3c2a1b-0d4e-4f5a-9b6c-1d2e3f4a5b6"),
+            "7f3c2a1b-0d4e-4f5a-9b6c-1d2e3f4a5b6"
+        );
+        assert_eq!(short_id(""), "");
+    }
+}
 /// A run that cannot be cancelled (it ended, or it is presumed failed).
 pub const CANCEL_CODE: &str = "STB-RUNS-002";
 
