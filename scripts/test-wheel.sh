@@ -6,13 +6,14 @@
 # stb local up (a stack of its own, free ports), stb build, stb local produce, stb test,
 # stb audit, and stb dev serving the embedded web UI at /. Last, `cargo install --path
 # crates/stb` into a temporary root gives a working stb too.
-# The stack reuses the test stack's Python environment ($STB_VENV), so chDB is not
-# downloaded again; `stb local up` installs it there when it is missing.
+# `stb local up` installs the stack into a fresh Python environment of the new user's own,
+# as it does for anyone; pip's download cache is shared with this machine's user
+# (PIP_CACHE_DIR), so chDB is downloaded once, not on every run.
 set -euo pipefail
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cache="${XDG_CACHE_HOME:-$HOME/.cache}/streambuild"
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$cache/target}"
-stb_venv="${STB_VENV:-$cache/venv}"
+pip_cache="${PIP_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/pip}"
 uv_version="0.13.9"
 work="$(mktemp -d)"
 dev_pid=""
@@ -26,7 +27,7 @@ for tool in python3 sh bash env cat ls mkdir rm sleep grep sed head tail tr cut 
 done
 clean_path="$work/venv/bin:$work/bin"
 # What a new user's shell would run: nothing of this machine's environment but HOME and PATH.
-as_user() { env -i HOME="$work/home" PATH="$clean_path" LANG=C.UTF-8 STB_VENV="$stb_venv" "$@"; }
+as_user() { env -i HOME="$work/home" PATH="$clean_path" LANG=C.UTF-8 PIP_CACHE_DIR="$pip_cache" "$@"; }
 cleanup() {
   [ -n "$dev_pid" ] && kill "$dev_pid" 2>/dev/null || true
   [ -x "$work/venv/bin/stb" ] && as_user stb local down --state-dir "$work/stack" >/dev/null 2>&1 || true
@@ -61,7 +62,9 @@ say "the quickstart (docs/quickstart.md) on a local stack of its own"
 cd "$work"
 as_user stb init shop --mode virtual
 cd "$work/shop"
+started=$(date +%s%N)
 as_user stb local up --state-dir "$work/stack" --clickhouse-port 0 --kafka-port 0
+say "stb local up installed and started the stack in $(ms_since "$started") ms"
 eval "$(as_user stb local env --state-dir "$work/stack")"
 # The second form of the quickstart's step 2: the stack is on free ports.
 cat > streambuild_local.toml <<TOML

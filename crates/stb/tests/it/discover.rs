@@ -89,7 +89,7 @@ fn errors_are_reported_with_codes_locations_and_exit_1() {
         .assert()
         .code(1)
         .stderr(predicate::str::contains("error[STB-CONFIG-004] streambuild_project.toml:3:1: the project file contains unsupported key 'nmae'"))
-        .stderr(predicate::str::contains("hint: allowed keys:"));
+        .stderr(predicate::str::contains("hint: did you mean 'name'? allowed keys:"));
     let output = stb()
         .current_dir(dir.path())
         .args(["discover", "--json"])
