@@ -37,6 +37,12 @@ trap cleanup EXIT
 
 "$repo/scripts/build-wheel.sh" "$work/dist"
 wheel="$(ls "$work"/dist/*.whl)"
+# Reproducible: a second build of the same commit is the same archive, byte for byte.
+"$repo/scripts/build-wheel.sh" "$work/again" >/dev/null
+if ! cmp -s "$wheel" "$work/again/$(basename "$wheel")"; then
+  echo "two builds of one commit gave different wheels"; exit 1
+fi
+say "a second build gave the same wheel (sha256 $(sha256sum "$wheel" | cut -c1-16)…)"
 
 for tool in cargo rustc cc gcc c++ node npm; do
   if PATH="$clean_path" command -v "$tool" >/dev/null 2>&1; then
