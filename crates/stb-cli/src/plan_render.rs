@@ -175,6 +175,7 @@ pub(crate) fn print(planned: &Planned, as_json: bool, verbose: bool) {
 
 pub(crate) fn json(planned: &Planned) -> serde_json::Value {
     let kind = |k: &stb_plan::direct::RelationKind| k.as_str();
+    let relations = planned.relations_by_model();
     serde_json::json!({
         "mode": "direct",
         "adapter": "clickhouse",
@@ -184,7 +185,7 @@ pub(crate) fn json(planned: &Planned) -> serde_json::Value {
         "entries": planned.plan.entries.iter().zip(&planned.changes).map(|(e, (_, c))| serde_json::json!({
             "model": e.model,
             "reason": e.reason.as_str(),
-            "relation_names": planned.relations_of(&e.model),
+            "relation_names": relations.get(e.model.as_str()).cloned().unwrap_or_default(),
             "is_replay_root": e.is_replay_root,
             "sql_change": {
                 "status": c.status.as_str(),

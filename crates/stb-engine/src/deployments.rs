@@ -64,9 +64,9 @@ pub fn read_state(client: &Client, database: &str) -> Result<State, EngineError>
         objects: metadata.objects,
         publications: metadata.publications,
         bindings: live_bindings(&catalog, database),
-        relations: catalog.relations.iter().map(|r| r.name.clone()).collect(),
+        relations: catalog.relations().iter().map(|r| r.name.clone()).collect(),
         columns: catalog
-            .relations
+            .relations()
             .iter()
             .map(|r| {
                 (

@@ -296,19 +296,28 @@ impl Planned {
         ))
     }
 
-    /// The relations `model` creates, in creation order.
+    /// The relations `model` creates, in creation order. (One model's; for every model,
+    /// [`Self::relations_by_model`] walks the creation list once.)
     #[must_use]
     pub fn relations_of(&self, model: &str) -> Vec<&str> {
-        self.plan
-            .creation
-            .iter()
-            .filter(|(_, relation)| {
-                self.owner
-                    .get(relation.as_str())
-                    .is_some_and(|m| m == model)
-            })
-            .map(|(_, relation)| relation.as_str())
-            .collect()
+        self.relations_by_model().remove(model).unwrap_or_default()
+    }
+
+    /// The relations each model creates, in creation order: one pass over the creation
+    /// list, so rendering every model's relations stays linear.
+    #[must_use]
+    pub fn relations_by_model(&self) -> std::collections::HashMap<&str, Vec<&str>> {
+        let mut by_model: std::collections::HashMap<&str, Vec<&str>> =
+            std::collections::HashMap::new();
+        for (_, relation) in &self.plan.creation {
+            if let Some(model) = self.owner.get(relation.as_str()) {
+                by_model
+                    .entry(model.as_str())
+                    .or_default()
+                    .push(relation.as_str());
+            }
+        }
+        by_model
     }
 }
 
@@ -466,7 +475,7 @@ pub fn stabilization(
         .filter_map(|s| s.landing.as_ref())
         .map(|l| l.kafka_table.as_str())
         .collect();
-    let unlisted_writer = catalog.relations.iter().any(|r| {
+    let unlisted_writer = catalog.relations().iter().any(|r| {
         let streaming =
             STREAMING_ENGINES.contains(&r.engine.as_str()) && !paused.contains(&r.name.as_str());
         let refreshable =

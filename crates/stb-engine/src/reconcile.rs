@@ -75,7 +75,7 @@ pub fn read(client: &Client, database: &str) -> Result<Live, EngineError> {
         .map_err(|e| EngineError::from(&e))?;
     let bindings = stb_warehouse::deployments::bindings(&catalog, database);
     let views: Vec<&str> = catalog
-        .relations
+        .relations()
         .iter()
         .filter(|r| r.engine == "MaterializedView")
         .map(|r| r.name.as_str())

@@ -128,7 +128,7 @@ pub fn read(
     models: &[&PlanModel],
 ) -> Result<Deployed, EngineError> {
     let bindings = bindings(catalog, database);
-    let relations: BTreeSet<String> = catalog.relations.iter().map(|r| r.name.clone()).collect();
+    let relations: BTreeSet<String> = catalog.relations().iter().map(|r| r.name.clone()).collect();
     let mut deployed = Deployed {
         bindings,
         relations,

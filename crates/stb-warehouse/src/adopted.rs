@@ -113,9 +113,9 @@ mod tests {
     use crate::catalog::{CatalogColumn, CatalogRelation};
 
     fn catalog(columns: &[(&str, &str)]) -> Catalog {
-        Catalog {
-            timezone: "UTC".into(),
-            relations: vec![CatalogRelation {
+        Catalog::new(
+            "UTC",
+            vec![CatalogRelation {
                 name: "events".into(),
                 engine: "MergeTree".into(),
                 sorting_key: String::new(),
@@ -132,7 +132,7 @@ mod tests {
                     })
                     .collect(),
             }],
-        }
+        )
     }
 
     fn roles(pairs: &[(&str, &str)]) -> Vec<(String, String)> {

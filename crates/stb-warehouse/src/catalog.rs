@@ -27,18 +27,55 @@ pub struct CatalogRelation {
     pub columns: Vec<CatalogColumn>,
 }
 
-/// A database's relations, by name.
+/// A database's relations, by name. Looked up by name once per relation a plan touches,
+/// so the lookup is a map's, not a scan of every relation (a scan made a 10,000-model plan
+/// quadratic).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Catalog {
     /// The server's time zone.
     pub timezone: String,
-    pub relations: Vec<CatalogRelation>,
+    relations: Vec<CatalogRelation>,
+    /// Each relation's index in `relations`, by name.
+    by_name: std::collections::HashMap<String, usize>,
 }
 
 impl Catalog {
+    /// A catalog of `relations` (a name given twice keeps its last relation).
+    #[must_use]
+    pub fn new(timezone: impl Into<String>, relations: Vec<CatalogRelation>) -> Self {
+        let by_name = relations
+            .iter()
+            .enumerate()
+            .map(|(index, relation)| (relation.name.clone(), index))
+            .collect();
+        Self {
+            timezone: timezone.into(),
+            relations,
+            by_name,
+        }
+    }
+
     #[must_use]
     pub fn relation(&self, name: &str) -> Option<&CatalogRelation> {
-        self.relations.iter().find(|r| r.name == name)
+        self.by_name.get(name).map(|&index| &self.relations[index])
+    }
+
+    /// Every relation, in the order the warehouse listed them.
+    #[must_use]
+    pub fn relations(&self) -> &[CatalogRelation] {
+        &self.relations
+    }
+
+    /// This catalog without `name` and, when given, with `replacement` in its place.
+    #[must_use]
+    pub fn with_relation(self, name: &str, replacement: Option<CatalogRelation>) -> Self {
+        let mut relations: Vec<CatalogRelation> = self
+            .relations
+            .into_iter()
+            .filter(|r| r.name != name)
+            .collect();
+        relations.extend(replacement);
+        Self::new(self.timezone, relations)
     }
 }
 
@@ -295,10 +332,7 @@ impl Client {
                 }
             })
             .collect();
-        let catalog = Catalog {
-            timezone: text(&timezone, 0, "tz"),
-            relations,
-        };
+        let catalog = Catalog::new(text(&timezone, 0, "tz"), relations);
         Ok((catalog, timezone.text(0, "stamp")))
     }
 }
@@ -319,4 +353,52 @@ pub fn catalog_stamp_sql(databases: &[String]) -> String {
         "SELECT concat(toString(count()), ':', toString(sum(cityHash64(database, name, engine, toString(uuid), create_table_query)))) \
          FROM system.tables WHERE database IN ({list}) AND NOT startsWith(name, '_streambuild')"
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{Catalog, CatalogRelation};
+
+    fn relation(name: &str, engine: &str) -> CatalogRelation {
+        CatalogRelation {
+            name: name.into(),
+            engine: engine.into(),
+            sorting_key: String::new(),
+            partition_key: String::new(),
+            create_table_query: String::new(),
+            as_select: String::new(),
+            uuid: String::new(),
+            columns: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn relations_are_found_by_name_and_replaced_whole() {
+        let catalog = Catalog::new(
+            "UTC",
+            (0..20_000)
+                .map(|i| relation(&format!("tbl__m{i}"), "MergeTree"))
+                .collect(),
+        );
+        assert_eq!(catalog.relations().len(), 20_000);
+        assert_eq!(
+            catalog.relation("tbl__m19999").map(|r| r.name.as_str()),
+            Some("tbl__m19999")
+        );
+        assert!(catalog.relation("tbl__m20000").is_none());
+        let replaced = catalog.with_relation("tbl__m7", Some(relation("tbl__m7", "Null")));
+        assert_eq!(replaced.relations().len(), 20_000);
+        assert_eq!(
+            replaced.relation("tbl__m7").map(|r| r.engine.as_str()),
+            Some("Null")
+        );
+        assert_eq!(
+            replaced.relation("tbl__m8").map(|r| r.engine.as_str()),
+            Some("MergeTree"),
+            "the others keep their place in the index"
+        );
+        let removed = replaced.with_relation("tbl__m7", None);
+        assert!(removed.relation("tbl__m7").is_none());
+        assert_eq!(removed.relations().len(), 19_999);
+    }
 }

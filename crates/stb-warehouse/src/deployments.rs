@@ -19,7 +19,7 @@ fn literal(text: &str) -> String {
 pub fn bindings(catalog: &Catalog, database: &str) -> BTreeMap<String, String> {
     let prefix = format!("SELECT * FROM {}.", stb_ddl::identifier(database));
     catalog
-        .relations
+        .relations()
         .iter()
         .filter(|r| r.engine == "View")
         .filter_map(|r| {

@@ -171,7 +171,7 @@ fn the_catalog_takes_three_queries_whatever_its_size() {
     }
     let before = client.requests();
     let catalog = client.load_catalog(&db.name).expect("catalog");
-    assert_eq!(catalog.relations.len(), 42);
+    assert_eq!(catalog.relations().len(), 42);
     assert_eq!(
         client.requests() - before,
         3,

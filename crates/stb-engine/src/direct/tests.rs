@@ -102,10 +102,7 @@ fn catalog(compiled: &Compiled, deployed: bool) -> Catalog {
             }
         }
     }
-    Catalog {
-        timezone: "UTC".into(),
-        relations,
-    }
+    Catalog::new("UTC", relations)
 }
 
 fn reads(catalog: Catalog, fingerprints: Fingerprints) -> Reads {
@@ -278,12 +275,9 @@ fn changed_rebuilds_what_differs_from_its_last_build_with_its_downstream() {
 }
 
 fn with_kafka_create(catalog: &mut Catalog, landing: &Landing, create: Option<String>) {
-    catalog.relations.retain(|r| r.name != landing.kafka_table);
-    if let Some(create) = create {
-        catalog
-            .relations
-            .push(relation(&landing.kafka_table, &[], &create));
-    }
+    let replacement = create.map(|create| relation(&landing.kafka_table, &[], &create));
+    *catalog = std::mem::replace(catalog, Catalog::new("UTC", Vec::new()))
+        .with_relation(&landing.kafka_table, replacement);
 }
 
 #[test]
@@ -403,10 +397,7 @@ fn refusals_come_with_their_codes() {
     assert!(virtual_scope.message.contains("pl__archive"));
     let (_dir, project, compiled) = direct_only();
     let no_adopted_table = Reads {
-        catalog: Catalog {
-            timezone: "UTC".into(),
-            relations: Vec::new(),
-        },
+        catalog: Catalog::new("UTC", Vec::new()),
         ..reads(catalog(&compiled, false), Fingerprints::Absent)
     };
     let adopted = plan(&project, &compiled, &Request::default(), &no_adopted_table)
@@ -470,12 +461,20 @@ fn inserts_are_awaited_on_evidence_unless_something_writes_without_being_a_query
     );
     // Without a background writer, every writer of the adopted table is a query: wait for
     // those only.
-    let mut quiet = deployed.clone();
-    for relation in &mut quiet.relations {
-        if relation.engine == "Kafka" {
-            relation.engine = "Null".into();
-        }
-    }
+    let quiet = Catalog::new(
+        "UTC",
+        deployed
+            .relations()
+            .iter()
+            .cloned()
+            .map(|mut relation| {
+                if relation.engine == "Kafka" {
+                    relation.engine = "Null".into();
+                }
+                relation
+            })
+            .collect(),
+    );
     let planned = plan(
         &project,
         &compiled,
