@@ -3,8 +3,9 @@
 #   scripts/build-wheel.sh [OUT_DIR]      (default: dist/)
 # The web UI is built by scripts/build-ui.sh (npm ci from web/package-lock.json), stb with
 # `cargo --locked` in the `wheel` profile (optimised, stripped), by maturin pinned below in
-# a virtual environment of its own. SOURCE_DATE_EPOCH is the last commit's time, so two
-# builds of one commit give the same archive. Prints the wheel's path and size.
+# a virtual environment of its own. SOURCE_DATE_EPOCH is the last commit's time, so the
+# archive's timestamps never depend on the day it was packaged. Prints the wheel's path
+# and size.
 set -euo pipefail
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cache="${XDG_CACHE_HOME:-$HOME/.cache}/streambuild"
@@ -24,10 +25,11 @@ fi
 SOURCE_DATE_EPOCH="$(git -C "$repo" log -1 --format=%ct 2>/dev/null || echo 315532800)"
 export SOURCE_DATE_EPOCH
 mkdir -p "$out"
-version="$(sed -n 's/^version = "\(.*\)"$/\1/p' "$repo/Cargo.toml" | head -1)"
-rm -f "$out"/streambuild_rs-"$version"-*.whl
+# One wheel in OUT_DIR afterwards: this build's (its name carries the version and the
+# platform tag maturin derives).
+rm -f "$out"/streambuild_rs-*.whl
 echo "==> building the wheel (maturin $maturin_version, cargo profile 'wheel')"
 "$venv/bin/maturin" build --locked --manifest-path "$repo/crates/stb/Cargo.toml" --out "$out"
-wheel="$(ls "$out"/streambuild_rs-"$version"-*.whl)"
+wheel="$(ls "$out"/streambuild_rs-*.whl)"
 size=$(stat -c %s "$wheel")
 echo "==> $wheel ($(( size / 1024 / 1024 )) MiB, $size bytes)"

@@ -17,6 +17,13 @@ pip_cache="${PIP_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/pip}"
 uv_version="0.13.9"
 work="$(mktemp -d)"
 dev_pid=""
+stack_started=""
+cleanup() {
+  [ -n "$dev_pid" ] && kill "$dev_pid" 2>/dev/null || true
+  [ -n "$stack_started" ] && as_user stb local down --state-dir "$work/stack" >/dev/null 2>&1 || true
+  rm -rf "$work"
+}
+trap cleanup EXIT
 say() { printf '==> %s\n' "$*"; }
 ms_since() { echo $(( ($(date +%s%N) - $1) / 1000000 )); }
 
@@ -28,16 +35,11 @@ done
 clean_path="$work/venv/bin:$work/bin"
 # What a new user's shell would run: nothing of this machine's environment but HOME and PATH.
 as_user() { env -i HOME="$work/home" PATH="$clean_path" LANG=C.UTF-8 PIP_CACHE_DIR="$pip_cache" "$@"; }
-cleanup() {
-  [ -n "$dev_pid" ] && kill "$dev_pid" 2>/dev/null || true
-  [ -x "$work/venv/bin/stb" ] && as_user stb local down --state-dir "$work/stack" >/dev/null 2>&1 || true
-  rm -rf "$work"
-}
-trap cleanup EXIT
 
 "$repo/scripts/build-wheel.sh" "$work/dist"
 wheel="$(ls "$work"/dist/*.whl)"
-# Reproducible: a second build of the same commit is the same archive, byte for byte.
+# Deterministic packaging: building again from the same commit gives the same archive, byte
+# for byte (the binary comes from the same cached build; see docs/install.md).
 "$repo/scripts/build-wheel.sh" "$work/again" >/dev/null
 if ! cmp -s "$wheel" "$work/again/$(basename "$wheel")"; then
   echo "two builds of one commit gave different wheels"; exit 1
@@ -69,6 +71,7 @@ cd "$work"
 as_user stb init shop --mode virtual
 cd "$work/shop"
 started=$(date +%s%N)
+stack_started=yes
 as_user stb local up --state-dir "$work/stack" --clickhouse-port 0 --kafka-port 0
 say "stb local up installed and started the stack in $(ms_since "$started") ms"
 eval "$(as_user stb local env --state-dir "$work/stack")"
@@ -134,7 +137,8 @@ echo y | as_user stb deployment rollback --previous
 as_user stb test
 
 say "stb dev serves the embedded web UI"
-as_user stb dev --watch --ui-port 0 > "$work/dev.log" 2>&1 &
+# exec: $! must be stb itself, not a shell around it, so the kill below stops the server.
+(exec env -i HOME="$work/home" PATH="$clean_path" LANG=C.UTF-8 stb dev --watch --ui-port 0 > "$work/dev.log" 2>&1) &
 dev_pid=$!
 base=""
 for _ in $(seq 120); do
@@ -150,6 +154,7 @@ if ! grep -q '<div id="app">' <<<"$page" || grep -q "built without its web UI" <
 fi
 kill "$dev_pid"; wait "$dev_pid" 2>/dev/null || true; dev_pid=""
 as_user stb local down --state-dir "$work/stack"
+stack_started=""
 
 say "cargo install --path crates/stb"
 started=$(date +%s%N)

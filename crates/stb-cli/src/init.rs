@@ -49,7 +49,8 @@ pub(crate) fn run(args: &InitArgs) -> ExitCode {
                 &Failure {
                     code: "STB-INIT-002",
                     message: format!("'{name}' is not a valid project name"),
-                    hint: "use letters, digits and underscores, starting with a letter".to_owned(),
+                    hint: "use letters, digits and underscores, not starting with a digit"
+                        .to_owned(),
                 },
                 args.json,
             );
@@ -116,7 +117,7 @@ fn failure(error: &ScaffoldError) -> Failure {
 fn next_steps(dir: &Path, name: &str, database: &str, kind: SourceKind, mode: Mode) -> Vec<String> {
     let mut steps = Vec::new();
     if dir != Path::new(".") {
-        steps.push(format!("cd {}", dir.display()));
+        steps.push(format!("cd '{}'", dir.display()));
     }
     steps.push("stb local up                 # a local ClickHouse and Kafka broker".to_owned());
     let build = match (kind, mode) {
@@ -147,7 +148,7 @@ fn next_steps(dir: &Path, name: &str, database: &str, kind: SourceKind, mode: Mo
         }
         SourceKind::Adopted => {
             steps.push(format!(
-                "create the table the source reads: {}",
+                "create the database and the table the source reads (rows already in it are replayed by the build): CREATE DATABASE IF NOT EXISTS `{database}`; {}",
                 scaffold::adopted_table_ddl(database)
             ));
             steps.push(build.to_owned());

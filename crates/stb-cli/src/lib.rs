@@ -155,12 +155,12 @@ pub fn run() -> ExitCode {
         Command::Dev(args) => dev::run(&args),
         Command::Completions(args) => {
             use clap::CommandFactory;
-            clap_complete::generate(
-                args.shell,
-                &mut Cli::command(),
-                "stb",
-                &mut std::io::stdout().lock(),
-            );
+            use std::io::Write as _;
+            // Generated into memory first: the generator panics on a write error, and a
+            // reader that stops early (`| head`) is not an error worth one.
+            let mut script = Vec::new();
+            clap_complete::generate(args.shell, &mut Cli::command(), "stb", &mut script);
+            let _ = std::io::stdout().lock().write_all(&script);
             ExitCode::SUCCESS
         }
     }

@@ -302,7 +302,7 @@ pub const CODES: &[(&str, &str)] = &[
     ("STB-RUN-001", "target/run/ could not be written"),
     (
         "STB-RUNS-001",
-        "stb runs show names a run the target has no record of",
+        "stb runs show or cancel names no run of the target: no such id, too short a prefix, or a prefix several runs share",
     ),
     (
         "STB-RUNS-002",

@@ -275,6 +275,15 @@ pub fn resolve_invocation(
     if one(client, database, given).map_err(error)?.is_some() {
         return Ok(given.to_owned());
     }
+    if given.trim().chars().count() < MIN_PREFIX {
+        return Err(EngineError::new(
+            RUN_CODE,
+            format!("no run '{given}' in '{database}'"),
+            format!(
+                "give the run's id, or at least its first {MIN_PREFIX} characters (`stb runs list` shows them)"
+            ),
+        ));
+    }
     let matches =
         stb_warehouse::runs::ids_starting_with(client, database, given, 6).map_err(error)?;
     match matches.as_slice() {
@@ -304,6 +313,10 @@ pub fn resolve_invocation(
         )),
     }
 }
+
+/// The fewest characters a run id's prefix must have: an empty or one-letter prefix would
+/// name whichever run happens to be alone.
+pub const MIN_PREFIX: usize = 4;
 
 /// The short form of a run id that lists and hints print: the first eight characters of a
 /// UUID (32 random bits: two runs of one target share them about never), any other id

@@ -140,26 +140,49 @@ pub fn write(dir: &Path, files: &[ScaffoldFile]) -> Result<Vec<PathBuf>, Scaffol
     {
         return Err(ScaffoldError::Exists(taken));
     }
-    let mut written = Vec::with_capacity(files.len());
+    let mut written: Vec<PathBuf> = Vec::with_capacity(files.len());
     for file in files {
-        let path = dir.join(&file.path);
-        let io = |source| ScaffoldError::Io {
-            path: path.clone(),
-            source,
-        };
-        if let Some(parent) = path.parent() {
-            std::fs::create_dir_all(parent).map_err(io)?;
+        if let Err(error) = write_one(dir, file) {
+            // Nothing half-made stays behind: the files this call created go again (an
+            // existing .gitignore keeps the lines it was given).
+            for made in written.iter().filter(|m| !is_gitignore(m)) {
+                let _ = std::fs::remove_file(dir.join(made));
+            }
+            return Err(error);
         }
-        let text = if is_gitignore(&path) && path.exists() {
-            let current = std::fs::read_to_string(&path).map_err(io)?;
-            merged_gitignore(&current, &file.text)
-        } else {
-            file.text.clone()
-        };
-        std::fs::write(&path, text).map_err(io)?;
         written.push(file.path.clone());
     }
     Ok(written)
+}
+
+/// Writes one file: a new file only (`create_new`, so a file that appeared since the
+/// checks is never overwritten), except `.gitignore`, which gets the lines it lacks.
+fn write_one(dir: &Path, file: &ScaffoldFile) -> Result<(), ScaffoldError> {
+    use std::io::Write as _;
+    let path = dir.join(&file.path);
+    let io = |source| ScaffoldError::Io {
+        path: path.clone(),
+        source,
+    };
+    if let Some(parent) = path.parent() {
+        std::fs::create_dir_all(parent).map_err(io)?;
+    }
+    if is_gitignore(&path) && path.exists() {
+        let current = std::fs::read_to_string(&path).map_err(io)?;
+        return std::fs::write(&path, merged_gitignore(&current, &file.text)).map_err(io);
+    }
+    let mut created = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(&path)
+        .map_err(|source| {
+            if source.kind() == std::io::ErrorKind::AlreadyExists {
+                ScaffoldError::Exists(path.clone())
+            } else {
+                io(source)
+            }
+        })?;
+    created.write_all(file.text.as_bytes()).map_err(io)
 }
 
 fn is_gitignore(path: &Path) -> bool {
@@ -217,8 +240,9 @@ host = "127.0.0.1"
 port = 8123
 "#;
 
-const GITIGNORE: &str =
-    "# Compile output and each developer's own settings.\ntarget/\nstreambuild_local.toml\n";
+// Compile output, each developer's own settings, and the dev server's control store
+// (accounts, password hashes, sessions: `.streambuild/control.db`).
+const GITIGNORE: &str = "# Compile output, your own settings, the dev server's accounts.\ntarget/\nstreambuild_local.toml\n.streambuild/\n";
 
 fn sources_yml(name: &str, kind: SourceKind) -> String {
     match kind {
@@ -348,9 +372,9 @@ mod tests {
     fn an_existing_gitignore_gets_only_the_lines_it_lacks() {
         assert_eq!(
             merged_gitignore("node_modules\ntarget/", GITIGNORE),
-            "node_modules\ntarget/\nstreambuild_local.toml\n"
+            "node_modules\ntarget/\nstreambuild_local.toml\n.streambuild/\n"
         );
-        let complete = "target/\nstreambuild_local.toml\n";
+        let complete = "target/\nstreambuild_local.toml\n.streambuild/\n";
         assert_eq!(merged_gitignore(complete, GITIGNORE), complete);
     }
 

@@ -5,6 +5,7 @@
 //! hundred files.
 
 use std::hash::{Hash, Hasher};
+use std::io::Write as _;
 use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
@@ -36,7 +37,8 @@ pub fn fingerprint(root: &Path) -> u64 {
             if dir == root && name == "target" {
                 continue;
             }
-            match entry.metadata() {
+            // Followed through symlinks, as discovery reads them.
+            match std::fs::metadata(&path) {
                 Ok(meta) if meta.is_dir() => pending.push(path),
                 Ok(meta) => files.push((path, meta.len(), meta.modified().ok())),
                 Err(_) => {}
@@ -65,17 +67,19 @@ pub async fn run(state: Arc<AppState>, root: std::path::PathBuf) {
         }
         last = now;
         let _one_at_a_time = state.reloading.lock().await;
-        match crate::work::recompile_and_swap(&state).await {
-            Ok(compile) if compile.state == "ok" => println!(
+        let said = match crate::work::recompile_and_swap(&state).await {
+            Ok(compile) if compile.state == "ok" => format!(
                 "recompiled after an edit: ok · {} models · {} sources",
                 compile.models, compile.sources
             ),
-            Ok(compile) => println!(
+            Ok(compile) => format!(
                 "recompiled after an edit: failing (the last good compile is still served)\n{}",
                 render_errors(compile.error.as_ref())
             ),
-            Err(error) => println!("could not recompile after an edit: {}", error.detail),
-        }
+            Err(error) => format!("could not recompile after an edit: {}", error.detail),
+        };
+        // A closed stdout (`stb dev --watch | head`) must not end the watch.
+        let _ = writeln!(std::io::stdout().lock(), "{said}");
     }
 }
 
@@ -97,8 +101,27 @@ fn render_errors(error: Option<&serde_json::Value>) -> String {
                         _ => format!(" {file}"),
                     }
                 });
+            let notes: String = d["related"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .map(|note| {
+                    let file = note["location"]["file"].as_str().unwrap_or_default();
+                    let at = match (
+                        note["location"]["line"].as_u64(),
+                        note["location"]["column"].as_u64(),
+                    ) {
+                        (Some(line), Some(column)) => format!("{file}:{line}:{column}"),
+                        _ => file.to_owned(),
+                    };
+                    format!(
+                        "  note: {} ({at})\n",
+                        note["message"].as_str().unwrap_or_default()
+                    )
+                })
+                .collect();
             format!(
-                "error[{}]{at}: {}\n  hint: {}\n",
+                "error[{}]{at}: {}\n{notes}  hint: {}\n",
                 d["code"].as_str().unwrap_or_default(),
                 d["message"].as_str().unwrap_or_default(),
                 d["hint"].as_str().unwrap_or_default()
@@ -136,11 +159,12 @@ mod tests {
             "code": "STB-DISCOVER-021",
             "message": "unknown driving input 'x'",
             "hint": "did you mean 'y'? ...",
-            "location": {"file": "pipelines/pl__a/m.sql", "line": 2, "column": 6}
+            "location": {"file": "pipelines/pl__a/m.sql", "line": 2, "column": 6},
+            "related": [{"message": "first here", "location": {"file": "pipelines/pl__b/m.sql", "line": 1, "column": 1}}]
         }]);
         assert_eq!(
             render_errors(Some(&error)),
-            "error[STB-DISCOVER-021] pipelines/pl__a/m.sql:2:6: unknown driving input 'x'\n  hint: did you mean 'y'? ...\n"
+            "error[STB-DISCOVER-021] pipelines/pl__a/m.sql:2:6: unknown driving input 'x'\n  note: first here (pipelines/pl__b/m.sql:1:1)\n  hint: did you mean 'y'? ...\n"
         );
     }
 }

@@ -74,10 +74,12 @@ fn a_new_kafka_project_builds_on_the_local_stack_and_its_test_and_audits_pass() 
     assert_eq!(created["database"], database.as_str(), "{created}");
     assert_eq!(created["source"], "kafka", "{created}");
     let gitignore = std::fs::read_to_string(dir.join(".gitignore")).expect(".gitignore");
-    assert!(
-        gitignore.lines().any(|l| l == "streambuild_local.toml"),
-        "{gitignore}"
-    );
+    for ignored in ["streambuild_local.toml", ".streambuild/", "target/"] {
+        assert!(
+            gitignore.lines().any(|l| l == ignored),
+            "{ignored}: {gitignore}"
+        );
+    }
 
     let vars = vars();
     json_of(&stb_on_project(
@@ -121,7 +123,7 @@ fn a_new_adopted_project_builds_over_its_table_and_its_test_and_audits_pass() {
     assert_eq!(created["source"], "stream_table", "{created}");
     // The table is made with the DDL stb init printed, and filled before the build: the
     // build replays it.
-    execute(&format!("CREATE DATABASE {database}"));
+    execute(&format!("CREATE DATABASE IF NOT EXISTS `{database}`"));
     execute(
         created["adopted_table_ddl"]
             .as_str()

@@ -130,19 +130,38 @@ fn runs_show_their_status_as_it_is_derived_from_their_records() {
     let unknown = runs_output(dir.path(), &["show", "nope"]);
     let error: Value = serde_json::from_slice(&unknown.stdout).expect("JSON");
     assert_eq!(error["error"]["code"], "STB-RUNS-001");
-    // A prefix two runs share names both and asks for more.
-    let shared: String = id
-        .chars()
-        .zip(invocation.chars())
-        .take_while(|(a, b)| a == b)
-        .map(|(a, _)| a)
-        .collect();
-    let ambiguous = runs_output(dir.path(), &["show", &shared]);
+    // Too short a prefix names no run, even where only one run would match it.
+    for short in ["", &invocation[..3]] {
+        let refused = runs_output(dir.path(), &["show", short]);
+        let error: Value = serde_json::from_slice(&refused.stdout).expect("JSON");
+        assert_eq!(error["error"]["code"], "STB-RUNS-001", "{short:?}: {error}");
+        assert!(
+            error["error"]["hint"]
+                .as_str()
+                .is_some_and(|h| h.contains("at least its first 4 characters")),
+            "{error}"
+        );
+    }
+    // A prefix two runs share names both and asks for more: a record of a second run whose
+    // id differs from the killed one's in its last character only.
+    let sibling = format!("{}x", &invocation[..invocation.len() - 1]);
+    let first_event = stb_test_support::execute(&format!(
+        "SELECT * FROM {}._streambuild_run_events WHERE invocation_id = '{invocation}' LIMIT 1 FORMAT JSONEachRow",
+        db.name
+    ));
+    let mut row: Value = serde_json::from_str(first_event.trim()).expect("one event as JSON");
+    row["invocation_id"] = Value::from(sibling.as_str());
+    stb_test_support::execute(&format!(
+        "INSERT INTO {}._streambuild_run_events FORMAT JSONEachRow {row}",
+        db.name
+    ));
+    let shared = &invocation[..invocation.len() - 1];
+    let ambiguous = runs_output(dir.path(), &["show", shared]);
     let error: Value = serde_json::from_slice(&ambiguous.stdout).expect("JSON");
     assert_eq!(error["error"]["code"], "STB-RUNS-001", "{error}");
     let message = error["error"]["message"].as_str().expect("message");
     assert!(
-        message.contains(&id) && message.contains(&invocation),
+        message.contains(&sibling) && message.contains(&invocation),
         "{message}"
     );
 }
