@@ -85,7 +85,8 @@ pub fn one(
 }
 
 /// Up to `limit` invocation ids of `database` that begin with `prefix` (a short id as
-/// `stb runs list` prints it), from the event streams and the invocation rows. One query.
+/// `stb runs list` prints it), from the event streams and the invocation rows: one query
+/// over both, after a check of which of the two tables exist.
 ///
 /// # Errors
 /// A read failed.
