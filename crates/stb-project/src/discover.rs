@@ -1079,27 +1079,22 @@ fn infer_pipeline_sources(
     diagnostics: &mut Diagnostics,
 ) {
     let source_names: BTreeSet<&str> = sources.iter().map(|s| s.name.as_str()).collect();
-    let models: BTreeMap<String, (ModelKind, Option<String>)> = pipelines
+    // Each model's kind and driving input, and where it names that input (its file and the
+    // call's position): an unknown input is reported at that call, in the model that makes
+    // it, not at the model whose chain led there.
+    type Driving = (ModelKind, Option<String>, String, Option<Position>);
+    let models: BTreeMap<String, Driving> = pipelines
         .iter()
         .flat_map(|p| {
-            p.models
-                .iter()
-                .map(|m| (m.name.clone(), (m.kind, m.driving_input.clone())))
-        })
-        .collect();
-    // Where each table model names its driving input: the report of an unknown one points
-    // at that call, in the model that makes it (not at the model whose chain led there).
-    type Calls = Vec<(String, Position)>;
-    let driving_sites: std::collections::HashMap<String, (String, Calls)> = pipelines
-        .iter()
-        .flat_map(|p| p.models.iter())
-        .map(|m| {
-            let calls = m
-                .refs
-                .iter()
-                .map(|r| (r.name.clone(), r.position))
-                .collect();
-            (m.name.clone(), (m.file.clone(), calls))
+            p.models.iter().map(|m| {
+                let call = m
+                    .refs
+                    .iter()
+                    .find(|r| m.driving_input.as_ref() == Some(&r.name))
+                    .map(|r| r.position);
+                let driving = (m.kind, m.driving_input.clone(), m.file.clone(), call);
+                (m.name.clone(), driving)
+            })
         })
         .collect();
     // model -> the source its chain reaches (None: the chain failed, already reported).
@@ -1134,33 +1129,30 @@ fn infer_pipeline_sources(
                     break Err(String::new()); // the source itself was reported
                 }
                 match models.get(&current) {
-                    Some((ModelKind::Table, Some(next))) if !seen.contains(&current) => {
+                    Some((ModelKind::Table, Some(next), ..)) if !seen.contains(&current) => {
                         seen.insert(current.clone());
                         path.push(current.clone());
                         current = next.clone();
                     }
-                    Some((ModelKind::Table, Some(_))) => {
+                    Some((ModelKind::Table, Some(_), ..)) => {
                         break Err(format!(
                             "Pipeline directory '{}' has a driving-input cycle through '{current}'",
                             pipeline.name
                         ));
                     }
-                    Some((ModelKind::Table, None)) => break Err(String::new()), // already reported on that model
+                    Some((ModelKind::Table, None, ..)) => break Err(String::new()), // already reported on that model
                     _ => {
+                        // `current` is the driving input of the chain's last model.
                         let naming = path.last().map_or(model.name.as_str(), String::as_str);
-                        let (file, calls) = driving_sites
-                            .get(naming)
-                            .map_or((model.file.as_str(), &[][..]), |(f, c)| {
-                                (f.as_str(), c.as_slice())
-                            });
-                        let location = calls.iter().find(|(name, _)| *name == current).map_or_else(
-                            || Location::file(file),
-                            |(_, at)| Location::at(file, *at),
-                        );
+                        let location = match models.get(naming) {
+                            Some((.., file, Some(at))) => Location::at(file, *at),
+                            Some((.., file, None)) => Location::file(file),
+                            None => Location::file(&model.file),
+                        };
                         let inputs = source_names.iter().copied().chain(
                             models
                                 .iter()
-                                .filter(|(_, (kind, _))| *kind == ModelKind::Table)
+                                .filter(|(_, (kind, ..))| *kind == ModelKind::Table)
                                 .map(|(name, _)| name.as_str()),
                         );
                         diagnostics.push(
