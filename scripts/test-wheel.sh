@@ -34,7 +34,8 @@ for tool in python3 sh bash env cat ls mkdir rm sleep grep sed head tail tr cut 
 done
 clean_path="$work/venv/bin:$work/bin"
 # What a new user's shell would run: nothing of this machine's environment but HOME and PATH.
-as_user() { env -i HOME="$work/home" PATH="$clean_path" LANG=C.UTF-8 PIP_CACHE_DIR="$pip_cache" "$@"; }
+user_env=(env -i HOME="$work/home" PATH="$clean_path" LANG=C.UTF-8 PIP_CACHE_DIR="$pip_cache")
+as_user() { "${user_env[@]}" "$@"; }
 
 "$repo/scripts/build-wheel.sh" "$work/dist"
 wheel="$(ls "$work"/dist/*.whl)"
@@ -138,7 +139,7 @@ as_user stb test
 
 say "stb dev serves the embedded web UI"
 # exec: $! must be stb itself, not a shell around it, so the kill below stops the server.
-(exec env -i HOME="$work/home" PATH="$clean_path" LANG=C.UTF-8 stb dev --watch --ui-port 0 > "$work/dev.log" 2>&1) &
+(exec "${user_env[@]}" stb dev --watch --ui-port 0 > "$work/dev.log" 2>&1) &
 dev_pid=$!
 base=""
 for _ in $(seq 120); do

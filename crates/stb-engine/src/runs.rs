@@ -324,14 +324,8 @@ pub const MIN_PREFIX: usize = 4;
 /// `stb runs show` and `cancel` take it.
 #[must_use]
 pub fn short_id(invocation: &str) -> &str {
-    let is_uuid = invocation.len() == 36
-        && invocation.bytes().enumerate().all(|(i, b)| {
-            if matches!(i, 8 | 13 | 18 | 23) {
-                b == b'-'
-            } else {
-                b.is_ascii_hexdigit()
-            }
-        });
+    // The hyphenated form only (36 characters): its first eight are the leading hex digits.
+    let is_uuid = invocation.len() == 36 && uuid::Uuid::try_parse(invocation).is_ok();
     if is_uuid {
         &invocation[..8]
     } else {
