@@ -815,6 +815,11 @@ fn reset_fresh_group(fresh: &stb_plan::workflow::FreshGroup) -> Option<String> {
 
 /// The longest a build waits for inserts that were running at capture time.
 const SETTLE_LIMIT: Duration = Duration::from_secs(60);
+/// The settle looks again after 20 ms, then less often the longer the inserts run (at
+/// most every 250 ms): a short insert costs the build almost nothing, and a long one
+/// (another writer's million rows) does not cost the warehouse fifty queries a second.
+const SETTLE_FIRST_POLL: Duration = Duration::from_millis(20);
+const SETTLE_LAST_POLL: Duration = Duration::from_millis(250);
 
 /// Waits until none of the `running` inserts is left in `system.processes`. Past the
 /// limit the build goes on with a warning rather than fail on an unrelated slow insert.
@@ -835,6 +840,7 @@ fn settle(
         ids.join(", ")
     );
     let started = Instant::now();
+    let mut pause = SETTLE_FIRST_POLL;
     loop {
         if interrupt.load(Ordering::SeqCst) {
             return Err(Interrupted::Cancelled);
@@ -852,7 +858,8 @@ fn settle(
                 SETTLE_LIMIT.as_secs()
             )));
         }
-        std::thread::sleep(Duration::from_millis(20));
+        std::thread::sleep(pause);
+        pause = (pause * 3 / 2).min(SETTLE_LAST_POLL);
     }
 }
 

@@ -295,11 +295,17 @@ pub fn sorted_files(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
 /// events (at most 60 s).
 pub fn wait_for_statements(database: &str, invocation: &str, k: u64) {
     let started = std::time::Instant::now();
+    // Once the table exists it stays: each poll after that is one query, not two (this
+    // loop polls every few milliseconds, so its queries are a load of their own).
+    let mut exists = false;
     loop {
-        let exists = execute(&format!(
-            "SELECT count() FROM system.tables WHERE database = '{database}' AND name = '_streambuild_run_events' FORMAT TSV"
-        ));
-        let done = if exists.trim() == "0" {
+        exists = exists
+            || execute(&format!(
+                "SELECT count() FROM system.tables WHERE database = '{database}' AND name = '_streambuild_run_events' FORMAT TSV"
+            ))
+            .trim()
+                != "0";
+        let done = if !exists {
             0
         } else {
             execute(&format!(
