@@ -531,6 +531,107 @@ fn queued_run_events_go_out_in_order_in_few_writes() {
     );
 }
 
+/// A statement's start goes out at once (unlock kills by its query id); its completion
+/// waits for the next statement's start and both share one INSERT; a completion left
+/// alone still goes out, after the lazy delay.
+#[test]
+fn a_completion_waits_for_the_next_start_and_they_share_one_write() {
+    use stb_warehouse::events::RunEventSink;
+    use std::sync::Arc;
+    let db = TestDatabase::create("warehouse_event_lazy");
+    let shared = Arc::new(client(None));
+    stb_warehouse::metadata::migrate(&shared, &db.name).expect("metadata");
+    let counted = Arc::new(stb_warehouse::Client::new(shared.config().clone()).expect("client"));
+    // Longer than any test: a completion goes out only with the next start.
+    let sink = Arc::new(
+        RunEventSink::new(Arc::clone(&counted), &db.name, "run-lazy")
+            .with_lazy_delay(std::time::Duration::from_secs(3600)),
+    );
+    let writer = sink.heartbeat(std::time::Duration::from_secs(3600));
+    let writes_reach = |n: usize| {
+        let reached = stb_test_support::wait_for(std::time::Duration::from_secs(60), || {
+            counted.requests() >= n
+        });
+        assert!(reached, "{n} writes never happened");
+    };
+    sink.queue(
+        "statement_started",
+        Some("step-1"),
+        None,
+        &serde_json::json!({}),
+    );
+    writes_reach(1);
+    sink.queue(
+        "statement_progress",
+        Some("step-1"),
+        None,
+        &serde_json::json!({}),
+    );
+    sink.queue(
+        "statement_completed",
+        Some("step-1"),
+        None,
+        &serde_json::json!({}),
+    );
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    assert_eq!(
+        counted.requests(),
+        1,
+        "a completion alone is not written at once"
+    );
+    sink.queue(
+        "statement_started",
+        Some("step-2"),
+        None,
+        &serde_json::json!({}),
+    );
+    writes_reach(2);
+    drop(writer);
+    assert!(!sink.take_failure());
+    assert_eq!(
+        counted.requests(),
+        2,
+        "progress, completion and the next start in one INSERT"
+    );
+    let kinds = shared
+        .query(&format!(
+            "SELECT arrayStringConcat(groupArray(event_kind), ' ') AS kinds FROM (SELECT event_kind FROM {}._streambuild_run_events WHERE invocation_id = 'run-lazy' ORDER BY sequence)",
+            db.name
+        ))
+        .expect("events");
+    assert_eq!(
+        kinds.text(0, "kinds").as_deref(),
+        Some("statement_started statement_progress statement_completed statement_started")
+    );
+
+    // With the default delay, a completion that nothing follows is written all the same.
+    let alone = Arc::new(RunEventSink::new(
+        Arc::clone(&shared),
+        &db.name,
+        "run-alone",
+    ));
+    let writer = alone.heartbeat(std::time::Duration::from_secs(3600));
+    alone.queue(
+        "statement_completed",
+        Some("step-1"),
+        None,
+        &serde_json::json!({}),
+    );
+    let seen = stb_test_support::wait_for(std::time::Duration::from_secs(60), || {
+        shared
+            .query(&format!(
+                "SELECT count() AS n FROM {}._streambuild_run_events WHERE invocation_id = 'run-alone'",
+                db.name
+            ))
+            .ok()
+            .and_then(|rows| rows.text(0, "n"))
+            .as_deref()
+            == Some("1")
+    });
+    assert!(seen, "a lone completion is written after the lazy delay");
+    drop(writer);
+}
+
 #[test]
 fn run_events_are_ordered_truncated_and_kept_across_failures() {
     use stb_warehouse::events::{MAX_PAYLOAD_BYTES, RunEventSink};
