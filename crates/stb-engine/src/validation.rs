@@ -61,21 +61,8 @@ pub fn validate(
 ) -> Result<Validated, Diagnostics> {
     let started = Instant::now();
     let scope = planned.executed_models();
-    // A landing the build creates has its preparation step; every other one exists.
-    let created = |relation: &str| {
-        sources.iter().any(|source| {
-            source
-                .landing
-                .as_ref()
-                .is_some_and(|l| l.raw_table == relation)
-                && planned
-                    .workflow
-                    .steps
-                    .iter()
-                    .any(|s| s.id == format!("prepare_source_raw__{}", source.name))
-        })
-    };
-    let plan = validation(&scope, &planned.models, sources, &|r| !created(r));
+    let created = created_landings(sources, &planned.workflow.steps);
+    let plan = validation(&scope, &planned.models, sources, &|r| !created.contains(r));
     // Read before the checks: a change after this point changes the stamp.
     let stamp = stamp.or_else(|| {
         catalog_stamp(
@@ -87,6 +74,21 @@ pub fn validate(
         catalog_stamp: stamp,
         ..validated
     })
+}
+
+/// The raw tables of the landings the build creates: those with a preparation step
+/// (every other landing exists). Collected once: the check asks for every relation a
+/// statement reads, and a scan of the steps per question grew with the plan twice over.
+fn created_landings<'a>(
+    sources: &'a [stb_plan::direct::PlanSource],
+    steps: &[stb_plan::workflow::Step],
+) -> std::collections::HashSet<&'a str> {
+    let step_ids: std::collections::HashSet<&str> = steps.iter().map(|s| s.id.as_str()).collect();
+    sources
+        .iter()
+        .filter(|source| step_ids.contains(format!("prepare_source_raw__{}", source.name).as_str()))
+        .filter_map(|source| source.landing.as_ref().map(|l| l.raw_table.as_str()))
+        .collect()
 }
 
 /// The databases whose relations a plan's statements can read: its target's and those
