@@ -4,12 +4,18 @@
 //! two commands cannot both hold it. The table's comment names the owner. Release checks
 //! ownership first by swapping the lock with a table of its own (`EXCHANGE TABLES` is
 //! atomic) and reading which comment it took away. There is no age-based takeover: a killed
-//! owner's lock stays until an operator breaks it on purpose.
+//! owner's lock stays until an operator breaks it on purpose. A CREATE refused while the
+//! holder releases (the table exists, and is gone when the holder is read) tries again:
+//! the lock is free, and a raw "already exists" would fail a build that was only waiting.
 
 use crate::client::Client;
 use crate::error::WarehouseError;
+use crate::metadata::TABLE_ALREADY_EXISTS;
 
 pub const LOCK_TABLE: &str = "_streambuild_target_mutation_lock";
+/// How often `acquire` tries again when the lock it found was released before it could
+/// read the holder (each retry means another release won that moment: a few suffice).
+const RELEASED_RACE_ATTEMPTS: u32 = 5;
 const COMMENT_PREFIX: &str = "streambuild-target-lock-v2:";
 
 /// Why the lock could not be taken or given back.
@@ -109,27 +115,38 @@ impl<'c> TargetLock<'c> {
                 None,
             )?;
         }
-        let created = client.execute(
-            &format!(
-                "CREATE TABLE {} (guard UInt8) ENGINE = TinyLog COMMENT {}",
-                table(database, LOCK_TABLE),
-                stb_ddl::string_literal(&format!("{COMMENT_PREFIX}{owner}"))
-            ),
-            None,
+        let create = format!(
+            "CREATE TABLE {} (guard UInt8) ENGINE = TinyLog COMMENT {}",
+            table(database, LOCK_TABLE),
+            stb_ddl::string_literal(&format!("{COMMENT_PREFIX}{owner}"))
         );
-        match created {
-            Ok(_) => Ok(Self {
-                client,
-                database: database.to_owned(),
-                owner: owner.to_owned(),
-            }),
-            Err(error) => match lock_holder(client, database)? {
-                Some(holder) => Err(LockError::Held {
-                    database: database.to_owned(),
-                    owner: holder,
-                }),
-                None => Err(error.into()),
-            },
+        let mut attempts = 0;
+        loop {
+            attempts += 1;
+            let error = match client.execute(&create, None) {
+                Ok(_) => {
+                    return Ok(Self {
+                        client,
+                        database: database.to_owned(),
+                        owner: owner.to_owned(),
+                    });
+                }
+                Err(error) => error,
+            };
+            match lock_holder(client, database)? {
+                Some(holder) => {
+                    return Err(LockError::Held {
+                        database: database.to_owned(),
+                        owner: holder,
+                    });
+                }
+                // The table existed and is gone: its holder released it between our CREATE
+                // and our look (a release swaps the lock aside and drops it). Free now, so
+                // try again rather than fail the build on a raw "already exists".
+                None if error.server_code == Some(TABLE_ALREADY_EXISTS)
+                    && attempts < RELEASED_RACE_ATTEMPTS => {}
+                None => return Err(error.into()),
+            }
         }
     }
 

@@ -20,7 +20,7 @@ const S: &str = "String";
 const TS: &str = "DateTime64(3, 'UTC')";
 
 // ClickHouse's TABLE_ALREADY_EXISTS: a concurrent migration created it first.
-const TABLE_ALREADY_EXISTS: u32 = 57;
+pub(crate) const TABLE_ALREADY_EXISTS: u32 = 57;
 
 fn table(database: &str, name: &str, columns: &[(&str, &str)], order_by: &[&str]) -> Table {
     Table {

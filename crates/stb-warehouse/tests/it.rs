@@ -329,6 +329,45 @@ fn the_target_lock_is_a_mutex_that_checks_its_owner() {
     );
 }
 
+/// A lock released between another run's CREATE and its look at the holder is free: that
+/// run gets it or finds it held by whoever got it first, never a raw "already exists".
+#[test]
+fn a_lock_released_while_another_run_asks_for_it_is_taken_or_held_never_an_error() {
+    use stb_warehouse::{LockError, TargetLock};
+    let db = TestDatabase::create("warehouse_lock_release_race");
+    let stop = std::sync::atomic::AtomicBool::new(false);
+    let (taken, held) = std::thread::scope(|scope| {
+        let holder = scope.spawn(|| {
+            let client = client(None);
+            for _ in 0..150 {
+                if let Ok(lock) = TargetLock::acquire(&client, &db.name, "run-holder", false) {
+                    lock.release().expect("the holder releases its own lock");
+                }
+            }
+            stop.store(true, std::sync::atomic::Ordering::SeqCst);
+        });
+        let asker = scope.spawn(|| {
+            let client = client(None);
+            let (mut taken, mut held) = (0, 0);
+            while !stop.load(std::sync::atomic::Ordering::SeqCst) {
+                match TargetLock::acquire(&client, &db.name, "run-asker", false) {
+                    Ok(lock) => {
+                        taken += 1;
+                        lock.release().expect("the asker releases its own lock");
+                    }
+                    Err(LockError::Held { .. }) => held += 1,
+                    Err(other) => panic!("neither taken nor held: {other}"),
+                }
+            }
+            (taken, held)
+        });
+        holder.join().expect("holder");
+        asker.join().expect("asker")
+    });
+    eprintln!("the asker took the lock {taken} times and found it held {held} times");
+    assert!(taken + held > 0);
+}
+
 #[test]
 fn concurrent_acquirers_get_exactly_one_lock() {
     use stb_warehouse::TargetLock;
