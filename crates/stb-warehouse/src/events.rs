@@ -51,8 +51,15 @@ struct Queue {
     pending: Vec<Pending>,
     /// Set when the writer thread should write what is queued and stop.
     stopping: bool,
+}
+
+impl Queue {
     /// An event that should go out now is queued (anything but a lazy one).
-    urgent: bool,
+    fn urgent(&self) -> bool {
+        self.pending
+            .iter()
+            .any(|event| !LAZY_EVENTS.contains(&event.kind.as_str()))
+    }
 }
 
 /// Writes a run's events in sequence order, retrying ones that failed with the next write.
@@ -161,7 +168,6 @@ impl RunEventSink {
                 .to_string();
         }
         let mut queue = self.lock_queue();
-        queue.urgent |= !LAZY_EVENTS.contains(&kind);
         // Numbered under the queue's lock, so the queue is always in sequence order.
         let sequence = self.next_sequence.fetch_add(1, Ordering::SeqCst);
         queue.pending.push(Pending {
@@ -184,11 +190,7 @@ impl RunEventSink {
     /// The write failed; the events stay queued, ahead of any queued since.
     pub fn flush(&self) -> Result<(), WarehouseError> {
         let _writing = self.writing.lock().unwrap_or_else(PoisonError::into_inner);
-        let batch = {
-            let mut queue = self.lock_queue();
-            queue.urgent = false;
-            std::mem::take(&mut queue.pending)
-        };
+        let batch = std::mem::take(&mut self.lock_queue().pending);
         if batch.is_empty() {
             return Ok(());
         }
@@ -196,8 +198,6 @@ impl RunEventSink {
             Ok(()) => Ok(()),
             Err(error) => {
                 let mut queue = self.lock_queue();
-                // Kept for the next write, which retries without waiting for company.
-                queue.urgent = true;
                 let newer = std::mem::replace(&mut queue.pending, batch);
                 queue.pending.extend(newer);
                 Err(error)
@@ -266,11 +266,11 @@ impl RunEventSink {
                     .unwrap_or_else(PoisonError::into_inner)
                     .0;
             }
-            if !queue.pending.is_empty() && !queue.urgent {
+            if !queue.pending.is_empty() && !queue.urgent() {
                 // Only lazy events: give the next statement's start a moment to join them.
                 queue = self
                     .queued
-                    .wait_timeout_while(queue, self.lazy_delay, |q| !q.urgent && !q.stopping)
+                    .wait_timeout_while(queue, self.lazy_delay, |q| !q.urgent() && !q.stopping)
                     .unwrap_or_else(PoisonError::into_inner)
                     .0;
             }

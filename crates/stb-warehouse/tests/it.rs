@@ -519,14 +519,28 @@ fn a_pre_production_node_results_table_is_refused() {
     );
 }
 
+/// A database with StreamBuild's metadata, a client to read it, and a second client whose
+/// requests count only the writes of the sink under test.
+fn events_database(
+    prefix: &str,
+) -> (
+    TestDatabase,
+    std::sync::Arc<stb_warehouse::Client>,
+    std::sync::Arc<stb_warehouse::Client>,
+) {
+    let db = TestDatabase::create(prefix);
+    let shared = std::sync::Arc::new(client(None));
+    stb_warehouse::metadata::migrate(&shared, &db.name).expect("metadata");
+    let counted =
+        std::sync::Arc::new(stb_warehouse::Client::new(shared.config().clone()).expect("client"));
+    (db, shared, counted)
+}
+
 #[test]
 fn queued_run_events_go_out_in_order_in_few_writes() {
     use stb_warehouse::events::RunEventSink;
     use std::sync::Arc;
-    let db = TestDatabase::create("warehouse_event_queue");
-    let shared = Arc::new(client(None));
-    stb_warehouse::metadata::migrate(&shared, &db.name).expect("metadata");
-    let counted = Arc::new(stb_warehouse::Client::new(shared.config().clone()).expect("client"));
+    let (db, shared, counted) = events_database("warehouse_event_queue");
     let sink = Arc::new(RunEventSink::new(Arc::clone(&counted), &db.name, "run-q"));
     let writer = sink.heartbeat(std::time::Duration::from_secs(60));
     let sequences: Vec<u64> = (0..200)
@@ -577,53 +591,33 @@ fn queued_run_events_go_out_in_order_in_few_writes() {
 fn a_completion_waits_for_the_next_start_and_they_share_one_write() {
     use stb_warehouse::events::RunEventSink;
     use std::sync::Arc;
-    let db = TestDatabase::create("warehouse_event_lazy");
-    let shared = Arc::new(client(None));
-    stb_warehouse::metadata::migrate(&shared, &db.name).expect("metadata");
-    let counted = Arc::new(stb_warehouse::Client::new(shared.config().clone()).expect("client"));
+    let (db, shared, counted) = events_database("warehouse_event_lazy");
     // Longer than any test: a completion goes out only with the next start.
     let sink = Arc::new(
         RunEventSink::new(Arc::clone(&counted), &db.name, "run-lazy")
             .with_lazy_delay(std::time::Duration::from_secs(3600)),
     );
     let writer = sink.heartbeat(std::time::Duration::from_secs(3600));
+    let queue = |kind: &str, step: &str| {
+        sink.queue(kind, Some(step), None, &serde_json::json!({}));
+    };
     let writes_reach = |n: usize| {
         let reached = stb_test_support::wait_for(std::time::Duration::from_secs(60), || {
             counted.requests() >= n
         });
         assert!(reached, "{n} writes never happened");
     };
-    sink.queue(
-        "statement_started",
-        Some("step-1"),
-        None,
-        &serde_json::json!({}),
-    );
+    queue("statement_started", "step-1");
     writes_reach(1);
-    sink.queue(
-        "statement_progress",
-        Some("step-1"),
-        None,
-        &serde_json::json!({}),
-    );
-    sink.queue(
-        "statement_completed",
-        Some("step-1"),
-        None,
-        &serde_json::json!({}),
-    );
+    queue("statement_progress", "step-1");
+    queue("statement_completed", "step-1");
     std::thread::sleep(std::time::Duration::from_millis(300));
     assert_eq!(
         counted.requests(),
         1,
         "a completion alone is not written at once"
     );
-    sink.queue(
-        "statement_started",
-        Some("step-2"),
-        None,
-        &serde_json::json!({}),
-    );
+    queue("statement_started", "step-2");
     writes_reach(2);
     drop(writer);
     assert!(!sink.take_failure());
