@@ -182,8 +182,7 @@ impl Selection {
         models: &[PlanModel],
         present: &dyn Fn(&str) -> bool,
     ) -> Self {
-        let by_name: BTreeMap<&str, &PlanModel> =
-            models.iter().map(|m| (m.name.as_str(), m)).collect();
+        let by_name = crate::work::ModelIndex::new(models);
         loop {
             let missing: BTreeSet<String> = self
                 .scope
@@ -287,7 +286,7 @@ pub fn plan_direct(
     selection: &Selection,
     present: &dyn Fn(&str) -> bool,
 ) -> Result<DirectPlan, PlanError> {
-    let by_name: BTreeMap<&str, &PlanModel> = models.iter().map(|m| (m.name.as_str(), m)).collect();
+    let by_name = crate::work::ModelIndex::new(models);
     let scope = &selection.scope;
     let in_scope: Vec<&PlanModel> = models.iter().filter(|m| scope.contains(&m.name)).collect();
     let prerequisites = prerequisites(&in_scope, scope, &by_name, sources, present)?;
@@ -338,18 +337,17 @@ pub fn plan_direct(
                 .map(move |(_, relation)| (stage, relation))
         })
         .collect();
-    let mut later: Vec<(RelationKind, String)> = Vec::new();
-    for stage in 1..=deferred.iter().map(|(s, _)| *s).max().unwrap_or(0) {
-        later.extend(
-            deferred
-                .iter()
-                .filter(|(s, _)| *s == stage)
-                .map(|(_, relation)| (MaterializedView, (*relation).clone())),
-        );
-    }
+    // In stage order (a stable sort keeps each stage's views in root order).
+    let mut by_stage = deferred.clone();
+    by_stage.sort_by_key(|(stage, _)| *stage);
+    let later: Vec<(RelationKind, String)> = by_stage
+        .into_iter()
+        .map(|(_, relation)| (MaterializedView, relation.clone()))
+        .collect();
+    let deferred_views: BTreeSet<&String> = deferred.iter().map(|(_, r)| *r).collect();
     let now: Vec<(RelationKind, String)> = ordered(&[MaterializedView], true)
         .into_iter()
-        .filter(|relation| !later.contains(relation))
+        .filter(|(_, relation)| !deferred_views.contains(relation))
         .collect();
     Ok(DirectPlan {
         entries,
@@ -370,7 +368,7 @@ pub fn plan_direct(
 fn prerequisites(
     in_scope: &[&PlanModel],
     scope: &BTreeSet<String>,
-    by_name: &BTreeMap<&str, &PlanModel>,
+    by_name: &crate::work::ModelIndex<'_>,
     sources: &[PlanSource],
     present: &dyn Fn(&str) -> bool,
 ) -> Result<Vec<Prerequisite>, PlanError> {
@@ -458,7 +456,7 @@ struct Stage {
 fn replay_roots<'m>(
     in_scope: &[&'m PlanModel],
     scope: &BTreeSet<String>,
-    by_name: &BTreeMap<&str, &'m PlanModel>,
+    by_name: &crate::work::ModelIndex<'m>,
     sources: &[PlanSource],
     stages: &BTreeMap<String, Stage>,
 ) -> (Vec<ReplayRoot>, BTreeSet<&'m str>) {
@@ -467,29 +465,36 @@ fn replay_roots<'m>(
             .get(&model.name)
             .is_some_and(|s| !s.waits_for.is_empty())
     };
+    let scheduled: BTreeSet<&str> = sources
+        .iter()
+        .filter(|s| s.scheduled_pull)
+        .map(|s| s.name.as_str())
+        .collect();
     let mut roots: Vec<ReplayRoot> = Vec::new();
+    let mut root_at: BTreeMap<&str, usize> = BTreeMap::new();
+    // Each table model's top, found from its parent's (`in_scope` is in topological
+    // order): one step per model instead of a climb of the whole chain for each.
+    let mut top_of: BTreeMap<&str, &'m PlanModel> = BTreeMap::new();
     for model in in_scope.iter().filter(|m| m.is_table) {
-        let mut top: &PlanModel = model;
-        while let Some(parent) = Some(top)
+        let parent = Some(*model)
             .filter(|t| !fan_in(t))
             .and_then(|t| t.driving_input.as_deref())
             .filter(|p| scope.contains(*p))
             .and_then(|p| by_name.get(p))
-            .filter(|p| p.is_table)
-        {
-            top = parent;
-        }
+            .filter(|p| p.is_table);
+        let top: &'m PlanModel = match parent {
+            Some(parent) => top_of.get(parent.name.as_str()).copied().unwrap_or(parent),
+            None => model,
+        };
+        top_of.insert(model.name.as_str(), top);
         let Some(driving_input) = top.driving_input.clone() else {
             continue;
         };
         // The warehouse refreshes scheduled pulls itself; there is nothing to replay.
-        if sources
-            .iter()
-            .any(|s| s.name == driving_input && s.scheduled_pull)
-        {
+        if scheduled.contains(driving_input.as_str()) {
             continue;
         }
-        match roots.iter_mut().find(|r| r.model == top.name) {
+        match root_at.get(top.name.as_str()).map(|&at| &mut roots[at]) {
             Some(root) if top.name != model.name => root.propagated.push(model.name.clone()),
             Some(_) => {}
             None => {
@@ -506,6 +511,7 @@ fn replay_roots<'m>(
                 if top.name != model.name {
                     root.propagated.push(model.name.clone());
                 }
+                root_at.insert(top.name.as_str(), roots.len());
                 roots.push(root);
             }
         }

@@ -14,4 +14,5 @@ pub mod sql_change;
 pub mod validation;
 pub mod virtual_plan;
 pub mod watermark;
+pub mod work;
 pub mod workflow;

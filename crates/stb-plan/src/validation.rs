@@ -9,8 +9,13 @@
 //! rebuilt models (and to landings not created yet) pointing at those temporary tables.
 //! `EXPLAIN` analyses the query (identifiers, functions, types) without reading any row.
 //! Nothing here touches a relation the target holds.
+//!
+//! A session with thousands of temporary tables makes each of its requests slower (the
+//! engine's cost per statement grows with the tables the session holds), so a large
+//! validation is split into sessions of a bounded size ([`sessions`]); a stand-in made in
+//! one session and read in a later one is made again there.
 
-use std::collections::BTreeMap;
+use std::collections::{HashMap, HashSet};
 
 use stb_ddl::Table;
 use stb_model::planning::{PlanModel, PlanSource, QueryPart};
@@ -47,6 +52,22 @@ pub struct Check {
     /// True when its failure is the author's to fix in this object (false: a stand-in
     /// the validation made up, whose failure is only reported as "not checked").
     pub authored: bool,
+    /// The temporary table this check creates (storage and landing checks).
+    pub creates: Option<String>,
+    /// The temporary tables this check reads (a query's references to stand-ins).
+    pub reads: Vec<String>,
+}
+
+impl Check {
+    /// The query a [`Subject::Query`] check explains.
+    #[must_use]
+    pub fn query(&self) -> Option<&str> {
+        if self.subject == Subject::Query {
+            self.sql.strip_prefix("EXPLAIN ")
+        } else {
+            None
+        }
+    }
 }
 
 /// A model the validation cannot check, and why.
@@ -99,8 +120,16 @@ pub fn validation(
     sources: &[PlanSource],
     present: &dyn Fn(&str) -> bool,
 ) -> Validation {
-    let by_name: BTreeMap<&str, &PlanModel> = models.iter().map(|m| (m.name.as_str(), m)).collect();
-    let mut stand_ins: BTreeMap<String, String> = BTreeMap::new();
+    let by_name = crate::work::ModelIndex::new(models);
+    let sources_by_name: HashMap<&str, &PlanSource> =
+        sources.iter().map(|s| (s.name.as_str(), s)).collect();
+    // Every input the scope reads, collected once (not a scan of the scope per source).
+    let read_by_scope: HashSet<&str> = scope
+        .iter()
+        .filter_map(|name| by_name.get(name))
+        .flat_map(|m| m.reads.iter().map(String::as_str))
+        .collect();
+    let mut stand_ins: HashMap<String, String> = HashMap::new();
     let mut result = Validation::default();
     let mut made = 0_usize;
     let mut next_name = || {
@@ -112,12 +141,7 @@ pub fn validation(
         let Some(landing) = &source.landing else {
             continue;
         };
-        let read = scope.iter().any(|name| {
-            by_name
-                .get(name)
-                .is_some_and(|m| m.reads.contains(&source.name))
-        });
-        if !read || present(&landing.raw_table) {
+        if !read_by_scope.contains(source.name.as_str()) || present(&landing.raw_table) {
             continue;
         }
         let Some(definition) = &landing.raw_definition else {
@@ -129,6 +153,8 @@ pub fn validation(
             subject: Subject::Landing,
             sql: definition.render_temporary(&temporary),
             authored: true,
+            creates: Some(temporary.clone()),
+            reads: Vec::new(),
         });
         stand_ins.insert(source.name.clone(), temporary);
     }
@@ -136,13 +162,22 @@ pub fn validation(
         let Some(model) = by_name.get(name) else {
             continue;
         };
-        if reads_table_function(model, sources) {
+        let inputs = || {
+            model
+                .reads
+                .iter()
+                .filter_map(|read| sources_by_name.get(read.as_str()).copied())
+        };
+        if inputs().any(|s| s.relation.is_none()) {
             result.unchecked.push(Unchecked {
                 name: model.name.clone(),
                 reason: "it reads a table function (a PostgreSQL pull), which a check would have to connect to".into(),
             });
-        } else if let Some((source, relation)) = unknown_input(model, sources, &stand_ins, present)
-        {
+        } else if let Some((source, relation)) = inputs().find_map(|source| {
+            let relation = source.relation.as_deref()?;
+            let unknown = !stand_ins.contains_key(&source.name) && !present(relation);
+            unknown.then_some((source.name.as_str(), relation))
+        }) {
             result.unchecked.push(Unchecked {
                 name: model.name.clone(),
                 reason: format!(
@@ -150,12 +185,14 @@ pub fn validation(
                 ),
             });
         } else {
-            let query = resolved_query(model, &by_name, &stand_ins);
+            let (query, reads) = resolved_query(model, &by_name, &stand_ins);
             result.checks.push(Check {
                 name: model.name.clone(),
                 subject: Subject::Query,
                 sql: format!("EXPLAIN {query}"),
                 authored: true,
+                creates: None,
+                reads,
             });
         }
         let temporary = next_name();
@@ -180,33 +217,61 @@ pub fn validation(
             subject: Subject::Storage,
             sql: definition.render_temporary(&temporary),
             authored,
+            creates: Some(temporary.clone()),
+            reads: Vec::new(),
         });
         stand_ins.insert(model.name.clone(), temporary);
     }
     result
 }
 
-/// A source `model` reads that is neither made for the check nor there to read (an
-/// adopted table, offline): its name and relation.
-fn unknown_input<'s>(
-    model: &PlanModel,
-    sources: &'s [PlanSource],
-    stand_ins: &BTreeMap<String, String>,
-    present: &dyn Fn(&str) -> bool,
-) -> Option<(&'s str, &'s str)> {
-    sources.iter().find_map(|source| {
-        let relation = source.relation.as_deref()?;
-        let unknown = model.reads.contains(&source.name)
-            && !stand_ins.contains_key(&source.name)
-            && !present(relation);
-        unknown.then_some((source.name.as_str(), relation))
-    })
+/// One warehouse session's share of a validation, as indices into
+/// [`Validation::checks`].
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct SessionPlan {
+    /// Checks of earlier sessions whose stand-ins this session's checks read: their
+    /// statements run again here first, to make the stand-in, and are not counted again.
+    pub setup: Vec<usize>,
+    /// This session's own checks, in plan order.
+    pub checks: Vec<usize>,
 }
 
-fn reads_table_function(model: &PlanModel, sources: &[PlanSource]) -> bool {
-    sources
+/// Splits `checks` (a [`Validation`]'s) into sessions that each hold at most about `stand_ins_per_session`
+/// temporary tables: the checks in plan order, a new session whenever the current one has
+/// made that many, each session making again the stand-ins of earlier sessions it reads.
+/// One pass over the checks and their reads.
+#[must_use]
+pub fn sessions(checks: &[Check], stand_ins_per_session: usize) -> Vec<SessionPlan> {
+    let limit = stand_ins_per_session.max(1);
+    let made_by: HashMap<&str, usize> = checks
         .iter()
-        .any(|s| s.relation.is_none() && model.reads.contains(&s.name))
+        .enumerate()
+        .filter_map(|(index, check)| check.creates.as_deref().map(|name| (name, index)))
+        .collect();
+    let mut sessions: Vec<SessionPlan> = Vec::new();
+    let mut current = SessionPlan::default();
+    let mut held: HashSet<&str> = HashSet::new();
+    for (index, check) in checks.iter().enumerate() {
+        if held.len() >= limit && check.creates.is_some() {
+            sessions.push(std::mem::take(&mut current));
+            held.clear();
+        }
+        for read in &check.reads {
+            if held.insert(read.as_str())
+                && let Some(&maker) = made_by.get(read.as_str())
+            {
+                current.setup.push(maker);
+            }
+        }
+        if let Some(name) = &check.creates {
+            held.insert(name.as_str());
+        }
+        current.checks.push(index);
+    }
+    if !current.checks.is_empty() {
+        sessions.push(current);
+    }
+    sessions
 }
 
 /// The model's query, spliced: references to what the build creates point at their
@@ -214,17 +279,22 @@ fn reads_table_function(model: &PlanModel, sources: &[PlanSource]) -> bool {
 /// between references is kept byte for byte; a trailing `;` is left out (EXPLAIN wraps it).
 fn resolved_query(
     model: &PlanModel,
-    by_name: &BTreeMap<&str, &PlanModel>,
-    stand_ins: &BTreeMap<String, String>,
-) -> String {
+    by_name: &crate::work::ModelIndex<'_>,
+    stand_ins: &HashMap<String, String>,
+) -> (String, Vec<String>) {
     let mut text = String::new();
+    let mut reads: Vec<String> = Vec::new();
     for part in &model.deployable.query_parts {
         match part {
             QueryPart::Text(piece) => text.push_str(piece),
             QueryPart::Model(name) | QueryPart::Source { name, .. }
                 if stand_ins.contains_key(name) =>
             {
-                text.push_str(&stand_ins[name]);
+                let stand_in = &stand_ins[name];
+                text.push_str(stand_in);
+                if !reads.contains(stand_in) {
+                    reads.push(stand_in.clone());
+                }
             }
             QueryPart::Model(name) => match by_name.get(name.as_str()) {
                 Some(upstream) => text.push_str(&upstream.reference),
@@ -234,7 +304,10 @@ fn resolved_query(
         }
     }
     let trimmed = text.trim_end();
-    trimmed.strip_suffix(';').unwrap_or(trimmed).to_owned()
+    (
+        trimmed.strip_suffix(';').unwrap_or(trimmed).to_owned(),
+        reads,
+    )
 }
 
 #[cfg(test)]

@@ -539,7 +539,7 @@ pub fn deployment_models(
             placement.active.get(model)
         }
     };
-    let by_name: BTreeMap<&str, &PlanModel> = models.iter().map(|m| (m.name.as_str(), m)).collect();
+    let by_name = crate::work::ModelIndex::new(models);
     let mut unresolved = BTreeSet::new();
     let resolve = |model: &str| -> String {
         let target = by_name.get(model).and_then(|m| {
@@ -559,8 +559,7 @@ pub fn deployment_models(
         };
         if placement.deployed.contains(&model.name) {
             for read in &model.reads {
-                if is_virtual(read) && by_name.contains_key(read.as_str()) && id_of(read).is_none()
-                {
+                if is_virtual(read) && by_name.contains(read.as_str()) && id_of(read).is_none() {
                     unresolved.insert(format!("'{}' reads '{read}'", model.name));
                 }
             }

@@ -7,7 +7,7 @@
 //! Later stages (fan-ins: models joining a side input this build rebuilds) create their
 //! views and replay after the earlier stages' replays, then activation resumes landings.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use crate::direct::{DirectPlan, Landing, PlanError, PlanModel, PlanSource, RelationKind};
 use crate::options::StartTime;
@@ -327,7 +327,7 @@ pub fn assemble(
     options: &WorkflowOptions,
     present: &dyn Fn(&str) -> bool,
 ) -> Result<Workflow, PlanError> {
-    let by_name: BTreeMap<&str, &PlanModel> = models.iter().map(|m| (m.name.as_str(), m)).collect();
+    let by_name = crate::work::ModelIndex::new(models);
     let database = &options.database;
     let mut steps = vec![Step::statement(
         "prepare_target_database".into(),
@@ -395,15 +395,16 @@ pub fn assemble(
         })
         .collect();
     // A fan-in's view waits for its stage (below).
-    let deferred: Vec<&str> = plan
+    // Each deferred relation with the stage it waits for.
+    let deferred: BTreeMap<&str, usize> = plan
         .replay_roots
         .iter()
         .filter(|root| root.stage > 0)
-        .filter_map(|root| by_name.get(root.model.as_str()))
-        .flat_map(|m| m.relations.iter().map(|(_, r)| r.as_str()))
+        .filter_map(|root| by_name.get(root.model.as_str()).map(|m| (root.stage, m)))
+        .flat_map(|(stage, m)| m.relations.iter().map(move |(_, r)| (r.as_str(), stage)))
         .collect();
     for (kind, relation) in &plan.creation {
-        if *kind == RelationKind::MaterializedView && deferred.contains(&relation.as_str()) {
+        if *kind == RelationKind::MaterializedView && deferred.contains_key(relation.as_str()) {
             continue;
         }
         if let Some(statement) = statements.get(&(*kind, relation.as_str())) {
@@ -415,7 +416,7 @@ pub fn assemble(
         }
     }
     let paused: Vec<&str> = paused_landings.iter().map(|l| l.source.as_str()).collect();
-    let scope: Vec<&str> = plan.entries.iter().map(|e| e.model.as_str()).collect();
+    let scope: BTreeSet<&str> = plan.entries.iter().map(|e| e.model.as_str()).collect();
     let roots = plan
         .replay_roots
         .iter()
@@ -431,36 +432,33 @@ pub fn assemble(
         .filter_map(|s| s.reference.as_deref())
         .collect();
     let last_stage = roots.iter().map(|r| r.stage).max().unwrap_or(0);
-    for stage in 0..=last_stage {
-        let in_stage: Vec<usize> = (0..roots.len())
-            .filter(|i| roots[*i].stage == stage)
-            .collect();
-        if stage > 0 {
-            for (kind, relation) in plan
-                .creation
-                .iter()
-                .filter(|(kind, _)| *kind == RelationKind::MaterializedView)
-            {
-                let Some(statement) = statements.get(&(*kind, relation.as_str())) else {
-                    continue;
-                };
-                let owned = in_stage.iter().any(|i| {
-                    by_name
-                        .get(roots[*i].model.as_str())
-                        .is_some_and(|m| m.relations.iter().any(|(_, r)| r == relation))
-                });
-                if owned {
-                    steps.push(Step::statement(
-                        format!("realize_{relation}"),
-                        Phase::Realization,
-                        (*statement).clone(),
-                    ));
-                }
+    // Each stage's roots and deferred views, in their orders, from one pass over each.
+    let mut roots_in: Vec<Vec<usize>> = vec![Vec::new(); last_stage + 1];
+    for (index, root) in roots.iter().enumerate() {
+        roots_in[root.stage].push(index);
+    }
+    let mut views_in: Vec<Vec<&str>> = vec![Vec::new(); last_stage + 1];
+    for (kind, relation) in &plan.creation {
+        if *kind == RelationKind::MaterializedView
+            && let Some(&stage) = deferred.get(relation.as_str())
+            && stage <= last_stage
+        {
+            views_in[stage].push(relation.as_str());
+        }
+    }
+    for (stage, in_stage) in roots_in.iter().enumerate() {
+        for relation in &views_in[stage] {
+            if let Some(statement) = statements.get(&(RelationKind::MaterializedView, *relation)) {
+                steps.push(Step::statement(
+                    format!("realize_{relation}"),
+                    Phase::Realization,
+                    (*statement).clone(),
+                ));
             }
         }
         boundaries_and_replays(
             &roots,
-            &in_stage,
+            in_stage,
             stage,
             &frozen_references,
             options,
@@ -500,22 +498,29 @@ pub fn assemble(
 /// starts. (A Kafka table recreated by a
 /// settings repair is not among them: the landing recovery puts it back as declared.)
 fn created_relations(steps: &[Step], landings: &[(&str, &Landing)]) -> Vec<String> {
+    // The landing steps that create a relation, by id (one map, not a scan of the
+    // landings for every step).
+    let mut by_step: BTreeMap<String, Vec<&String>> = BTreeMap::new();
+    for (source, landing) in landings {
+        for (id, relation) in [
+            (
+                format!("prepare_source_kafka__{source}"),
+                &landing.kafka_table,
+            ),
+            (format!("prepare_source_raw__{source}"), &landing.raw_table),
+            // Resumed as it was, or created for a new landing: the undo tells them apart.
+            (format!("activate_source_{}", landing.view), &landing.view),
+        ] {
+            by_step.entry(id).or_default().push(relation);
+        }
+    }
     let mut created = Vec::new();
     for step in steps {
         if let Some(relation) = step.id.strip_prefix("realize_") {
             created.push(relation.to_owned());
         }
-        for (source, landing) in landings {
-            if step.id == format!("prepare_source_kafka__{source}") {
-                created.push(landing.kafka_table.clone());
-            }
-            if step.id == format!("prepare_source_raw__{source}") {
-                created.push(landing.raw_table.clone());
-            }
-            // Resumed as it was, or created for a new landing: the undo tells them apart.
-            if step.id == format!("activate_source_{}", landing.view) {
-                created.push(landing.view.clone());
-            }
+        if let Some(relations) = by_step.get(&step.id) {
+            created.extend(relations.iter().map(|r| (*r).clone()));
         }
     }
     created
@@ -597,7 +602,7 @@ fn boundaries_and_replays(
 
 /// True when `input` is fed, through its chain of driving inputs, by one of the `paused`
 /// landings: nothing reaches it until they resume.
-fn fed_only_by(input: &str, by_name: &BTreeMap<&str, &PlanModel>, paused: &[&str]) -> bool {
+fn fed_only_by(input: &str, by_name: &crate::work::ModelIndex<'_>, paused: &[&str]) -> bool {
     let mut current = input;
     for _ in 0..=by_name.len() {
         match by_name.get(current) {
@@ -651,7 +656,7 @@ pub fn landings_read<'s>(
     models: &[PlanModel],
     sources: &'s [PlanSource],
 ) -> Vec<&'s PlanSource> {
-    let by_name: BTreeMap<&str, &PlanModel> = models.iter().map(|m| (m.name.as_str(), m)).collect();
+    let by_name = crate::work::ModelIndex::new(models);
     relevant_landings(plan, &by_name, sources)
         .into_iter()
         .filter_map(|(name, _)| sources.iter().find(|s| s.name == name))
@@ -660,18 +665,19 @@ pub fn landings_read<'s>(
 
 fn relevant_landings<'s>(
     plan: &DirectPlan,
-    by_name: &BTreeMap<&str, &PlanModel>,
+    by_name: &crate::work::ModelIndex<'_>,
     sources: &'s [PlanSource],
 ) -> Vec<(&'s str, &'s Landing)> {
+    // What the scope reads, collected once (not a scan of the scope per source).
+    let read: BTreeSet<&str> = plan
+        .entries
+        .iter()
+        .filter_map(|entry| by_name.get(entry.model.as_str()))
+        .flat_map(|m| m.reads.iter().map(String::as_str))
+        .collect();
     sources
         .iter()
-        .filter(|source| {
-            plan.entries.iter().any(|entry| {
-                by_name
-                    .get(entry.model.as_str())
-                    .is_some_and(|m| m.reads.contains(&source.name))
-            })
-        })
+        .filter(|source| read.contains(source.name.as_str()))
         .filter_map(|source| source.landing.as_ref().map(|l| (source.name.as_str(), l)))
         .collect()
 }
@@ -758,7 +764,7 @@ fn prepare_landings(
 /// input until activation, so the replay reads all of it.
 fn root_replay(
     root: &crate::direct::ReplayRoot,
-    by_name: &BTreeMap<&str, &PlanModel>,
+    by_name: &crate::work::ModelIndex<'_>,
     sources: &[PlanSource],
     options: &WorkflowOptions,
     rebuilt_input: bool,

@@ -222,3 +222,92 @@ fn offline_an_adopted_input_is_unchecked_and_its_readers_use_the_typed_table() {
     let online = validation(&["parsed"], &models, &sources, &|_| true);
     assert!(online.unchecked.is_empty());
 }
+
+#[test]
+fn checks_name_the_stand_ins_they_make_and_read() {
+    let (models, sources) = project();
+    let checked = validation(&["parsed", "totals", "report"], &models, &sources, &|r| {
+        r != "raw__orders"
+    });
+    let shape: Vec<(&str, Subject, Option<&str>, Vec<&str>)> = checked
+        .checks
+        .iter()
+        .map(|c| {
+            (
+                c.name.as_str(),
+                c.subject,
+                c.creates.as_deref(),
+                c.reads.iter().map(String::as_str).collect(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        shape,
+        vec![
+            ("orders", Subject::Landing, Some("stb_check_1"), vec![]),
+            ("parsed", Subject::Query, None, vec!["stb_check_1"]),
+            ("parsed", Subject::Storage, Some("stb_check_2"), vec![]),
+            ("totals", Subject::Query, None, vec!["stb_check_2"]),
+            ("totals", Subject::Storage, Some("stb_check_3"), vec![]),
+            ("report", Subject::Query, None, vec!["stb_check_3"]),
+            ("report", Subject::Storage, Some("stb_check_4"), vec![]),
+        ]
+    );
+    assert_eq!(
+        checked.checks[3].query(),
+        Some("SELECT id, sum(amount) AS amount FROM stb_check_2 FINAL GROUP BY id")
+    );
+    assert_eq!(checked.checks[2].query(), None);
+}
+
+#[test]
+fn sessions_hold_a_bounded_number_of_stand_ins_and_make_again_what_they_read() {
+    let (mut models, sources) = project();
+    // A fourth model reads the first rebuilt one again, as a side reference would.
+    models.push(model(
+        "again",
+        "parsed",
+        vec![text("SELECT * FROM "), QueryPart::Model("parsed".into())],
+        Some("MergeTree"),
+    ));
+    let scope = ["parsed", "totals", "report", "again"];
+    let checked = validation(&scope, &models, &sources, &|r| r != "raw__orders");
+    assert_eq!(checked.checks[7].reads, vec!["stb_check_2".to_owned()]);
+    // Everything fits: one session, nothing made twice.
+    assert_eq!(
+        sessions(&checked.checks, 10),
+        vec![SessionPlan {
+            setup: vec![],
+            checks: (0..9).collect()
+        }]
+    );
+    // Two stand-ins a session: a new one starts at a check that would make a third. A
+    // query stays with the stand-in made just before it; the late reader of `parsed`
+    // (check 7) has its stand-in (made by check 2) made again in its session first.
+    assert_eq!(
+        sessions(&checked.checks, 2),
+        vec![
+            SessionPlan {
+                setup: vec![],
+                checks: vec![0, 1, 2, 3]
+            },
+            SessionPlan {
+                setup: vec![2],
+                checks: vec![4, 5, 6, 7]
+            },
+            SessionPlan {
+                setup: vec![],
+                checks: vec![8]
+            },
+        ]
+    );
+    // Every check runs in exactly one session, however small they are.
+    for limit in 1..=9 {
+        let mut all: Vec<usize> = sessions(&checked.checks, limit)
+            .into_iter()
+            .flat_map(|s| s.checks)
+            .collect();
+        all.sort_unstable();
+        assert_eq!(all, (0..9).collect::<Vec<_>>(), "limit {limit}");
+    }
+}

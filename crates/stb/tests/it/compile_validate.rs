@@ -142,3 +142,99 @@ fn without_the_engine_installed_it_says_how_to_get_it() {
         "{refused}"
     );
 }
+
+/// A chain of `count` table models after `paid_orders`, in a pipeline of its own; the
+/// model at `side_reader` also joins the model at `side` (a stand-in made in an earlier
+/// session of the validation, so made again in its own).
+fn long_chain(count: usize, side: usize, side_reader: usize) -> Vec<(String, String)> {
+    (0..count)
+        .map(|i| {
+            let input = if i == 0 {
+                "paid_orders".to_owned()
+            } else {
+                format!("c{}", i - 1)
+            };
+            let join = if i == side_reader {
+                format!(" AS d LEFT JOIN __ref(\"c{side}\", ref_type='reference') AS s ON d.order_id = s.order_id")
+            } else {
+                String::new()
+            };
+            let select = if i == side_reader {
+                "d.order_id::String AS order_id, d.amount_cents::UInt64 AS amount_cents"
+            } else {
+                "order_id::String AS order_id, amount_cents::UInt64 AS amount_cents"
+            };
+            (
+                format!("pipelines/pl__chain/c{i}.sql"),
+                format!(
+                    "MODEL (order_by [\"order_id\"]);\nSELECT {select}\nFROM __ref(\"{input}\"){join}\n"
+                ),
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn a_large_project_is_checked_in_bounded_sessions_and_every_refusal_is_located() {
+    // 260 models: the validation's sessions hold 100 stand-ins each, its queries go
+    // several to a request, and a model late in the chain reads one made two sessions
+    // before it.
+    let chain = long_chain(260, 3, 240);
+    let mut files = demo_files();
+    files.extend(chain.iter().cloned());
+    let dir = stb_test_support::project_dir(&files);
+    let (output, valid) = validate(dir.path(), None);
+    assert!(output.status.success(), "{valid}");
+    // The demo's 11 checks, and a query and a table for each model of the chain.
+    assert_eq!(valid["validation"]["checked"], 11 + 2 * 260, "{valid}");
+
+    // A typo early, one in the model that reads across sessions, and an engine the
+    // warehouse refuses late in the chain (a sum over a String): each refused, located in
+    // its own file, nothing else.
+    let break_model = |index: usize, from: &str, to: &str| {
+        let path = dir.path().join(format!("pipelines/pl__chain/c{index}.sql"));
+        let text = std::fs::read_to_string(&path).expect("read");
+        assert!(text.contains(from), "{text}");
+        std::fs::write(&path, text.replacen(from, to, 1)).expect("write");
+    };
+    break_model(7, "amount_cents::", "amount_centz::");
+    break_model(240, "s.order_id", "s.order_idd");
+    break_model(
+        250,
+        "[\"order_id\"]",
+        "[\"order_id\"], engine \"SummingMergeTree(order_id)\"",
+    );
+    let (output, refused) = validate(dir.path(), None);
+    assert_eq!(output.status.code(), Some(1), "{refused}");
+    let located: Vec<(String, u64)> = refused["errors"]
+        .as_array()
+        .expect("errors")
+        .iter()
+        .map(|e| {
+            assert_eq!(e["code"], "STB-PLAN-006", "{refused}");
+            (
+                e["location"]["file"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_owned(),
+                e["location"]["line"].as_u64().unwrap_or_default(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        located,
+        // Diagnostics are listed by file.
+        vec![
+            ("pipelines/pl__chain/c240.sql".to_owned(), 3),
+            ("pipelines/pl__chain/c250.sql".to_owned(), 1),
+            ("pipelines/pl__chain/c7.sql".to_owned(), 2),
+        ],
+        "{refused}"
+    );
+    assert!(
+        refused["errors"][0]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("order_idd")),
+        "{refused}"
+    );
+}
