@@ -1,4 +1,4 @@
-//! `stb-bench-generate --models N --pipelines P --out DIR`: a project shaped like real ones.
+//! `stb-bench-generate --models N --pipelines P --out DIR [--mixed]`: a project shaped like real ones.
 //!
 //! Each pipeline reads its own Kafka source. Its models form a chain of table models with
 //! a mix of shapes: JSON parsing from the landing table, CTEs, window functions,
@@ -21,6 +21,10 @@ struct Args {
     /// Directory to write the project into (replaced).
     #[arg(long)]
     out: PathBuf,
+    /// Every other pipeline virtual; each pipeline joins the one two before it (same
+    /// mode: direct and virtual pipelines may not read each other).
+    #[arg(long)]
+    mixed: bool,
 }
 
 fn main() -> std::io::Result<()> {
@@ -44,6 +48,18 @@ fn main() -> std::io::Result<()> {
     write(&args.out, "sources/events.yml", &sources)?;
     for p in 0..pipelines {
         let count = args.models / pipelines + usize::from(p < args.models % pipelines);
+        let side = if args.mixed {
+            p.checked_sub(2)
+        } else {
+            p.checked_sub(1)
+        };
+        if args.mixed && p % 2 == 1 {
+            write(
+                &args.out,
+                &format!("pipelines/pl__events_{p}/pipeline.toml"),
+                "mode = \"virtual\"\n",
+            )?;
+        }
         for m in 0..count {
             let name = format!("p{p}_m{m}");
             let sql = if m == 0 {
@@ -51,7 +67,7 @@ fn main() -> std::io::Result<()> {
             } else if m == count - 1 && count > 2 {
                 terminal_view(p, m - 1)
             } else {
-                chain_model(p, m)
+                chain_model(p, m, side)
             };
             write(
                 &args.out,
@@ -80,18 +96,19 @@ fn source_model(p: usize) -> String {
     )
 }
 
-fn chain_model(p: usize, m: usize) -> String {
+/// Model `m` of pipeline `p`; `side` is the pipeline its joins read, if any.
+fn chain_model(p: usize, m: usize, side: Option<usize>) -> String {
     let upstream = format!("p{p}_m{}", m - 1);
-    match m % 4 {
-        0 if p > 0 => format!(
+    match (m % 4, side) {
+        (0, Some(side)) => format!(
             "{HEADER}\nSELECT\n  e.id::String AS id,\n  (e.amount * 1.1)::Float64 AS amount,\n  d.customer::String AS customer,\n{}\nFROM __ref(\"{upstream}\") AS e\nLEFT JOIN __ref(\"p{}_m0\", ref_type='reference') AS d ON e.id = d.id\n",
             LINEAGE.replace("  _replay", "  e._replay"),
-            p - 1
+            side
         ),
-        1 => format!(
+        (1, _) => format!(
             "{HEADER}\nWITH cleaned AS (\n  SELECT *, lower(customer) AS customer_key FROM __ref(\"{upstream}\") WHERE amount >= 0\n)\nSELECT\n  id::String AS id,\n  amount::Float64 AS amount,\n  customer_key::String AS customer,\n{LINEAGE}\nFROM cleaned\n"
         ),
-        2 => format!(
+        (2, _) => format!(
             "{HEADER}\nSELECT\n  id::String AS id,\n  sum(amount) OVER (PARTITION BY customer ORDER BY _replay_timestamp ROWS BETWEEN 10 PRECEDING AND CURRENT ROW)::Float64 AS amount,\n  customer::String AS customer,\n{LINEAGE}\nFROM __ref(\"{upstream}\")\n"
         ),
         _ => format!(

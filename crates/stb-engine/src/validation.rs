@@ -152,14 +152,13 @@ pub fn validate_offline(
 /// The warehouse's codes for a table or database it does not have.
 const UNKNOWN_RELATION_CODES: [u32; 2] = [60, 81];
 
-/// Stand-ins a session holds before the next session starts: the engine's cost per
+/// Tables a session creates before the next session starts: the engine's cost per
 /// statement grows with the temporary tables its session holds (measured on the local
 /// engine: a `CREATE TEMPORARY TABLE` took 9 ms with 500 in the session and 75 ms with
 /// 3,000), so a 10,000-model validation in one session grew with the square of the models.
-const STAND_INS_PER_SESSION: usize = 100;
-/// Sessions checked side by side: each is one request at a time, and the warehouse
-/// answers several sessions at once.
-const PARALLEL_SESSIONS: usize = 4;
+const TABLES_PER_SESSION: usize = 100;
+/// Requests sent side by side: the warehouse answers several at once.
+const PARALLEL_REQUESTS: usize = 4;
 /// Queries explained in one request (`EXPLAIN SELECT 1 FROM (q1) UNION ALL ...`): the
 /// engine analyses each query of the union as it would alone, so a request costs its
 /// analyses, not a round trip each. Bounded by count and by size, well under
@@ -168,7 +167,7 @@ const QUERIES_PER_REQUEST: usize = 50;
 const QUERY_BYTES_PER_REQUEST: usize = 160 * 1024;
 
 /// What became of one check.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 enum Outcome {
     Passed,
     Refused(stb_warehouse::WarehouseError),
@@ -176,8 +175,18 @@ enum Outcome {
     UpstreamFailed,
 }
 
-/// Runs `plan`'s checks ([`stb_plan::validation::sessions`] of them, side by side); every
-/// refusal located, in plan order.
+impl Outcome {
+    fn of(result: Result<(), stb_warehouse::WarehouseError>) -> Self {
+        result.map_or_else(Self::Refused, |()| Self::Passed)
+    }
+
+    /// No answer at all: the warehouse, not the statement.
+    fn unanswered(&self) -> bool {
+        matches!(self, Self::Refused(error) if error.server_code.is_none())
+    }
+}
+
+/// Runs `plan`'s checks; every refusal located, in plan order.
 fn run_checks(
     client: &Client,
     project: &stb_project::Project,
@@ -185,7 +194,7 @@ fn run_checks(
     started: Instant,
     offline: bool,
 ) -> Result<Validated, Diagnostics> {
-    let outcomes = run_sessions(client, &plan.checks);
+    let outcomes = outcomes(client, &plan.checks);
     let mut diagnostics = Diagnostics::new();
     let mut unchecked: Vec<UncheckedModel> = plan
         .unchecked
@@ -201,15 +210,17 @@ fn run_checks(
                 continue;
             }
             Some(Outcome::UpstreamFailed) => {
-                unchecked.push(upstream_failed(check));
+                unchecked.push(UncheckedModel {
+                    model: check.name.clone(),
+                    reason: "an upstream model it reads failed its own check".into(),
+                });
                 continue;
             }
             Some(Outcome::Refused(error)) => error,
-            // Left when the warehouse stopped answering (said below, once).
+            // Not run: the warehouse stopped answering (said below, once).
             None => continue,
         };
         if error.server_code.is_none() {
-            // No answer at all: the warehouse, not the model.
             diagnostics.push(warehouse_diagnostic(&error));
             break;
         }
@@ -248,36 +259,75 @@ fn run_checks(
     })
 }
 
-fn upstream_failed(check: &Check) -> UncheckedModel {
-    UncheckedModel {
-        model: check.name.clone(),
-        reason: "an upstream model it reads failed its own check".into(),
+/// Each check's outcome, by index; `None` for those not run because the warehouse
+/// stopped answering. Tables first, each definition once ([`stb_plan::validation::shapes`]),
+/// in sessions of a bounded size; then the queries with their stand-ins inline, many to a
+/// request, and a query refused that way again against real stand-ins.
+fn outcomes(client: &Client, checks: &[Check]) -> Vec<Option<Outcome>> {
+    let mut outcomes: Vec<Option<Outcome>> = vec![None; checks.len()];
+    let shapes = stb_plan::validation::shapes(checks);
+    let sessions: Vec<&[stb_plan::validation::Shape]> = shapes.chunks(TABLES_PER_SESSION).collect();
+    let judged = side_by_side(&sessions, |shapes| {
+        let session = session_client(client);
+        let mut judged = Vec::new();
+        for shape in *shapes {
+            let outcome = Outcome::of(session.execute(&checks[shape.check].sql, None).map(|_| ()));
+            let unanswered = outcome.unanswered();
+            judged.extend(shape.checks.iter().map(|&i| (i, outcome.clone())));
+            if unanswered {
+                break;
+            }
+        }
+        judged
+    });
+    let mut failed: std::collections::HashSet<&str> = std::collections::HashSet::new();
+    for (index, outcome) in judged {
+        if !matches!(outcome, Outcome::Passed) {
+            failed.extend(checks[index].creates.as_deref());
+        }
+        outcomes[index] = Some(outcome);
     }
+    if outcomes.iter().flatten().any(Outcome::unanswered) {
+        return outcomes;
+    }
+    let mut runnable = Vec::new();
+    for (index, check) in checks.iter().enumerate() {
+        if check.inline.is_none() {
+            continue;
+        }
+        if check.reads.iter().any(|r| failed.contains(r.as_str())) {
+            outcomes[index] = Some(Outcome::UpstreamFailed);
+        } else {
+            runnable.push(index);
+        }
+    }
+    let makers: Makers = checks
+        .iter()
+        .enumerate()
+        .filter_map(|(index, check)| check.creates.as_deref().map(|name| (name, index)))
+        .collect();
+    let batches = query_batches(checks, &runnable);
+    let explained = side_by_side(&batches, |batch| {
+        explain_batch(client, checks, &makers, batch)
+    });
+    for (index, outcome) in explained {
+        outcomes[index] = Some(outcome);
+    }
+    outcomes
 }
 
-/// Each check's outcome (by index), its sessions run on a few threads; `None` for the
-/// checks not run because the warehouse stopped answering.
-fn run_sessions(client: &Client, checks: &[Check]) -> Vec<Option<Outcome>> {
-    let sessions = stb_plan::validation::sessions(checks, STAND_INS_PER_SESSION);
+/// `work` applied to every item of `items`, on a few threads; the results of all, in no
+/// particular order.
+fn side_by_side<T: Sync, R: Send>(items: &[T], work: impl Fn(&T) -> Vec<R> + Sync) -> Vec<R> {
     let next = std::sync::atomic::AtomicUsize::new(0);
-    let unreachable = std::sync::atomic::AtomicBool::new(false);
     let results = std::sync::Mutex::new(Vec::new());
     std::thread::scope(|scope| {
-        for _ in 0..PARALLEL_SESSIONS.min(sessions.len()) {
+        for _ in 0..PARALLEL_REQUESTS.min(items.len()) {
             scope.spawn(|| {
-                loop {
-                    let at = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                    let Some(plan) = sessions.get(at) else { break };
-                    if unreachable.load(std::sync::atomic::Ordering::Relaxed) {
-                        break;
-                    }
-                    let found = run_session(client, checks, plan);
-                    if found
-                        .iter()
-                        .any(|(_, o)| matches!(o, Outcome::Refused(e) if e.server_code.is_none()))
-                    {
-                        unreachable.store(true, std::sync::atomic::Ordering::Relaxed);
-                    }
+                while let Some(item) =
+                    items.get(next.fetch_add(1, std::sync::atomic::Ordering::Relaxed))
+                {
+                    let found = work(item);
                     results
                         .lock()
                         .unwrap_or_else(std::sync::PoisonError::into_inner)
@@ -286,61 +336,9 @@ fn run_sessions(client: &Client, checks: &[Check]) -> Vec<Option<Outcome>> {
             });
         }
     });
-    let mut outcomes: Vec<Option<Outcome>> =
-        std::iter::repeat_with(|| None).take(checks.len()).collect();
-    for (index, outcome) in results
+    results
         .into_inner()
         .unwrap_or_else(std::sync::PoisonError::into_inner)
-    {
-        outcomes[index] = Some(outcome);
-    }
-    outcomes
-}
-
-/// One session's checks: its stand-ins first (those made again, then its own tables and
-/// landings), then its queries, several to a request.
-fn run_session(
-    client: &Client,
-    checks: &[Check],
-    plan: &stb_plan::validation::SessionPlan,
-) -> Vec<(usize, Outcome)> {
-    // A session of its own: its temporary tables go when it ends.
-    let session = session_client(client);
-    let mut failed: std::collections::HashSet<&str> = std::collections::HashSet::new();
-    let mut found = Vec::with_capacity(plan.checks.len());
-    for &index in &plan.setup {
-        let check = &checks[index];
-        if session.execute(&check.sql, None).is_err() {
-            failed.extend(check.creates.as_deref());
-        }
-    }
-    let mut queries: Vec<usize> = Vec::new();
-    for &index in &plan.checks {
-        let check = &checks[index];
-        if check.subject == Subject::Query {
-            queries.push(index);
-            continue;
-        }
-        match session.execute(&check.sql, None) {
-            Ok(_) => found.push((index, Outcome::Passed)),
-            Err(error) => {
-                let answered = error.server_code.is_some();
-                failed.extend(check.creates.as_deref());
-                found.push((index, Outcome::Refused(error)));
-                if !answered {
-                    return found;
-                }
-            }
-        }
-    }
-    let (blocked, runnable): (Vec<usize>, Vec<usize>) = queries
-        .into_iter()
-        .partition(|&i| checks[i].reads.iter().any(|r| failed.contains(r.as_str())));
-    found.extend(blocked.into_iter().map(|i| (i, Outcome::UpstreamFailed)));
-    for batch in query_batches(checks, &runnable) {
-        found.extend(explain_batch(&session, checks, &batch));
-    }
-    found
 }
 
 /// `indices` cut into runs that each fit one request.
@@ -348,7 +346,7 @@ fn query_batches(checks: &[Check], indices: &[usize]) -> Vec<Vec<usize>> {
     let mut batches: Vec<Vec<usize>> = Vec::new();
     let mut bytes = 0;
     for &index in indices {
-        let size = checks[index].sql.len();
+        let size = checks[index].inline.as_ref().map_or(0, String::len);
         let full = batches.last().is_none_or(|batch| {
             batch.len() >= QUERIES_PER_REQUEST || bytes + size > QUERY_BYTES_PER_REQUEST
         });
@@ -364,36 +362,65 @@ fn query_batches(checks: &[Check], indices: &[usize]) -> Vec<Vec<usize>> {
     batches
 }
 
-/// Explains `batch` in one request; when the warehouse refuses it, each query alone, so
-/// every refusal is the one that query gets by itself (and a query only a union refuses
-/// still passes).
-fn explain_batch(session: &Client, checks: &[Check], batch: &[usize]) -> Vec<(usize, Outcome)> {
+/// Explains `batch`'s queries, stand-ins inline, in one request; when the warehouse
+/// refuses that, each query alone ([`explain_alone`]), so a refusal is always the one the
+/// query gets by itself.
+/// The check that makes each stand-in, by the stand-in's name.
+type Makers<'c> = std::collections::HashMap<&'c str, usize>;
+
+fn explain_batch(
+    client: &Client,
+    checks: &[Check],
+    makers: &Makers<'_>,
+    batch: &[usize],
+) -> Vec<(usize, Outcome)> {
     if batch.len() > 1 {
         let union = batch
             .iter()
-            .filter_map(|&i| checks[i].query())
+            .filter_map(|&i| checks[i].inline_query())
             // On lines of their own: a query may end in a `--` comment.
             .map(|query| format!("SELECT 1 FROM (\n{query}\n)"))
             .collect::<Vec<_>>()
             .join("\nUNION ALL ");
-        match session.query(&format!("EXPLAIN {union}")) {
+        match client.query(&format!("EXPLAIN {union}")) {
             Ok(_) => return batch.iter().map(|&i| (i, Outcome::Passed)).collect(),
             Err(error) if error.server_code.is_none() => {
-                return batch
-                    .iter()
-                    .map(|&i| (i, Outcome::Refused(error.clone())))
-                    .collect();
+                let unanswered = Outcome::Refused(error);
+                return batch.iter().map(|&i| (i, unanswered.clone())).collect();
             }
             Err(_) => {}
         }
     }
     batch
         .iter()
-        .map(|&i| match session.query(&checks[i].sql) {
-            Ok(_) => (i, Outcome::Passed),
-            Err(error) => (i, Outcome::Refused(error)),
-        })
+        .map(|&i| (i, explain_alone(client, checks, makers, &checks[i])))
         .collect()
+}
+
+/// One query, its stand-ins inline; refused, again in a session of its own against its
+/// stand-ins as temporary tables, made from the statements of the checks that make them
+/// (an engine's `FINAL`, say, needs the real table). The second answer is the verdict.
+fn explain_alone(client: &Client, checks: &[Check], makers: &Makers<'_>, check: &Check) -> Outcome {
+    let inline = Outcome::of(
+        client
+            .query(check.inline.as_deref().unwrap_or(&check.sql))
+            .map(|_| ()),
+    );
+    if !matches!(inline, Outcome::Refused(ref e) if e.server_code.is_some()) {
+        return inline;
+    }
+    let session = session_client(client);
+    for read in &check.reads {
+        let made = makers
+            .get(read.as_str())
+            .map(|&maker| session.execute(&checks[maker].sql, None));
+        match made {
+            Some(Ok(_)) => {}
+            Some(Err(error)) if error.server_code.is_none() => return Outcome::Refused(error),
+            _ => return Outcome::UpstreamFailed,
+        }
+    }
+    Outcome::of(session.query(&check.sql).map(|_| ()))
 }
 
 fn warehouse_diagnostic(error: &stb_warehouse::WarehouseError) -> Diagnostic {

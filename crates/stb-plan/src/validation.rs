@@ -10,10 +10,12 @@
 //! `EXPLAIN` analyses the query (identifiers, functions, types) without reading any row.
 //! Nothing here touches a relation the target holds.
 //!
-//! A session with thousands of temporary tables makes each of its requests slower (the
-//! engine's cost per statement grows with the tables the session holds), so a large
-//! validation is split into sessions of a bounded size ([`sessions`]); a stand-in made in
-//! one session and read in a later one is made again there.
+//! Checked one statement at a time, a large project would cost a request per model and
+//! per table, so each query is also rendered with its stand-ins inline, as `null(...)`
+//! table functions of the same columns and types ([`Check::inline`]): those need no table
+//! and go many to a request, and only a query they refuse is checked again against real
+//! stand-ins (a `FINAL` needs an engine that has it, say). Tables of the same definition
+//! get the same verdict, so each definition is created once ([`shapes`]).
 
 use std::collections::{HashMap, HashSet};
 
@@ -56,17 +58,16 @@ pub struct Check {
     pub creates: Option<String>,
     /// The temporary tables this check reads (a query's references to stand-ins).
     pub reads: Vec<String>,
+    /// A query check's statement with every stand-in inline, as a `null(...)` table
+    /// function of its columns: checked without any table.
+    pub inline: Option<String>,
 }
 
 impl Check {
-    /// The query a [`Subject::Query`] check explains.
+    /// The query a [`Subject::Query`] check explains, its stand-ins inline.
     #[must_use]
-    pub fn query(&self) -> Option<&str> {
-        if self.subject == Subject::Query {
-            self.sql.strip_prefix("EXPLAIN ")
-        } else {
-            None
-        }
+    pub fn inline_query(&self) -> Option<&str> {
+        self.inline.as_deref()?.strip_prefix("EXPLAIN ")
     }
 }
 
@@ -129,7 +130,7 @@ pub fn validation(
         .filter_map(|name| by_name.get(name))
         .flat_map(|m| m.reads.iter().map(String::as_str))
         .collect();
-    let mut stand_ins: HashMap<String, String> = HashMap::new();
+    let mut stand_ins: HashMap<String, StandIn> = HashMap::new();
     let mut result = Validation::default();
     let mut made = 0_usize;
     let mut next_name = || {
@@ -155,8 +156,9 @@ pub fn validation(
             authored: true,
             creates: Some(temporary.clone()),
             reads: Vec::new(),
+            inline: None,
         });
-        stand_ins.insert(source.name.clone(), temporary);
+        stand_ins.insert(source.name.clone(), StandIn::of(temporary, definition));
     }
     for name in scope {
         let Some(model) = by_name.get(name) else {
@@ -185,14 +187,15 @@ pub fn validation(
                 ),
             });
         } else {
-            let (query, reads) = resolved_query(model, &by_name, &stand_ins);
+            let resolved = resolved_query(model, &by_name, &stand_ins);
             result.checks.push(Check {
                 name: model.name.clone(),
                 subject: Subject::Query,
-                sql: format!("EXPLAIN {query}"),
+                sql: format!("EXPLAIN {}", resolved.query),
                 authored: true,
                 creates: None,
-                reads,
+                reads: resolved.reads,
+                inline: Some(format!("EXPLAIN {}", resolved.inline)),
             });
         }
         let temporary = next_name();
@@ -219,59 +222,78 @@ pub fn validation(
             authored,
             creates: Some(temporary.clone()),
             reads: Vec::new(),
+            inline: None,
         });
-        stand_ins.insert(model.name.clone(), temporary);
+        stand_ins.insert(model.name.clone(), StandIn::of(temporary, &definition));
     }
     result
 }
 
-/// One warehouse session's share of a validation, as indices into
-/// [`Validation::checks`].
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct SessionPlan {
-    /// Checks of earlier sessions whose stand-ins this session's checks read: their
-    /// statements run again here first, to make the stand-in, and are not counted again.
-    pub setup: Vec<usize>,
-    /// This session's own checks, in plan order.
+/// The storage and landing checks that create the same table under different names: one
+/// statement judges them all. Each shape is listed with the checks it stands for (plan
+/// order), the shapes in the order of their first check.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Shape {
+    /// The statement of the shape's first check.
+    pub check: usize,
     pub checks: Vec<usize>,
 }
 
-/// Splits `checks` (a [`Validation`]'s) into sessions that each hold at most about `stand_ins_per_session`
-/// temporary tables: the checks in plan order, a new session whenever the current one has
-/// made that many, each session making again the stand-ins of earlier sessions it reads.
-/// One pass over the checks and their reads.
+/// Groups the storage and landing checks of `checks` by the statement they run, the name
+/// they create left out. One pass over the checks.
 #[must_use]
-pub fn sessions(checks: &[Check], stand_ins_per_session: usize) -> Vec<SessionPlan> {
-    let limit = stand_ins_per_session.max(1);
-    let made_by: HashMap<&str, usize> = checks
-        .iter()
-        .enumerate()
-        .filter_map(|(index, check)| check.creates.as_deref().map(|name| (name, index)))
-        .collect();
-    let mut sessions: Vec<SessionPlan> = Vec::new();
-    let mut current = SessionPlan::default();
-    let mut held: HashSet<&str> = HashSet::new();
+pub fn shapes(checks: &[Check]) -> Vec<Shape> {
+    let mut at: HashMap<String, usize> = HashMap::new();
+    let mut shapes: Vec<Shape> = Vec::new();
     for (index, check) in checks.iter().enumerate() {
-        if held.len() >= limit && check.creates.is_some() {
-            sessions.push(std::mem::take(&mut current));
-            held.clear();
-        }
-        for read in &check.reads {
-            if held.insert(read.as_str())
-                && let Some(&maker) = made_by.get(read.as_str())
-            {
-                current.setup.push(maker);
+        let Some(name) = &check.creates else {
+            continue;
+        };
+        let key = check.sql.replacen(name.as_str(), "", 1);
+        match at.get(&key) {
+            Some(&shape) => shapes[shape].checks.push(index),
+            None => {
+                at.insert(key, shapes.len());
+                shapes.push(Shape {
+                    check: index,
+                    checks: vec![index],
+                });
             }
         }
-        if let Some(name) = &check.creates {
-            held.insert(name.as_str());
+    }
+    shapes
+}
+
+/// What stands in for a relation the build creates: a temporary table of that name, or
+/// inline, the same columns as a `null(...)` table function.
+struct StandIn {
+    temporary: String,
+    inline: String,
+}
+
+impl StandIn {
+    fn of(temporary: String, definition: &Table) -> Self {
+        let structure = definition
+            .columns
+            .iter()
+            .map(|c| format!("{} {}", stb_ddl::identifier(&c.name), c.data_type))
+            .collect::<Vec<_>>()
+            .join(", ");
+        Self {
+            temporary,
+            inline: format!("null({})", stb_ddl::string_literal(&structure)),
         }
-        current.checks.push(index);
     }
-    if !current.checks.is_empty() {
-        sessions.push(current);
-    }
-    sessions
+}
+
+/// A model's query resolved for its check, both ways.
+struct Resolved {
+    /// Stand-ins as temporary tables.
+    query: String,
+    /// Stand-ins inline.
+    inline: String,
+    /// The temporary tables `query` reads.
+    reads: Vec<String>,
 }
 
 /// The model's query, spliced: references to what the build creates point at their
@@ -280,34 +302,50 @@ pub fn sessions(checks: &[Check], stand_ins_per_session: usize) -> Vec<SessionPl
 fn resolved_query(
     model: &PlanModel,
     by_name: &crate::work::ModelIndex<'_>,
-    stand_ins: &HashMap<String, String>,
-) -> (String, Vec<String>) {
-    let mut text = String::new();
+    stand_ins: &HashMap<String, StandIn>,
+) -> Resolved {
+    let mut query = String::new();
+    let mut inline = String::new();
     let mut reads: Vec<String> = Vec::new();
     for part in &model.deployable.query_parts {
-        match part {
-            QueryPart::Text(piece) => text.push_str(piece),
+        let (name, text) = match part {
+            QueryPart::Text(piece) => (None, piece.as_str()),
             QueryPart::Model(name) | QueryPart::Source { name, .. }
                 if stand_ins.contains_key(name) =>
             {
-                let stand_in = &stand_ins[name];
-                text.push_str(stand_in);
-                if !reads.contains(stand_in) {
-                    reads.push(stand_in.clone());
+                (Some(&stand_ins[name]), "")
+            }
+            QueryPart::Model(name) => (
+                None,
+                by_name
+                    .get(name.as_str())
+                    .map_or(name.as_str(), |upstream| upstream.reference.as_str()),
+            ),
+            QueryPart::Source { relation, .. } => (None, relation.as_str()),
+        };
+        match name {
+            Some(stand_in) => {
+                query.push_str(&stand_in.temporary);
+                inline.push_str(&stand_in.inline);
+                if !reads.contains(&stand_in.temporary) {
+                    reads.push(stand_in.temporary.clone());
                 }
             }
-            QueryPart::Model(name) => match by_name.get(name.as_str()) {
-                Some(upstream) => text.push_str(&upstream.reference),
-                None => text.push_str(name),
-            },
-            QueryPart::Source { relation, .. } => text.push_str(relation),
+            None => {
+                query.push_str(text);
+                inline.push_str(text);
+            }
         }
     }
-    let trimmed = text.trim_end();
-    (
-        trimmed.strip_suffix(';').unwrap_or(trimmed).to_owned(),
+    let without_semicolon = |text: &str| {
+        let trimmed = text.trim_end();
+        trimmed.strip_suffix(';').unwrap_or(trimmed).to_owned()
+    };
+    Resolved {
+        query: without_semicolon(&query),
+        inline: without_semicolon(&inline),
         reads,
-    )
+    }
 }
 
 #[cfg(test)]

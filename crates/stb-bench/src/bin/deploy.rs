@@ -4,7 +4,11 @@
 //! of its table (empty), materialized view or view and the stable view selecting from the
 //! table or view, and then writes the object-state rows and the deployment's header.
 //!
-//! Usage: stb-bench-deploy <project-dir> <deployment-id>
+//! With `--direct-baseline` instead of a deployment id it records, for a direct project
+//! whose relations exist, the fingerprints a direct build of every model leaves, so that
+//! `stb plan --changed` sees a project built and unchanged.
+//!
+//! Usage: stb-bench-deploy <project-dir> <deployment-id | --direct-baseline>
 //! (connection from STREAMBUILD_CLICKHOUSE_HOST/PORT, as for stb)
 
 use std::path::PathBuf;
@@ -18,10 +22,15 @@ use stb_warehouse::deployments::{Header, ObjectState, complete, record_objects};
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let [dir, id] = args.as_slice() else {
-        eprintln!("usage: stb-bench-deploy <project-dir> <deployment-id>");
+        eprintln!("usage: stb-bench-deploy <project-dir> <deployment-id | --direct-baseline>");
         return ExitCode::from(2);
     };
-    match deploy(&PathBuf::from(dir), id) {
+    let done = if id == "--direct-baseline" {
+        record_direct_baseline(&PathBuf::from(dir))
+    } else {
+        deploy(&PathBuf::from(dir), id)
+    };
+    match done {
         Ok(count) => {
             println!("{count}");
             ExitCode::SUCCESS
@@ -33,8 +42,10 @@ fn main() -> ExitCode {
     }
 }
 
-fn deploy(dir: &std::path::Path, id: &str) -> Result<usize, String> {
-    let id = DeploymentId::parse(id).map_err(|e| e.to_string())?;
+/// The project at `dir`, compiled, with a client for its warehouse and its database.
+fn open(
+    dir: &std::path::Path,
+) -> Result<(stb_compile::Compiled, stb_warehouse::Client, String), String> {
     let project = stb_project::discover(&stb_project::DiscoverOptions {
         project_dir: Some(dir.to_path_buf()),
         cwd: dir.to_path_buf(),
@@ -59,6 +70,35 @@ fn deploy(dir: &std::path::Path, id: &str) -> Result<usize, String> {
     };
     let client = stb_warehouse::Client::new(config).map_err(|e| e.message)?;
     stb_warehouse::metadata::migrate(&client, &database).map_err(|e| e.message)?;
+    Ok((compiled, client, database))
+}
+
+/// The fingerprints a direct build of every model records (500 models to an insert).
+fn record_direct_baseline(dir: &std::path::Path) -> Result<usize, String> {
+    let (compiled, client, database) = open(dir)?;
+    let identities: Vec<String> = compiled.plan_models.iter().map(|m| m.identity()).collect();
+    let definitions: Vec<stb_warehouse::records::ModelDefinition<'_>> = compiled
+        .plan_models
+        .iter()
+        .zip(identities)
+        .map(
+            |(model, identity)| stb_warehouse::records::ModelDefinition {
+                name: &model.name,
+                query: &model.query,
+                identity,
+            },
+        )
+        .collect();
+    for chunk in definitions.chunks(500) {
+        stb_warehouse::records::write_fingerprints(&client, &database, "bench", chunk)
+            .map_err(|e| e.message)?;
+    }
+    Ok(definitions.len())
+}
+
+fn deploy(dir: &std::path::Path, id: &str) -> Result<usize, String> {
+    let id = DeploymentId::parse(id).map_err(|e| e.to_string())?;
+    let (compiled, client, database) = open(dir)?;
     let run = |sql: String| {
         client
             .execute(&sql, None)

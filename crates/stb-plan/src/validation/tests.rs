@@ -254,60 +254,93 @@ fn checks_name_the_stand_ins_they_make_and_read() {
         ]
     );
     assert_eq!(
-        checked.checks[3].query(),
-        Some("SELECT id, sum(amount) AS amount FROM stb_check_2 FINAL GROUP BY id")
+        checked.checks[3].sql,
+        "EXPLAIN SELECT id, sum(amount) AS amount FROM stb_check_2 FINAL GROUP BY id"
     );
-    assert_eq!(checked.checks[2].query(), None);
 }
 
 #[test]
-fn sessions_hold_a_bounded_number_of_stand_ins_and_make_again_what_they_read() {
+fn queries_are_also_rendered_with_their_stand_ins_inline() {
+    let (models, sources) = project();
+    let checked = validation(&["parsed", "totals"], &models, &sources, &|r| {
+        r != "raw__orders"
+    });
+    let structure = "null('id UInt64, amount UInt64')";
+    assert_eq!(
+        checked.checks[1].inline_query(),
+        Some(
+            format!("SELECT id, amount FROM {structure} AS o -- the author's comment;\n").as_str()
+        )
+    );
+    assert_eq!(
+        checked.checks[3].inline_query(),
+        Some(
+            format!("SELECT id, sum(amount) AS amount FROM {structure} FINAL GROUP BY id").as_str()
+        )
+    );
+    assert_eq!(checked.checks[2].inline_query(), None);
+    // A type with quotes in it is escaped inside the structure's string.
     let (mut models, sources) = project();
-    // A fourth model reads the first rebuilt one again, as a side reference would.
-    models.push(model(
-        "again",
-        "parsed",
-        vec![text("SELECT * FROM "), QueryPart::Model("parsed".into())],
-        Some("MergeTree"),
-    ));
+    models[0]
+        .deployable
+        .table
+        .as_mut()
+        .expect("a table")
+        .columns[0]
+        .data_type = "DateTime64(3, 'UTC')".into();
+    let checked = validation(&["parsed", "totals"], &models, &sources, &|_| true);
+    assert!(
+        checked.checks[2]
+            .inline_query()
+            .is_some_and(|q| q.contains("null('id DateTime64(3, \\'UTC\\'), amount UInt64')")),
+        "{:?}",
+        checked.checks[2].inline
+    );
+}
+
+#[test]
+fn tables_of_one_definition_are_one_shape() {
+    let (mut models, sources) = project();
+    // `again` has the definition of `parsed` under another name; `report` is a view.
+    let mut again = models[0].clone();
+    again.name = "again".into();
+    again.deployable.table = Some(table("again", "MergeTree"));
+    models.push(again);
     let scope = ["parsed", "totals", "report", "again"];
     let checked = validation(&scope, &models, &sources, &|r| r != "raw__orders");
-    assert_eq!(checked.checks[7].reads, vec!["stb_check_2".to_owned()]);
-    // Everything fits: one session, nothing made twice.
+    let storage: Vec<(usize, &str)> = checked
+        .checks
+        .iter()
+        .enumerate()
+        .filter(|(_, c)| c.creates.is_some())
+        .map(|(i, c)| (i, c.name.as_str()))
+        .collect();
     assert_eq!(
-        sessions(&checked.checks, 10),
-        vec![SessionPlan {
-            setup: vec![],
-            checks: (0..9).collect()
-        }]
-    );
-    // Two stand-ins a session: a new one starts at a check that would make a third. A
-    // query stays with the stand-in made just before it; the late reader of `parsed`
-    // (check 7) has its stand-in (made by check 2) made again in its session first.
-    assert_eq!(
-        sessions(&checked.checks, 2),
+        storage,
         vec![
-            SessionPlan {
-                setup: vec![],
-                checks: vec![0, 1, 2, 3]
+            (0, "orders"),
+            (2, "parsed"),
+            (4, "totals"),
+            (6, "report"),
+            (8, "again")
+        ]
+    );
+    // The landing's table is a MergeTree of the same columns as `parsed` and `again`.
+    assert_eq!(
+        shapes(&checked.checks),
+        vec![
+            Shape {
+                check: 0,
+                checks: vec![0, 2, 8]
             },
-            SessionPlan {
-                setup: vec![2],
-                checks: vec![4, 5, 6, 7]
+            Shape {
+                check: 4,
+                checks: vec![4]
             },
-            SessionPlan {
-                setup: vec![],
-                checks: vec![8]
+            Shape {
+                check: 6,
+                checks: vec![6]
             },
         ]
     );
-    // Every check runs in exactly one session, however small they are.
-    for limit in 1..=9 {
-        let mut all: Vec<usize> = sessions(&checked.checks, limit)
-            .into_iter()
-            .flat_map(|s| s.checks)
-            .collect();
-        all.sort_unstable();
-        assert_eq!(all, (0..9).collect::<Vec<_>>(), "limit {limit}");
-    }
 }

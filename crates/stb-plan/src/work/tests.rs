@@ -8,7 +8,7 @@ use stb_ddl::{Column, QualifiedName, Table};
 use stb_model::planning::{Deployable, Landing, PlanModel, PlanSource, QueryPart, RelationKind};
 
 use crate::direct::{Selection, model_graph, plan_direct};
-use crate::validation::{sessions, validation};
+use crate::validation::{shapes, validation};
 use crate::workflow::{Stabilization, WorkflowOptions, assemble};
 
 const PER_PIPELINE: usize = 100;
@@ -163,8 +163,8 @@ fn work(models: usize, state: State) -> (u64, usize) {
     let workflow = assemble(&plan, &models, &sources, &options, &present).expect("a workflow");
     let scope: Vec<&str> = plan.entries.iter().map(|e| e.model.as_str()).collect();
     let checks = validation(&scope, &models, &sources, &present);
-    let sessions = sessions(&checks.checks, 100);
-    let size = workflow.steps.len() + checks.checks.len() + sessions.len();
+    let shapes = shapes(&checks.checks);
+    let size = workflow.steps.len() + checks.checks.len() + shapes.len();
     (super::lookups() - before + asked.get(), size)
 }
 

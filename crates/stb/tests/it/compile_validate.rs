@@ -176,10 +176,20 @@ fn long_chain(count: usize, side: usize, side_reader: usize) -> Vec<(String, Str
 
 #[test]
 fn a_large_project_is_checked_in_bounded_sessions_and_every_refusal_is_located() {
-    // 260 models: the validation's sessions hold 100 stand-ins each, its queries go
-    // several to a request, and a model late in the chain reads one made two sessions
-    // before it.
-    let chain = long_chain(260, 3, 240);
+    // 260 models: the validation's tables are made in sessions of 100, its queries go
+    // many to a request with their stand-ins inline, and a model late in the chain reads
+    // one made two sessions before it.
+    let mut chain = long_chain(260, 3, 240);
+    // A query the inline stand-ins cannot judge (`FINAL` needs an engine that has it):
+    // it is checked again against its upstream's real table, and passes.
+    chain[99].1 = chain[99].1.replace(
+        "[\"order_id\"]",
+        "[\"order_id\"], engine \"ReplacingMergeTree()\"",
+    );
+    chain[100].1 = chain[100]
+        .1
+        .replace("__ref(\"c99\")", "__ref(\"c99\") FINAL");
+    assert!(chain[100].1.contains("FINAL") && chain[99].1.contains("Replacing"));
     let mut files = demo_files();
     files.extend(chain.iter().cloned());
     let dir = stb_test_support::project_dir(&files);
