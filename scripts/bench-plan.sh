@@ -4,6 +4,9 @@
 # pipelines), compiled, then planned in every mode and state, each timed as a whole process:
 #
 #   direct   nothing built         empty database: everything is created and checked
+#   direct   nothing, distinct     the same with every model's query text distinct (the
+#                                  generated models repeat a few shapes, and a validation
+#                                  asks about each text once)
 #   direct   all built             every relation there (`stb plan`: every model rebuilt)
 #   direct   built, unchanged      the same with every model's fingerprint (`--changed`)
 #   direct   one changed           one model's query edited (`--changed`)
@@ -47,6 +50,7 @@ timed() { # command...
   read -r wall peak < <(tail -1 "$work/time")
   if [ "$status" -ne 0 ]; then
     echo "failed ($status): $*" >&2
+    head -c 800 "$work/stdout" >&2
     tail -5 "$work/stderr" >&2
   fi
   echo "$wall $(( peak / 1024 ))"
@@ -73,7 +77,7 @@ plan() { # models mode state project [stb plan arguments...]
 }
 
 # Every relation a direct build of the project creates, from its compiled statements:
-# the landing tables, every model's table, then the views (which read tables).
+# the landings, every model's table, then the views (which read tables).
 create_relations() { # project
   python3 - "$1/target/manifest.json" "$url" <<'PY'
 import json, os, sys, urllib.request
@@ -83,10 +87,10 @@ def run(path):
     sql = open(os.path.join(root, path)).read()
     urllib.request.urlopen(urllib.request.Request(url, data=sql.encode())).read()
 loaded = json.load(open(manifest))
+# Each landing whole (its Kafka table, landing table and view), as a first build leaves it.
 for source in loaded["sources"].values():
     for resource in source["resources"]:
-        if resource["kind"] == "table":
-            run(resource["path"])
+        run(resource["path"])
 resources = [r for m in loaded["models"].values() for r in m["resources"]]
 for resource in resources:
     if resource["kind"] == "table":
@@ -108,6 +112,11 @@ for models in "${sizes[@]}"; do
 
   reset_database
   plan "$models" direct "nothing built" "$project"
+  distinct="$work/distinct-$models"
+  "$CARGO_TARGET_DIR/release/stb-bench-generate" --models "$models" --distinct \
+    --pipelines $(( models / 100 > 1 ? models / 100 : 2 )) --out "$distinct"
+  cp "$project/streambuild_local.toml" "$distinct/"
+  plan "$models" direct "nothing, distinct" "$distinct"
   echo "  creating the relations of $models models ..." >&2
   create_relations "$project"
   plan "$models" direct "all built" "$project"
@@ -128,14 +137,13 @@ for models in "${sizes[@]}"; do
   plan "$models" virtual "nothing built" "$virtual"
   "$stb" compile --project-dir "$virtual" >/dev/null
   echo "  deploying $models virtual models ..." >&2
-  python3 - "$virtual/target/manifest.json" "$url" "$database" <<'PY'
+  python3 - "$virtual/target/manifest.json" "$url" <<'PY'
 import json, os, sys, urllib.request
-manifest, url, database = sys.argv[1], sys.argv[2], sys.argv[3]
+manifest, url = sys.argv[1], sys.argv[2]
 root = os.path.dirname(manifest)
 for source in json.load(open(manifest))["sources"].values():
     for resource in source["resources"]:
-        if resource["kind"] == "table":
-            urllib.request.urlopen(urllib.request.Request(url, data=open(os.path.join(root, resource["path"])).read().encode())).read()
+        urllib.request.urlopen(urllib.request.Request(url, data=open(os.path.join(root, resource["path"])).read().encode())).read()
 PY
   "$CARGO_TARGET_DIR/release/stb-bench-deploy" "$virtual" 20261130T000000Z_bench >/dev/null
   plan "$models" virtual "all deployed" "$virtual"

@@ -1,4 +1,4 @@
-//! `stb-bench-generate --models N --pipelines P --out DIR [--mixed]`: a project shaped like real ones.
+//! `stb-bench-generate --models N --pipelines P --out DIR [--mixed] [--distinct]`: a project shaped like real ones.
 //!
 //! Each pipeline reads its own Kafka source. Its models form a chain of table models with
 //! a mix of shapes: JSON parsing from the landing table, CTEs, window functions,
@@ -25,6 +25,10 @@ struct Args {
     /// mode: direct and virtual pipelines may not read each other).
     #[arg(long)]
     mixed: bool,
+    /// Every model's query distinct (a comment naming it): a validation then checks
+    /// each one, as in a project whose models differ.
+    #[arg(long)]
+    distinct: bool,
 }
 
 fn main() -> std::io::Result<()> {
@@ -62,13 +66,16 @@ fn main() -> std::io::Result<()> {
         }
         for m in 0..count {
             let name = format!("p{p}_m{m}");
-            let sql = if m == 0 {
+            let mut sql = if m == 0 {
                 source_model(p)
             } else if m == count - 1 && count > 2 {
                 terminal_view(p, m - 1)
             } else {
                 chain_model(p, m, side)
             };
+            if args.distinct {
+                sql.push_str(&format!("-- {name}\n"));
+            }
             write(
                 &args.out,
                 &format!("pipelines/pl__events_{p}/{}/{name}.sql", m / 50),

@@ -306,9 +306,23 @@ fn outcomes(client: &Client, checks: &[Check]) -> Vec<Option<Outcome>> {
         .enumerate()
         .filter_map(|(index, check)| check.creates.as_deref().map(|name| (name, index)))
         .collect();
-    let batches = query_batches(checks, &runnable);
+    // Queries of the same text (their stand-ins inline) get the same answer: each text is
+    // asked once, for all of them.
+    let mut alike: Alike = std::collections::HashMap::new();
+    let mut distinct: Vec<usize> = Vec::new();
+    for index in runnable {
+        let text = checks[index].inline.as_deref().unwrap_or_default();
+        alike
+            .entry(text)
+            .or_insert_with(|| {
+                distinct.push(index);
+                Vec::new()
+            })
+            .push(index);
+    }
+    let batches = query_batches(checks, &distinct);
     let explained = side_by_side(&batches, |batch| {
-        explain_batch(client, checks, &makers, batch)
+        explain_batch(client, checks, &makers, &alike, batch)
     });
     for (index, outcome) in explained {
         outcomes[index] = Some(outcome);
@@ -362,18 +376,31 @@ fn query_batches(checks: &[Check], indices: &[usize]) -> Vec<Vec<usize>> {
     batches
 }
 
-/// Explains `batch`'s queries, stand-ins inline, in one request; when the warehouse
-/// refuses that, each query alone ([`explain_alone`]), so a refusal is always the one the
-/// query gets by itself.
 /// The check that makes each stand-in, by the stand-in's name.
 type Makers<'c> = std::collections::HashMap<&'c str, usize>;
 
+/// The checks whose queries read the same with their stand-ins inline, by that text.
+type Alike<'c> = std::collections::HashMap<&'c str, Vec<usize>>;
+
+/// Explains `batch`'s queries (one of each text), stand-ins inline, in one request; when
+/// the warehouse refuses that, each query alone, so a refusal is always the one the query
+/// gets by itself. A query refused inline is explained again, for every check of its
+/// text, against real stand-ins ([`explain_with_tables`]).
 fn explain_batch(
     client: &Client,
     checks: &[Check],
     makers: &Makers<'_>,
+    alike: &Alike<'_>,
     batch: &[usize],
 ) -> Vec<(usize, Outcome)> {
+    let text = |index: usize| checks[index].inline.as_deref().unwrap_or_default();
+    let members = |index: usize| alike.get(text(index)).map_or(&[][..], Vec::as_slice);
+    let all = |outcome: &Outcome| -> Vec<(usize, Outcome)> {
+        batch
+            .iter()
+            .flat_map(|&i| members(i).iter().map(|&m| (m, outcome.clone())))
+            .collect()
+    };
     if batch.len() > 1 {
         let union = batch
             .iter()
@@ -383,32 +410,36 @@ fn explain_batch(
             .collect::<Vec<_>>()
             .join("\nUNION ALL ");
         match client.query(&format!("EXPLAIN {union}")) {
-            Ok(_) => return batch.iter().map(|&i| (i, Outcome::Passed)).collect(),
-            Err(error) if error.server_code.is_none() => {
-                let unanswered = Outcome::Refused(error);
-                return batch.iter().map(|&i| (i, unanswered.clone())).collect();
-            }
+            Ok(_) => return all(&Outcome::Passed),
+            Err(error) if error.server_code.is_none() => return all(&Outcome::Refused(error)),
             Err(_) => {}
         }
     }
-    batch
-        .iter()
-        .map(|&i| (i, explain_alone(client, checks, makers, &checks[i])))
-        .collect()
+    let mut found = Vec::new();
+    for &index in batch {
+        let inline = Outcome::of(client.query(text(index)).map(|_| ()));
+        let refused = matches!(&inline, Outcome::Refused(e) if e.server_code.is_some());
+        for &member in members(index) {
+            let outcome = if refused {
+                explain_with_tables(client, checks, makers, &checks[member])
+            } else {
+                inline.clone()
+            };
+            found.push((member, outcome));
+        }
+    }
+    found
 }
 
-/// One query, its stand-ins inline; refused, again in a session of its own against its
-/// stand-ins as temporary tables, made from the statements of the checks that make them
-/// (an engine's `FINAL`, say, needs the real table). The second answer is the verdict.
-fn explain_alone(client: &Client, checks: &[Check], makers: &Makers<'_>, check: &Check) -> Outcome {
-    let inline = Outcome::of(
-        client
-            .query(check.inline.as_deref().unwrap_or(&check.sql))
-            .map(|_| ()),
-    );
-    if !matches!(inline, Outcome::Refused(ref e) if e.server_code.is_some()) {
-        return inline;
-    }
+/// The query again, in a session of its own, against its stand-ins as temporary tables
+/// made from the statements of the checks that make them (a `FINAL` needs an engine that
+/// has it): the verdict on a query its inline stand-ins refused.
+fn explain_with_tables(
+    client: &Client,
+    checks: &[Check],
+    makers: &Makers<'_>,
+    check: &Check,
+) -> Outcome {
     let session = session_client(client);
     for read in &check.reads {
         let made = makers
