@@ -1,4 +1,4 @@
-// Lineage at 2,000 models: the page opens without drawing the whole graph, a found model
+// Lineage at 10,000 models: the page opens without drawing the whole graph, a found model
 // opens its neighbourhood (±2 hops, laid out in a worker), and the page answers input
 // while it does. Prints how long the neighbourhood took to appear (a figure, not a
 // limit: speed goals live in the benchmarks).
@@ -15,7 +15,7 @@ let server: Server;
 test.beforeAll(async () => {
   if (!generate) throw new Error("STB_BENCH_GENERATE must name stb-bench-generate (scripts/test-ui.sh sets it)");
   const dir = join(mkdtempSync(join(tmpdir(), "stb-ui-lineage-")), "project");
-  execFileSync(generate, ["--models", "2000", "--pipelines", "20", "--out", dir]);
+  execFileSync(generate, ["--models", "10000", "--pipelines", "100", "--out", dir]);
   writeFileSync(join(dir, "streambuild_local.toml"), '[targets.dev]\ndatabase = "ui_lineage"\n');
   // Definitions need no warehouse: the server compiles the project and serves them.
   server = await startDev({ dir, database: "ui_lineage", vars: "{}", topic: "" }, { auth: "disabled" });
@@ -25,9 +25,11 @@ test.afterAll(async () => {
   await server?.stop();
 });
 
-test("2,000 models open around a focus and stay interactive", async ({ page }) => {
+test("10,000 models open around a focus and stay interactive", async ({ page }) => {
+  const opened = Date.now();
   await page.goto(`${server.url}/lineage`);
   await expect(page.getByText(/Large graph: find a model/)).toBeVisible({ timeout: 60_000 });
+  const openedMs = Date.now() - opened;
   await expect(page.locator(".graph .node")).toHaveCount(0);
 
   const search = page.getByLabel("Find a model or source");
@@ -41,9 +43,11 @@ test("2,000 models open around a focus and stay interactive", async ({ page }) =
   expect(count).toBeGreaterThan(1);
   expect(count).toBeLessThan(200);
   // The page still takes input while and after it lays the graph out.
-  await search.fill("p19_m99");
-  await expect(page.getByRole("button", { name: "p19_m99", exact: true })).toBeVisible();
+  await search.fill("p99_m99");
+  await expect(page.getByRole("button", { name: "p99_m99", exact: true })).toBeVisible();
   await page.getByLabel("Hops").selectOption("4");
   await expect(page).toHaveURL(/hops=4/);
-  console.log(`lineage: neighbourhood of p10_m50 (${count} nodes of 2,000+) drawn in ${drawnMs} ms`);
+  console.log(
+    `lineage: page of 10,000 models ready in ${openedMs} ms; neighbourhood of p10_m50 (${count} nodes) drawn in ${drawnMs} ms`,
+  );
 });

@@ -23,11 +23,20 @@ pub(crate) struct Prepared {
 
 /// Checks the flags and selectors, connects, reads the warehouse, plans and measures the
 /// shrink guard. A scope of virtual pipelines plans a new deployment and its build.
+/// What a plan is prepared for: only shown, or built (which needs the catalog's stamp for
+/// its re-check under the lock).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Purpose {
+    Show,
+    Build,
+}
+
 pub(crate) fn prepare(
     project: &stb_project::Project,
     compiled: &stb_compile::Compiled,
     connection: &ConnectionArgs,
     scope: &ScopeArgs,
+    purpose: Purpose,
 ) -> Result<Prepared, Failure> {
     // Flags and selectors are checked before anything connects.
     let scope_kind =
@@ -43,7 +52,7 @@ pub(crate) fn prepare(
             }
         };
     let (client, database) = connection.connect(project)?;
-    let reads = read(&client, &database, compiled)?;
+    let reads = read(&client, &database, compiled, purpose == Purpose::Build)?;
     let settings = Settings::from_env(&|name| std::env::var(name).ok())?;
     let (mut planned, staged) = match &scope_kind {
         ScopeKind::Direct(resolved) => (plan(project, compiled, resolved, &reads, settings)?, None),
@@ -69,7 +78,10 @@ pub(crate) fn prepare(
         project,
         &compiled.plan_sources,
         &planned,
-        reads.catalog_stamp.clone(),
+        match purpose {
+            Purpose::Build => stb_engine::validation::Stamp::Read(reads.catalog_stamp.clone()),
+            Purpose::Show => stb_engine::validation::Stamp::NotNeeded,
+        },
     )
     .map(|validated| planned.validated = Some(validated));
     let mut staged = staged;

@@ -9,7 +9,7 @@ use clap::Args;
 use stb_engine::staged::Route;
 
 use crate::args::{ConnectionArgs, ProjectArgs, ScopeArgs};
-use crate::direct::Prepared;
+use crate::direct::{Prepared, Purpose};
 use crate::output::{Failure, fail, report};
 
 #[derive(Debug, Args)]
@@ -46,8 +46,13 @@ pub(crate) fn run(args: &PlanArgs) -> ExitCode {
         }) => return plan_mixed(args, &project, &compiled, &direct_models, &virtual_models),
         Err(error) => return fail(&Failure::from(error), args.json),
     }
-    let prepared = match crate::direct::prepare(&project, &compiled, &args.connection, &args.scope)
-    {
+    let prepared = match crate::direct::prepare(
+        &project,
+        &compiled,
+        &args.connection,
+        &args.scope,
+        Purpose::Show,
+    ) {
         Ok(prepared) => prepared,
         Err(failure) => return fail(&failure, args.json),
     };
@@ -69,7 +74,13 @@ fn plan_virtual(
     project: &stb_project::Project,
     compiled: &stb_compile::Compiled,
 ) -> ExitCode {
-    match crate::direct::prepare(project, compiled, &args.connection, &args.scope) {
+    match crate::direct::prepare(
+        project,
+        compiled,
+        &args.connection,
+        &args.scope,
+        Purpose::Show,
+    ) {
         Ok(Prepared {
             validation: Err(invalid),
             ..
@@ -117,6 +128,7 @@ fn plan_mixed(
             compiled,
             &args.connection,
             &args.scope.part(models, virtual_part),
+            Purpose::Show,
         )
     };
     let (staged, direct) = match (prepare(virtual_models, true), prepare(direct_models, false)) {

@@ -176,6 +176,11 @@ pub(crate) fn print(planned: &Planned, as_json: bool, verbose: bool) {
 pub(crate) fn json(planned: &Planned) -> serde_json::Value {
     let kind = |k: &stb_plan::direct::RelationKind| k.as_str();
     let relations = planned.relations_by_model();
+    let windows: std::collections::HashMap<&str, _> = planned
+        .replay_windows
+        .iter()
+        .map(|w| (w.model.as_str(), w))
+        .collect();
     serde_json::json!({
         "mode": "direct",
         "adapter": "clickhouse",
@@ -212,7 +217,7 @@ pub(crate) fn json(planned: &Planned) -> serde_json::Value {
             "skips_keys_already_written": r.template.skip_existing,
             "propagated_models": r.propagated,
             "settings": r.template.settings.iter().map(|(k, v)| serde_json::json!({"name": k, "value": v})).collect::<Vec<_>>(),
-            "replay_window": planned.replay_windows.iter().find(|w| w.model == r.model),
+            "replay_window": windows.get(r.model.as_str()),
         })).collect::<Vec<_>>(),
         "shrink": serde_json::to_value(planned.shrink_summary()).unwrap_or_default(),
         "teardown": planned.plan.teardown.iter().map(|(k, n)| serde_json::json!({"kind": kind(k), "relation": n})).collect::<Vec<_>>(),

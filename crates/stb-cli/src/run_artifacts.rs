@@ -2,6 +2,7 @@
 //! ran, and how it ended. Each directory is replaced whole (staged, then renamed), so a
 //! reader never sees a mix of two runs.
 
+use std::io::Write as _;
 use std::path::Path;
 
 use stb_build::execute::Execution;
@@ -20,25 +21,51 @@ fn failure(path: &Path, error: &std::io::Error) -> Failure {
 
 /// Replaces `target/run/<name>/` with `files` (relative path, contents).
 pub(crate) fn publish(root: &Path, name: &str, files: &[(String, String)]) -> Result<(), Failure> {
+    publish_with(root, name, |stage| {
+        for (name, contents) in files {
+            write_file(stage, name, |out| out.write_all(contents.as_bytes()))?;
+        }
+        Ok(())
+    })
+}
+
+/// Replaces `target/run/<name>/` with what `write` writes into the directory it is given.
+fn publish_with(
+    root: &Path,
+    name: &str,
+    write: impl FnOnce(&Path) -> Result<(), Failure>,
+) -> Result<(), Failure> {
     let run = root.join("target").join("run");
     let stage = run.join(format!(".{name}.stage-{}", std::process::id()));
     let old = run.join(format!(".{name}.old-{}", std::process::id()));
     let final_dir = run.join(name);
     let _ = std::fs::remove_dir_all(&stage);
     std::fs::create_dir_all(&stage).map_err(|e| failure(&stage, &e))?;
-    for (name, contents) in files {
-        let path = stage.join(name);
-        if let Some(parent) = path.parent() {
-            std::fs::create_dir_all(parent).map_err(|e| failure(parent, &e))?;
-        }
-        std::fs::write(&path, contents).map_err(|e| failure(&path, &e))?;
-    }
+    write(&stage)?;
     if final_dir.exists() {
         std::fs::rename(&final_dir, &old).map_err(|e| failure(&final_dir, &e))?;
     }
     std::fs::rename(&stage, &final_dir).map_err(|e| failure(&final_dir, &e))?;
     let _ = std::fs::remove_dir_all(&old);
     Ok(())
+}
+
+/// Writes `dir/name` through a buffer, as `write` produces it (a large plan's files are
+/// streamed, never held whole).
+fn write_file(
+    dir: &Path,
+    name: &str,
+    write: impl FnOnce(&mut std::io::BufWriter<std::fs::File>) -> std::io::Result<()>,
+) -> Result<(), Failure> {
+    let path = dir.join(name);
+    if let Some(parent) = path.parent() {
+        std::fs::create_dir_all(parent).map_err(|e| failure(parent, &e))?;
+    }
+    let file = std::fs::File::create(&path).map_err(|e| failure(&path, &e))?;
+    let mut out = std::io::BufWriter::new(file);
+    write(&mut out)
+        .and_then(|()| out.flush())
+        .map_err(|e| failure(&path, &e))
 }
 
 /// One step's file: `steps/NNNN_<step>.sql` (`.sql.template` for a statement rendered only
@@ -99,11 +126,10 @@ fn plan_step_files_limit() -> usize {
 pub(crate) fn write_plan(
     root: &Path,
     planned: &Planned,
-    mut plan: serde_json::Value,
+    plan: serde_json::Value,
 ) -> Result<(), Failure> {
     let workflow = &planned.workflow;
     let with_step_files = workflow.steps.len() <= plan_step_files_limit();
-    plan["step_files"] = serde_json::json!(with_step_files);
     // A virtual plan's own `steps` are the reference's step labels: the workflow's go
     // beside them.
     let key = if plan.get("steps").is_some() {
@@ -111,48 +137,111 @@ pub(crate) fn write_plan(
     } else {
         "steps"
     };
-    plan[key] = workflow
-        .steps
-        .iter()
-        .enumerate()
-        .map(|(index, step)| {
-            serde_json::json!({
-                "sequence": index + 1,
-                "step_id": step.id,
-                "phase": step.phase.as_str(),
-                "intent": step.intent(),
-                "template": is_template(&step.action),
-                "sql": workflow.recorded_sql(step),
-            })
-        })
-        .collect();
-    let steps: Vec<StepFile> = workflow
-        .steps
-        .iter()
-        .enumerate()
-        .map(|(index, step)| {
-            step_file(
-                index + 1,
-                &step.id,
-                &workflow.recorded_sql(step),
-                is_template(&step.action),
-            )
-        })
-        .collect();
-    let mut files = vec![
-        (
-            "plan.json".to_owned(),
-            format!(
-                "{}\n",
-                serde_json::to_string_pretty(&plan).unwrap_or_default()
-            ),
-        ),
-        ("workflow.template.sql".to_owned(), joined(&steps)),
-    ];
-    if with_step_files {
-        files.extend(steps.into_iter().map(|step| (step.name, step.text)));
+    let step_file_of = |(index, step): (usize, &stb_plan::workflow::Step)| {
+        step_file(
+            index + 1,
+            &step.id,
+            &workflow.recorded_sql(step),
+            is_template(&step.action),
+        )
+    };
+    publish_with(root, "plan", |stage| {
+        write_file(stage, "plan.json", |out| {
+            let document = PlanDocument {
+                plan: &plan,
+                steps_key: key,
+                with_step_files,
+                workflow,
+            };
+            serde_json::to_writer_pretty(&mut *out, &document)?;
+            out.write_all(b"\n")
+        })?;
+        // Exactly the step files' texts, in order, joined with a blank line.
+        write_file(stage, "workflow.template.sql", |out| {
+            for (index, step) in workflow.steps.iter().enumerate() {
+                if index > 0 {
+                    out.write_all(b"\n")?;
+                }
+                out.write_all(step_file_of((index, step)).text.as_bytes())?;
+            }
+            Ok(())
+        })?;
+        if with_step_files {
+            for step in workflow.steps.iter().enumerate().map(step_file_of) {
+                write_file(stage, &step.name, |out| out.write_all(step.text.as_bytes()))?;
+            }
+        }
+        Ok(())
+    })
+}
+
+/// `plan.json`: the plan's members and the workflow's steps, serialised as they are
+/// written (a 10,000-model plan's steps are tens of megabytes of SQL), keys in the order
+/// a JSON value's map keeps them (sorted).
+struct PlanDocument<'a> {
+    plan: &'a serde_json::Value,
+    steps_key: &'static str,
+    with_step_files: bool,
+    workflow: &'a Workflow,
+}
+
+impl serde::Serialize for PlanDocument<'_> {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap as _;
+        let own = [self.steps_key, "step_files"];
+        let members = self.plan.as_object();
+        let mut keys: Vec<&str> = members
+            .into_iter()
+            .flat_map(|m| m.keys().map(String::as_str))
+            .filter(|k| !own.contains(k))
+            .chain(own)
+            .collect();
+        keys.sort_unstable();
+        let mut map = serializer.serialize_map(Some(keys.len()))?;
+        for key in keys {
+            if key == self.steps_key {
+                map.serialize_entry(key, &StepsJson(self.workflow))?;
+            } else if key == "step_files" {
+                map.serialize_entry(key, &self.with_step_files)?;
+            } else if let Some(value) = members.and_then(|m| m.get(key)) {
+                map.serialize_entry(key, value)?;
+            }
+        }
+        map.end()
     }
-    publish(root, "plan", &files)
+}
+
+/// Every step of a workflow as `plan.json` lists it.
+struct StepsJson<'a>(&'a Workflow);
+
+impl serde::Serialize for StepsJson<'_> {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        /// Fields in sorted order, as a JSON value's map writes them.
+        #[derive(serde::Serialize)]
+        struct StepJson<'s> {
+            intent: &'static str,
+            phase: &'static str,
+            sequence: usize,
+            sql: String,
+            step_id: &'s str,
+            template: bool,
+        }
+        let workflow = self.0;
+        serializer.collect_seq(
+            workflow
+                .steps
+                .iter()
+                .enumerate()
+                .map(|(index, step)| StepJson {
+                    intent: step.intent(),
+                    phase: step.phase.as_str(),
+                    sequence: index + 1,
+                    sql: workflow.recorded_sql(step),
+                    step_id: &step.id,
+                    template: is_template(&step.action),
+                }),
+        )
+    }
 }
 
 /// A statement a plan can only show as a template: its boundary is captured at run time.
@@ -193,4 +282,77 @@ pub(crate) fn write_build(
     ];
     files.extend(steps.into_iter().map(|step| (step.name, step.text)));
     publish(root, "build", &files)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use stb_plan::workflow::{Phase, Step};
+
+    fn workflow() -> Workflow {
+        Workflow {
+            database: "db".into(),
+            steps: vec![
+                Step::statement(
+                    "realize_tbl__a".into(),
+                    Phase::Realization,
+                    "CREATE TABLE db.tbl__a (x UInt8) ENGINE = MergeTree ORDER BY x".into(),
+                ),
+                Step::statement(
+                    "drop_b".into(),
+                    Phase::Teardown,
+                    "DROP TABLE IF EXISTS db.b SYNC -- it said \"b\"".into(),
+                ),
+            ],
+            roots: Vec::new(),
+            start_time: None,
+            paused_landings: Vec::new(),
+            fresh_groups: Vec::new(),
+            undo: stb_plan::restore::Undo::default(),
+            watermarks: Vec::new(),
+            completed_when: None,
+        }
+    }
+
+    /// What `plan.json` was when the steps were put into the plan's JSON value.
+    fn as_a_value(mut plan: serde_json::Value, key: &str, workflow: &Workflow) -> String {
+        plan["step_files"] = serde_json::json!(true);
+        plan[key] = workflow
+            .steps
+            .iter()
+            .enumerate()
+            .map(|(index, step)| {
+                serde_json::json!({
+                    "sequence": index + 1,
+                    "step_id": step.id,
+                    "phase": step.phase.as_str(),
+                    "intent": step.intent(),
+                    "template": is_template(&step.action),
+                    "sql": workflow.recorded_sql(step),
+                })
+            })
+            .collect();
+        serde_json::to_string_pretty(&plan).expect("json")
+    }
+
+    #[test]
+    fn the_streamed_plan_json_is_the_plans_value_with_its_steps_byte_for_byte() {
+        let workflow = workflow();
+        // A direct plan (steps go under `steps`) and a virtual one (which has its own).
+        let direct = serde_json::json!({
+            "mode": "direct", "adapter": "clickhouse", "zeta": [1, {"b": null, "a": "x"}],
+            "entries": [{"model": "a", "reason": "all_models"}], "validation": {"checked": 2},
+        });
+        let virtual_plan = serde_json::json!({"steps": ["stage", "publish"], "deployment_id": "d"});
+        for (plan, key) in [(direct, "steps"), (virtual_plan, "workflow_steps")] {
+            let streamed = serde_json::to_string_pretty(&PlanDocument {
+                plan: &plan,
+                steps_key: key,
+                with_step_files: true,
+                workflow: &workflow,
+            })
+            .expect("json");
+            assert_eq!(streamed, as_a_value(plan.clone(), key, &workflow));
+        }
+    }
 }

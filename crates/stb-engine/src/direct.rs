@@ -157,12 +157,23 @@ pub struct Reads {
 }
 
 /// Reads the catalog and the latest fingerprints: a fixed number of queries, whatever the
-/// number of models.
+/// number of models. `stamped`: with the catalog's stamp, which only a build needs (its
+/// re-check under the lock compares it); reading it costs the server as much as the
+/// catalog itself (it hashes every relation's definition).
 ///
 /// # Errors
 /// The warehouse could not be read.
-pub fn read(client: &Client, database: &str, compiled: &Compiled) -> Result<Reads, EngineError> {
-    let stamp_databases = crate::validation::stamp_databases(database, &compiled.plan_sources);
+pub fn read(
+    client: &Client,
+    database: &str,
+    compiled: &Compiled,
+    stamped: bool,
+) -> Result<Reads, EngineError> {
+    let stamp_databases = if stamped {
+        crate::validation::stamp_databases(database, &compiled.plan_sources)
+    } else {
+        Vec::new()
+    };
     let (catalog, catalog_stamp) = client
         .load_catalog_stamped(database, &stamp_databases)
         .map_err(|e| EngineError::from(&e))?;

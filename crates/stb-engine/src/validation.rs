@@ -30,6 +30,15 @@ pub struct Validated {
     pub catalog_stamp: Option<String>,
 }
 
+/// The catalog's stamp a validation records, for a build's re-check under the lock.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Stamp {
+    /// Read with the plan's catalog; `None`: it could not be, read it before the checks.
+    Read(Option<String>),
+    /// The plan is only shown: nothing will compare it.
+    NotNeeded,
+}
+
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 pub struct UncheckedModel {
     pub model: String,
@@ -45,10 +54,11 @@ impl From<Unchecked> for UncheckedModel {
     }
 }
 
-/// Runs the checks of `planned` in one session of its own; every failure, located in the
-/// model's (or source's) file. A warehouse that cannot be reached is one diagnostic too.
-/// `stamp` is the catalog's stamp read at or before the plan read what these checks
-/// judge (the plan's own catalog read carries it); `None` reads it now, first.
+/// Runs the checks of `planned`; every failure, located in the model's (or source's)
+/// file. A warehouse that cannot be reached is one diagnostic too. `stamp` is the
+/// catalog's stamp read at or before the plan read what these checks judge (the plan's
+/// own catalog read carries it): [`Stamp::Read`] with `None` reads it now, first;
+/// [`Stamp::NotNeeded`] (a plan that is only shown) reads none.
 ///
 /// # Errors
 /// Each model whose statement the warehouse refused, with ClickHouse's message.
@@ -57,19 +67,21 @@ pub fn validate(
     project: &stb_project::Project,
     sources: &[stb_plan::direct::PlanSource],
     planned: &Planned,
-    stamp: Option<String>,
+    stamp: Stamp,
 ) -> Result<Validated, Diagnostics> {
     let started = Instant::now();
     let scope = planned.executed_models();
     let created = created_landings(sources, &planned.workflow.steps);
     let plan = validation(&scope, &planned.models, sources, &|r| !created.contains(r));
     // Read before the checks: a change after this point changes the stamp.
-    let stamp = stamp.or_else(|| {
-        catalog_stamp(
+    let stamp = match stamp {
+        Stamp::Read(Some(read)) => Some(read),
+        Stamp::Read(None) => catalog_stamp(
             client,
             &stamp_databases(&planned.workflow.database, sources),
-        )
-    });
+        ),
+        Stamp::NotNeeded => None,
+    };
     run_checks(client, project, plan, started, false).map(|validated| Validated {
         catalog_stamp: stamp,
         ..validated

@@ -2,8 +2,8 @@
 //! table the build creates (its columns, types, engine, keys, TTL and settings) and every
 //! query its views run, each resolved to what the build will create.
 //!
-//! The checks run in one warehouse session. Each relation the build (re)creates becomes a
-//! session-scoped temporary table under a name of its own, created from the same typed
+//! Each relation the build (re)creates becomes a session-scoped temporary table under a
+//! name of its own, created from the same typed
 //! definition the build renders, so the warehouse judges the DDL exactly as it will at
 //! build time, while nobody else sees it; each query is `EXPLAIN`ed with its references to
 //! rebuilt models (and to landings not created yet) pointing at those temporary tables.

@@ -18,7 +18,7 @@ use stb_warehouse::events::{HEARTBEAT_INTERVAL, RunEventSink};
 use super::confirm::{accept_shrink, confirm};
 use super::report::print_result;
 use super::{BuildArgs, warn};
-use crate::direct::{Prepared, prepare};
+use crate::direct::{Prepared, Purpose, prepare};
 use crate::output::{Failure, fail, print_json};
 
 /// What the direct phase records when the virtual phase did not succeed.
@@ -87,6 +87,7 @@ pub(super) fn run_mixed(
             compiled,
             &args.connection,
             &args.scope.part(models, virtual_part),
+            Purpose::Build,
         )
     };
     let (staged, direct) = match (

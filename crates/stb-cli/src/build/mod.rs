@@ -24,7 +24,7 @@ use stb_engine::build::{
 use stb_warehouse::events::{HEARTBEAT_INTERVAL, RunEventSink};
 
 use crate::args::{ConnectionArgs, ProjectArgs, ScopeArgs};
-use crate::direct::prepare;
+use crate::direct::{Purpose, prepare};
 use crate::output::{Failure, fail, print_json, report};
 use confirm::confirm;
 use report::{print_result, summary};
@@ -143,7 +143,13 @@ pub(crate) fn run(args: &BuildArgs) -> ExitCode {
         };
         return mixed::run_mixed(args, &project, &compiled, &scope, run);
     }
-    let prepared = match prepare(&project, &compiled, &args.connection, &args.scope) {
+    let prepared = match prepare(
+        &project,
+        &compiled,
+        &args.connection,
+        &args.scope,
+        Purpose::Build,
+    ) {
         Ok(prepared) => prepared,
         Err(failure) => {
             finish(&Ending::early("failed", Some(&failure.message), 0));

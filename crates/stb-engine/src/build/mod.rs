@@ -272,7 +272,13 @@ impl Recheck<'_> {
                 );
                 continue;
             }
-            match crate::validation::validate(client, self.project, self.sources, planned, now) {
+            match crate::validation::validate(
+                client,
+                self.project,
+                self.sources,
+                planned,
+                crate::validation::Stamp::Read(now),
+            ) {
                 Ok(validated) => observer.event(
                     RECHECKED_EVENT,
                     None,
