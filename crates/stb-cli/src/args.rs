@@ -48,9 +48,19 @@ impl ProjectArgs {
         json: bool,
         database: Option<&str>,
     ) -> Result<(Project, stb_compile::Compiled), ExitCode> {
+        self.compile_for(json, database, stb_compile::Output::Artifacts)
+    }
+
+    /// [`Self::compile`], producing only `output` (a plan reads no artifact).
+    pub(crate) fn compile_for(
+        &self,
+        json: bool,
+        database: Option<&str>,
+        output: stb_compile::Output,
+    ) -> Result<(Project, stb_compile::Compiled), ExitCode> {
         let (_, mut project) = self.discover(json)?;
         pin_database(&mut project, database);
-        match stb_compile::compile(&project) {
+        match stb_compile::compile_with(&project, output) {
             Ok(compiled) => Ok((project, compiled)),
             Err(diagnostics) => Err(report(diagnostics, json)),
         }

@@ -29,10 +29,11 @@ pub(crate) struct PlanArgs {
 }
 
 pub(crate) fn run(args: &PlanArgs) -> ExitCode {
-    let (project, compiled) = match args
-        .project
-        .compile(args.json, args.connection.database.as_deref())
-    {
+    let (project, compiled) = match args.project.compile_for(
+        args.json,
+        args.connection.database.as_deref(),
+        stb_compile::Output::PlanOnly,
+    ) {
         Ok(compiled) => compiled,
         Err(code) => return code,
     };

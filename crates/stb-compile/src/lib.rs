@@ -88,11 +88,29 @@ fn database(project: &Project) -> &str {
     project.database.as_deref().unwrap_or("default")
 }
 
-/// Compiles a discovered project.
+/// What a compile produces besides the planner's view of the project.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Output {
+    /// Every artifact, with the manifest and the DAG (`stb compile`, builds).
+    Artifacts,
+    /// Only what a plan reads: no model resources, manifest or DAG in
+    /// [`Compiled::files`] (at 10,000 models they are about 70 MB a plan never reads).
+    PlanOnly,
+}
+
+/// Compiles a discovered project, with every artifact.
 ///
 /// # Errors
 /// Every problem found in headers, queries, references and the graph.
 pub fn compile(project: &Project) -> Result<Compiled, Diagnostics> {
+    compile_with(project, Output::Artifacts)
+}
+
+/// Compiles a discovered project, producing `output`.
+///
+/// # Errors
+/// Every problem found in headers, queries, references and the graph.
+pub fn compile_with(project: &Project, output: Output) -> Result<Compiled, Diagnostics> {
     let mut diagnostics = Diagnostics::new();
     let database = database(project);
     let all_models: Vec<_> = project
@@ -181,7 +199,12 @@ pub fn compile(project: &Project) -> Result<Compiled, Diagnostics> {
     for audit in &audits {
         files.insert(audit.path.clone(), audit.query.clone());
     }
-    for (item, compiled) in &compiled_models {
+    let artifacts = if output == Output::Artifacts {
+        &compiled_models[..]
+    } else {
+        &[]
+    };
+    for (item, compiled) in artifacts {
         let base = format!("{}/{}", item.pipeline.name, item.model.name);
         files.insert(
             format!("compiled/models/{base}.sql"),
@@ -206,7 +229,7 @@ pub fn compile(project: &Project) -> Result<Compiled, Diagnostics> {
             );
         }
     }
-    for (name, objects) in &managed {
+    for (name, objects) in managed.iter().filter(|_| output == Output::Artifacts) {
         files.insert(
             format!("compiled/resources/sources/{name}/kafka__{name}.sql"),
             objects.kafka.render(Audience::Artifact),
@@ -227,18 +250,20 @@ pub fn compile(project: &Project) -> Result<Compiled, Diagnostics> {
         content.push('\n');
     }
     let order = order.unwrap_or_default();
-    let manifest = manifest::manifest(
-        project,
-        &compiled_models,
-        &managed,
-        &relations,
-        &files,
-        &tests,
-        &audits,
-    );
-    let dag = manifest::dag(project, &order, &tests, &audits);
-    files.insert("manifest.json".to_owned(), manifest);
-    files.insert("streambuild_dag.json".to_owned(), dag);
+    if output == Output::Artifacts {
+        let manifest = manifest::manifest(
+            project,
+            &compiled_models,
+            &managed,
+            &relations,
+            &files,
+            &tests,
+            &audits,
+        );
+        let dag = manifest::dag(project, &order, &tests, &audits);
+        files.insert("manifest.json".to_owned(), manifest);
+        files.insert("streambuild_dag.json".to_owned(), dag);
+    }
     let warnings = tests.iter().flat_map(|t| t.warnings.clone()).collect();
     let mut sql_tests: Vec<SqlTest> = tests
         .iter()

@@ -46,6 +46,9 @@ pub struct Summary {
     pub written_rows: Option<u64>,
 }
 
+/// Statements longer than this carry a `max_query_size` of their own.
+const LARGE_STATEMENT_BYTES: usize = 128 * 1024;
+
 /// One connection's settings and HTTP client; cheap to share between threads.
 #[derive(Debug)]
 pub struct Client {
@@ -199,6 +202,12 @@ impl Client {
         }
         if let Some(id) = query_id {
             params.push(("query_id".into(), id.to_owned()));
+        }
+        if sql.len() > LARGE_STATEMENT_BYTES {
+            // The server parses at most `max_query_size` bytes of a statement (256 KiB by
+            // default): a statement naming thousands of relations (a restore point's, a
+            // plan's reads at 10,000 models) would be refused as a syntax error.
+            params.push(("max_query_size".into(), (sql.len() * 2).to_string()));
         }
         self.requests.fetch_add(1, Ordering::Relaxed);
         // Credentials travel in headers, never in the URL a transport error might print.

@@ -922,3 +922,41 @@ fn type_spellings_are_made_canonical_as_the_server_prints_them() {
         assert_eq!(stb_sql::types::canonical_type(&printed), printed);
     }
 }
+
+#[test]
+fn fingerprints_of_10000_models_and_a_statement_past_256_kib_are_read() {
+    use stb_warehouse::fingerprints::{Fingerprints, latest_fingerprints};
+    let db = TestDatabase::create("warehouse_large_reads");
+    let client = client(None);
+    stb_warehouse::metadata::migrate(&client, &db.name).expect("metadata");
+    client
+        .execute(
+            &format!(
+                "INSERT INTO {0}._streambuild_direct_fingerprints (fingerprint_id, logical_model_identity, definition_sql, definition_hash, identity_metadata, workflow_id, tool_version, applied_at) \
+                 SELECT toString(number), concat('{0}.model_with_a_long_name_', toString(number)), 'SELECT 1', 'h', '{{}}', 'w', 't', '2026-01-01 00:00:00' FROM numbers(10000)",
+                db.name
+            ),
+            None,
+        )
+        .expect("rows");
+    // 10,000 identities: listed in the query, they alone would pass 256 KiB.
+    let mut ids: Vec<String> = (0..10_000)
+        .map(|n| format!("{}.model_with_a_long_name_{n}", db.name))
+        .collect();
+    ids.retain(|id| !id.ends_with("_7"));
+    let Fingerprints::Found(found) = latest_fingerprints(&client, &db.name, &ids).expect("read")
+    else {
+        panic!("found");
+    };
+    // Only the identities asked for.
+    assert_eq!(found.len(), 9_999);
+    // Any statement longer than the server's default max_query_size is parsed whole.
+    let names: Vec<String> = (0..20_000).map(|n| format!("'relation_{n:08}'")).collect();
+    let long = format!(
+        "SELECT count() AS n FROM system.one WHERE 'x' NOT IN ({})",
+        names.join(", ")
+    );
+    assert!(long.len() > 256 * 1024, "{}", long.len());
+    let rows = client.query(&long).expect("a long statement");
+    assert_eq!(rows.text(0, "n").as_deref(), Some("1"));
+}

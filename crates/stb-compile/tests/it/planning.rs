@@ -193,3 +193,36 @@ fn a_ref_that_names_a_source_reads_it_as_source_does() {
     let rendered = actual.deployable.query_with(&|_| String::new());
     assert!(rendered.contains("raw__orders"), "{rendered}");
 }
+
+#[test]
+fn a_compile_for_a_plan_gives_the_planner_the_same_project_without_the_artifacts() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    crate::support::write(dir.path(), SHOP);
+    let project = stb_project::discover(&stb_project::DiscoverOptions {
+        project_dir: Some(dir.path().to_path_buf()),
+        cwd: dir.path().to_path_buf(),
+        ..Default::default()
+    })
+    .expect("discover");
+    let full = stb_compile::compile(&project).expect("compile");
+    let for_plan =
+        stb_compile::compile_with(&project, stb_compile::Output::PlanOnly).expect("compile");
+    assert_eq!(for_plan.plan_models, full.plan_models);
+    assert_eq!(for_plan.plan_sources, full.plan_sources);
+    assert_eq!(for_plan.tests, full.tests);
+    assert_eq!(for_plan.audits, full.audits);
+    assert_eq!(
+        (for_plan.models, for_plan.pipelines),
+        (full.models, full.pipelines)
+    );
+    assert!(full.files.contains_key("manifest.json"));
+    // No model resource, manifest or DAG: what a plan never reads.
+    assert!(
+        !for_plan
+            .files
+            .keys()
+            .any(|path| path.starts_with("compiled/resources/") || path.ends_with(".json")),
+        "{:?}",
+        for_plan.files.keys().collect::<Vec<_>>()
+    );
+}
