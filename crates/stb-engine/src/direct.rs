@@ -217,8 +217,8 @@ pub struct Planned {
     /// Per replay root (same order as the workflow's roots): what its table holds and
     /// what its replay window restores; filled by [`measure`].
     pub replay_windows: Vec<ReplayWindow>,
-    /// The compiled models, for fingerprints.
-    pub models: Vec<PlanModel>,
+    /// The compiled models, for fingerprints (shared with the compile).
+    pub models: std::sync::Arc<[PlanModel]>,
     /// Set when this workflow builds a virtual deployment (its copies under their physical
     /// names): what it records instead of direct fingerprints.
     pub deployment: Option<crate::staged::Deployment>,

@@ -473,7 +473,7 @@ pub fn prepare_build(
         .find_map(|m| m.boundary_mode.clone())
         .unwrap_or_else(|| "none".to_owned());
     let deployment_compiled = Compiled {
-        plan_models: models,
+        plan_models: models.into(),
         ..compiled.clone()
     };
     let graph = model_graph(&deployment_compiled.plan_models);

@@ -115,7 +115,7 @@ fn deploy(dir: &std::path::Path, id: &str) -> Result<usize, String> {
             .unwrap_or_default()
     };
     let mut rows = Vec::new();
-    for model in &compiled.plan_models {
+    for model in compiled.plan_models.iter() {
         let deployable = &model.deployable;
         if let Some(table) = &deployable.table {
             run(stb_ddl::Table {

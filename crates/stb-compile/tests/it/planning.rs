@@ -102,7 +102,7 @@ fn deployable_queries_cut_at_model_references_and_rejoin_to_the_compiled_query()
             .map(|m| m.reference.clone())
             .expect(model)
     };
-    for model in &compiled.plan_models {
+    for model in compiled.plan_models.iter() {
         let deployable = &model.deployable;
         // With every model at its logical relation, the parts are the compiled query.
         assert_eq!(

@@ -124,11 +124,13 @@ fn logical_ids(planned: &Planned) -> (Vec<String>, Vec<String>) {
         .iter()
         .map(|e| format!("model:{}", e.model))
         .collect();
+    let models: std::collections::HashSet<&str> =
+        planned.models.iter().map(|m| m.name.as_str()).collect();
     let context = plan
         .prerequisites
         .iter()
         .map(|p| {
-            let is_model = planned.models.iter().any(|m| m.name == p.name);
+            let is_model = models.contains(p.name.as_str());
             format!("{}:{}", if is_model { "model" } else { "source" }, p.name)
         })
         .collect();
@@ -438,7 +440,9 @@ fn adopted_gap(planned: &Planned, execution: &stb_build::execute::Execution) -> 
     if restored.finished || restored.statements.is_empty() || planned.deployment.is_some() {
         return None;
     }
-    let is_model = |name: &str| planned.models.iter().any(|m| m.name == name);
+    let models: std::collections::HashSet<&str> =
+        planned.models.iter().map(|m| m.name.as_str()).collect();
+    let is_model = |name: &str| models.contains(name);
     let adopted: Vec<(&str, &str)> = planned
         .plan
         .replay_roots
@@ -521,6 +525,11 @@ pub fn record(
     } = *finished;
     let (workflow_id, execution) = (ran.workflow_id.as_str(), &ran.execution);
     let workflow = &planned.workflow;
+    let by_name: std::collections::HashMap<&str, &stb_plan::direct::PlanModel> = planned
+        .models
+        .iter()
+        .map(|m| (m.name.as_str(), m))
+        .collect();
     let fingerprinted: Vec<ModelDefinition<'_>> = planned
         .plan
         .entries
@@ -534,7 +543,7 @@ pub fn record(
                     .as_ref()
                     .is_some_and(|r| r.finished && r.errors.is_empty())
         })
-        .filter_map(|entry| planned.models.iter().find(|m| m.name == entry.model))
+        .filter_map(|entry| by_name.get(entry.model.as_str()).copied())
         .map(|model| ModelDefinition {
             name: &model.name,
             query: &model.query,

@@ -189,7 +189,7 @@ pub fn readers_left_out<'a>(
         .map(|m| (m.name.as_str(), m.pipeline.as_str()))
         .collect();
     let mut blocked: BTreeMap<&str, BTreeSet<&str>> = BTreeMap::new();
-    for model in &compiled.plan_models {
+    for model in compiled.plan_models.iter() {
         if selected.contains(model.pipeline.as_str()) {
             continue;
         }
@@ -246,7 +246,7 @@ fn owned(
 ) -> BTreeMap<String, (Option<String>, String)> {
     let mut owned: BTreeMap<String, (Option<String>, String)> = BTreeMap::new();
     let mut models: BTreeMap<String, String> = BTreeMap::new();
-    for model in &compiled.plan_models {
+    for model in compiled.plan_models.iter() {
         if selected.contains(model.pipeline.as_str()) {
             models.insert(model.name.clone(), model.pipeline.clone());
             for (kind, relation) in &model.relations {

@@ -96,7 +96,7 @@ fn catalog(compiled: &Compiled, deployed: bool) -> Catalog {
         kafka.engine = "Kafka".into();
         relations.push(kafka);
         relations.push(relation(&landing.view, &[], &landing.create_view));
-        for model in &compiled.plan_models {
+        for model in compiled.plan_models.iter() {
             for (_, name) in &model.relations {
                 relations.push(relation(name, &[], ""));
             }

@@ -108,7 +108,7 @@ fn publish_as_built(dir: &Path, database: &str) {
     .expect("client");
     stb_warehouse::metadata::migrate(&client, database).expect("metadata");
     let mut fingerprints = Vec::new();
-    for model in &compiled.plan_models {
+    for model in compiled.plan_models.iter() {
         let deployable = &model.deployable;
         let query = deployable.query_with(&physical);
         if let Some(table) = &deployable.table {
