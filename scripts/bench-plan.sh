@@ -20,10 +20,14 @@
 # For each it prints the wall time, peak memory, the statements the plan sent (from
 # system.query_log) and the ratio of the plan's time to the compile's on the same project.
 # Uses the local stack (`stb local up`, started here if needed and left running).
-# Usage: scripts/bench-plan.sh [sizes...]
+# --no-deploy leaves out the two virtual states that need every model deployed first
+# (deploying 20,000 models' relations on the local engine takes over half an hour).
+# Usage: scripts/bench-plan.sh [--no-deploy] [sizes...]
 set -euo pipefail
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/streambuild/target}"
+deploy=1
+if [ "${1:-}" = "--no-deploy" ]; then deploy=0; shift; fi
 sizes=("$@")
 if [ "${#sizes[@]}" -eq 0 ]; then sizes=(1000 2000 5000 10000 20000); fi
 work="${TMPDIR:-/tmp}/stb-bench-plan"
@@ -135,9 +139,10 @@ for models in "${sizes[@]}"; do
   printf '[defaults]\npipeline_mode = "virtual"\n[targets.dev]\ndatabase = "%s"\n' "$database" > "$virtual/streambuild_local.toml"
   reset_database
   plan "$models" virtual "nothing built" "$virtual"
-  "$stb" compile --project-dir "$virtual" >/dev/null
-  echo "  deploying $models virtual models ..." >&2
-  python3 - "$virtual/target/manifest.json" "$url" <<'PY'
+  if [ "$deploy" -eq 1 ]; then
+    "$stb" compile --project-dir "$virtual" >/dev/null
+    echo "  deploying $models virtual models ..." >&2
+    python3 - "$virtual/target/manifest.json" "$url" <<'PY'
 import json, os, sys, urllib.request
 manifest, url = sys.argv[1], sys.argv[2]
 root = os.path.dirname(manifest)
@@ -145,11 +150,12 @@ for source in json.load(open(manifest))["sources"].values():
     for resource in source["resources"]:
         urllib.request.urlopen(urllib.request.Request(url, data=open(os.path.join(root, resource["path"])).read().encode())).read()
 PY
-  "$CARGO_TARGET_DIR/release/stb-bench-deploy" "$virtual" 20261130T000000Z_bench >/dev/null
-  plan "$models" virtual "all deployed" "$virtual"
-  virtual_first="$(find "$virtual/pipelines" -name 'p0_m1.sql')"
-  printf '\n-- changed for the benchmark\n' >> "$virtual_first"
-  plan "$models" virtual "one changed" "$virtual"
+    "$CARGO_TARGET_DIR/release/stb-bench-deploy" "$virtual" 20261130T000000Z_bench >/dev/null
+    plan "$models" virtual "all deployed" "$virtual"
+    virtual_first="$(find "$virtual/pipelines" -name 'p0_m1.sql')"
+    printf '\n-- changed for the benchmark\n' >> "$virtual_first"
+    plan "$models" virtual "one changed" "$virtual"
+  fi
 
   mixed="$work/mixed-$models"
   "$CARGO_TARGET_DIR/release/stb-bench-generate" --models "$models" --mixed \

@@ -220,6 +220,12 @@ pub(crate) fn run(args: &DevArgs) -> ExitCode {
         Err(code) => return code,
     };
     crate::args::pin_database(&mut project, args.connection.database.as_deref());
+    // What the watch compares edits with: the files as discovery just read them, taken
+    // now (not when the watch task first runs, after the banner: an edit made as soon as
+    // the banner appeared was already in that first look and never compiled).
+    let read = args
+        .watch
+        .then(|| stb_server::watch::fingerprint(&project.root));
     let started = std::time::Instant::now();
     let held = held_of(&project);
     let compile_ms = started.elapsed().as_millis();
@@ -272,7 +278,7 @@ pub(crate) fn run(args: &DevArgs) -> ExitCode {
         snapshots: stb_server::snapshot::Snapshots::default(),
         scheduler: stb_server::scheduler::Scheduler::default(),
     });
-    runtime.block_on(serve(args, state, &project, compile_ms))
+    runtime.block_on(serve(args, state, &project, compile_ms, read))
 }
 
 /// What a compile of `project` gives the server.
@@ -401,6 +407,7 @@ async fn serve(
     state: Arc<AppState>,
     project: &stb_project::Project,
     compile_ms: u128,
+    read: Option<u64>,
 ) -> ExitCode {
     let address = format!("{}:{}", args.ui_host, args.ui_port);
     let listener = match tokio::net::TcpListener::bind(&address).await {
@@ -452,6 +459,7 @@ async fn serve(
         tokio::spawn(stb_server::watch::run(
             Arc::clone(&state),
             project.root.clone(),
+            read,
         ))
     });
     let snapshots = tokio::spawn(stb_server::snapshot::keep_fresh(Arc::clone(&state)));
