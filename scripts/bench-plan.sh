@@ -81,11 +81,12 @@ plan() { # models mode state project [stb plan arguments...]
 }
 
 # Every relation a direct build of the project creates, from its compiled statements:
-# the landings, every model's table, then the views (which read tables).
-create_relations() { # project
-  python3 - "$1/target/manifest.json" "$url" <<'PY'
+# the landings, every model's table, then the views (which read tables). With
+# `landings`, the landings only (what a virtual project has before its deployment).
+create_relations() { # project [landings]
+  python3 - "$1/target/manifest.json" "$url" "${2:-all}" <<'PY'
 import json, os, sys, urllib.request
-manifest, url = sys.argv[1], sys.argv[2]
+manifest, url, what = sys.argv[1], sys.argv[2], sys.argv[3]
 root = os.path.dirname(manifest)
 def run(path):
     sql = open(os.path.join(root, path)).read()
@@ -95,7 +96,7 @@ loaded = json.load(open(manifest))
 for source in loaded["sources"].values():
     for resource in source["resources"]:
         run(resource["path"])
-resources = [r for m in loaded["models"].values() for r in m["resources"]]
+resources = [] if what == "landings" else [r for m in loaded["models"].values() for r in m["resources"]]
 for resource in resources:
     if resource["kind"] == "table":
         run(resource["path"])
@@ -142,14 +143,7 @@ for models in "${sizes[@]}"; do
   if [ "$deploy" -eq 1 ]; then
     "$stb" compile --project-dir "$virtual" >/dev/null
     echo "  deploying $models virtual models ..." >&2
-    python3 - "$virtual/target/manifest.json" "$url" <<'PY'
-import json, os, sys, urllib.request
-manifest, url = sys.argv[1], sys.argv[2]
-root = os.path.dirname(manifest)
-for source in json.load(open(manifest))["sources"].values():
-    for resource in source["resources"]:
-        urllib.request.urlopen(urllib.request.Request(url, data=open(os.path.join(root, resource["path"])).read().encode())).read()
-PY
+    create_relations "$virtual" landings
     "$CARGO_TARGET_DIR/release/stb-bench-deploy" "$virtual" 20261130T000000Z_bench >/dev/null
     plan "$models" virtual "all deployed" "$virtual"
     virtual_first="$(find "$virtual/pipelines" -name 'p0_m1.sql')"

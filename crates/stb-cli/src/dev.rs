@@ -455,7 +455,8 @@ async fn serve(
     let _ = out.flush();
     drop(out);
     let watcher = tokio::spawn(Arc::clone(&state.warehouse).watch());
-    let edits = args.watch.then(|| {
+    // `read` is there exactly when --watch is.
+    let edits = read.map(|read| {
         tokio::spawn(stb_server::watch::run(
             Arc::clone(&state),
             project.root.clone(),

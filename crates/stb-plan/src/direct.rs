@@ -325,7 +325,7 @@ pub fn plan_direct(
     use RelationKind::{MaterializedView, Table, View};
     // A fan-in's view is created in its own stage, right before its replay; the views
     // of everything else go live before the first replay.
-    let deferred: Vec<(usize, &String)> = replay_roots
+    let mut deferred: Vec<(usize, &String)> = replay_roots
         .iter()
         .filter(|root| root.stage > 0)
         .filter_map(|root| by_name.get(root.model.as_str()).map(|m| (root.stage, m)))
@@ -338,11 +338,10 @@ pub fn plan_direct(
         })
         .collect();
     // In stage order (a stable sort keeps each stage's views in root order).
-    let mut by_stage = deferred.clone();
-    by_stage.sort_by_key(|(stage, _)| *stage);
-    let later: Vec<(RelationKind, String)> = by_stage
-        .into_iter()
-        .map(|(_, relation)| (MaterializedView, relation.clone()))
+    deferred.sort_by_key(|(stage, _)| *stage);
+    let later: Vec<(RelationKind, String)> = deferred
+        .iter()
+        .map(|(_, relation)| (MaterializedView, (*relation).clone()))
         .collect();
     let deferred_views: BTreeSet<&String> = deferred.iter().map(|(_, r)| *r).collect();
     let now: Vec<(RelationKind, String)> = ordered(&[MaterializedView], true)

@@ -308,7 +308,7 @@ fn resolved_query(
     let mut inline = String::new();
     let mut reads: Vec<String> = Vec::new();
     for part in &model.deployable.query_parts {
-        let (name, text) = match part {
+        let (stand_in, text) = match part {
             QueryPart::Text(piece) => (None, piece.as_str()),
             QueryPart::Model(name) | QueryPart::Source { name, .. }
                 if stand_ins.contains_key(name) =>
@@ -323,7 +323,7 @@ fn resolved_query(
             ),
             QueryPart::Source { relation, .. } => (None, relation.as_str()),
         };
-        match name {
+        match stand_in {
             Some(stand_in) => {
                 query.push_str(&stand_in.temporary);
                 inline.push_str(&stand_in.inline);

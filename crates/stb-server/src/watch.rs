@@ -52,17 +52,14 @@ pub fn fingerprint(root: &Path) -> u64 {
 
 /// Recompiles whenever the files under `root` change, until the task is aborted. Each
 /// recompile is reported on stdout, a failing one with its diagnostics. `compiled` is the
-/// [`fingerprint`] of the files the served compile read (`None`: take it now).
-pub async fn run(state: Arc<AppState>, root: std::path::PathBuf, compiled: Option<u64>) {
+/// [`fingerprint`] of the files the served compile read.
+pub async fn run(state: Arc<AppState>, root: std::path::PathBuf, compiled: u64) {
     let digest = |root: std::path::PathBuf| async move {
         tokio::task::spawn_blocking(move || fingerprint(&root))
             .await
             .unwrap_or_default()
     };
-    let mut last = match compiled {
-        Some(read) => read,
-        None => digest(root.clone()).await,
-    };
+    let mut last = compiled;
     loop {
         tokio::time::sleep(INTERVAL).await;
         let now = digest(root.clone()).await;

@@ -203,10 +203,12 @@ impl Client {
         if let Some(id) = query_id {
             params.push(("query_id".into(), id.to_owned()));
         }
-        if sql.len() > LARGE_STATEMENT_BYTES {
+        if sql.len() > LARGE_STATEMENT_BYTES && !self.config.settings.contains_key("max_query_size")
+        {
             // The server parses at most `max_query_size` bytes of a statement (256 KiB by
             // default): a statement naming thousands of relations (a restore point's, a
-            // plan's reads at 10,000 models) would be refused as a syntax error.
+            // plan's reads at 10,000 models) would be refused as a syntax error. A limit
+            // the connection's settings set is theirs to keep.
             params.push(("max_query_size".into(), (sql.len() * 2).to_string()));
         }
         self.requests.fetch_add(1, Ordering::Relaxed);
