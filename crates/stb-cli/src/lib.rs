@@ -198,7 +198,10 @@ mod tests {
             "test",
             "unlock",
         ];
-        let src = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+        let src = std::path::Path::new(
+            &std::env::var_os("CARGO_MANIFEST_DIR").expect("set by cargo when it runs a test"),
+        )
+        .join("src");
         for command in COMMANDS {
             let mut files = vec![src.join(format!("{command}.rs"))];
             if let Ok(entries) = std::fs::read_dir(src.join(command)) {

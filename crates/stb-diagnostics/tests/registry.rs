@@ -7,7 +7,10 @@ use std::path::{Path, PathBuf};
 use stb_diagnostics::registry::{CODES, markdown_table};
 
 fn workspace() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+    // At run time, not `env!`: a binary compiled in another checkout sharing the target
+    // directory would read that checkout's files.
+    Path::new(&std::env::var_os("CARGO_MANIFEST_DIR").expect("set by cargo when it runs a test"))
+        .join("../..")
 }
 
 fn files(dir: &Path, extension: &str, into: &mut Vec<PathBuf>) {

@@ -278,15 +278,13 @@ mod tests {
 
     #[test]
     fn every_server_module_is_embedded() {
-        let on_disk: std::collections::BTreeSet<String> = fs::read_dir(concat!(
-            env!("CARGO_MANIFEST_DIR"),
-            "/../../localstack/chhttp"
-        ))
-        .expect("server sources")
-        .filter_map(Result::ok)
-        .map(|entry| entry.file_name().to_string_lossy().into_owned())
-        .filter(|name| name.ends_with(".py"))
-        .collect();
+        let on_disk: std::collections::BTreeSet<String> =
+            fs::read_dir(stb_test_support::package_dir().join("../../localstack/chhttp"))
+                .expect("server sources")
+                .filter_map(Result::ok)
+                .map(|entry| entry.file_name().to_string_lossy().into_owned())
+                .filter(|name| name.ends_with(".py"))
+                .collect();
         let embedded: std::collections::BTreeSet<String> =
             SOURCES.iter().map(|(name, _)| (*name).to_owned()).collect();
         assert_eq!(on_disk, embedded);

@@ -92,6 +92,20 @@ pub fn stack() -> &'static TestStack {
     })
 }
 
+/// The directory of the package whose test is running, as cargo and nextest give it when
+/// they run the test. Not `env!("CARGO_MANIFEST_DIR")`: that is fixed when the test is
+/// compiled, and a test binary compiled from another checkout sharing the target directory
+/// (a CI clone, since deleted) would read that checkout's files.
+///
+/// # Panics
+/// Outside `cargo test` / `cargo nextest`, which always set it.
+#[must_use]
+pub fn package_dir() -> std::path::PathBuf {
+    std::env::var_os("CARGO_MANIFEST_DIR")
+        .map(std::path::PathBuf::from)
+        .expect("cargo sets CARGO_MANIFEST_DIR when it runs a test")
+}
+
 /// `prefix_` followed by 12 random hex digits: unique across tests and runs.
 #[must_use]
 pub fn unique_name(prefix: &str) -> String {

@@ -18,8 +18,7 @@ pub fn postgres_url() -> &'static str {
         {
             return url.trim().to_owned();
         }
-        let script =
-            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scripts/test-postgres.sh");
+        let script = crate::package_dir().join("../../scripts/test-postgres.sh");
         let output = std::process::Command::new(&script)
             .arg("start")
             .output()

@@ -4,7 +4,7 @@ use crate::support::compile_dir;
 
 #[test]
 fn every_example_compiles_deterministically() {
-    let examples = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples");
+    let examples = stb_test_support::package_dir().join("../../examples");
     let mut seen = 0;
     for entry in std::fs::read_dir(&examples).expect("examples/") {
         let dir = entry.expect("entry").path();
@@ -25,7 +25,7 @@ fn every_example_compiles_deterministically() {
 
 #[test]
 fn aggregating_models_are_not_replay_anchors() {
-    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/kafka_orders");
+    let dir = stb_test_support::package_dir().join("../../examples/kafka_orders");
     let compiled = compile_dir(&dir).unwrap_or_else(|d| panic!("{d:#?}"));
     let manifest: serde_json::Value =
         serde_json::from_str(&compiled.files["manifest.json"]).expect("JSON");
@@ -53,7 +53,7 @@ fn aggregating_models_are_not_replay_anchors() {
 
 #[test]
 fn the_dag_holds_tests_and_audits_and_sources_name_their_bare_relation() {
-    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/orders");
+    let dir = stb_test_support::package_dir().join("../../examples/orders");
     let compiled = compile_dir(&dir).unwrap_or_else(|d| panic!("{d:#?}"));
     let dag: serde_json::Value =
         serde_json::from_str(&compiled.files["streambuild_dag.json"]).expect("JSON");

@@ -263,8 +263,7 @@ fn model_tests_expand_macros_in_their_mocks() {
 
 #[test]
 fn the_macros_example_test_passes_on_clickhouse() {
-    let dir =
-        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/macros_quality");
+    let dir = stb_test_support::package_dir().join("../../examples/macros_quality");
     let compiled = crate::support::compile_dir(&dir).unwrap_or_else(|d| panic!("{d:#?}"));
     let sql = &compiled.files["compiled/tests/payments_clean/payments_are_parsed_in_cents.sql"];
     assert_eq!(differences(sql), Vec::<String>::new());

@@ -2,7 +2,7 @@
 //! embedded engine, with no warehouse reachable; what cannot be checked offline is listed
 //! with why (issue 33).
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Output;
 
 use serde_json::Value;
@@ -22,7 +22,7 @@ fn demo_files() -> Vec<(String, String)> {
             }
         }
     }
-    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../examples/orders");
+    let root = stb_test_support::package_dir().join("../../examples/orders");
     let mut files = Vec::new();
     walk(&root, &root, &mut files);
     files

@@ -365,11 +365,9 @@ fn an_audit_over_an_empty_relation_says_it_checked_no_rows() {
 /// and audit files prints every output line the page shows.
 #[test]
 fn the_files_and_outputs_in_docs_testing_md_are_real() {
-    let docs = std::fs::read_to_string(concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/../../docs/testing.md"
-    ))
-    .expect("docs/testing.md");
+    let docs =
+        std::fs::read_to_string(stb_test_support::package_dir().join("../../docs/testing.md"))
+            .expect("docs/testing.md");
     // Fenced blocks, their lines joined.
     let mut blocks: Vec<String> = Vec::new();
     let mut open: Option<String> = None;
@@ -445,10 +443,7 @@ fn a_macro_mode_test_passes_and_a_wrong_one_fails() {
     let db = TestDatabase::create("quality_macro");
     let dir = tempfile::tempdir().expect("tempdir");
     copy_dir(
-        std::path::Path::new(concat!(
-            env!("CARGO_MANIFEST_DIR"),
-            "/../../examples/macros_quality"
-        )),
+        &stb_test_support::package_dir().join("../../examples/macros_quality"),
         dir.path(),
     );
     // Results are recorded in the test's own database, not the example's.

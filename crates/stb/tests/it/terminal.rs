@@ -123,9 +123,7 @@ fn the_help_names_the_pages_a_new_user_starts_with() {
     for page in ["install", "quickstart", "concepts", "troubleshooting"] {
         let path = format!("docs/{page}.md");
         assert!(help.contains(&path), "stb --help names {path}: {help}");
-        let file = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("../..")
-            .join(&path);
+        let file = stb_test_support::package_dir().join("../..").join(&path);
         assert!(file.is_file(), "{path} exists");
     }
     assert!(help.contains("init"), "{help}");
