@@ -11,12 +11,19 @@ use stb_plan::shrink::{
 };
 use stb_warehouse::{Client, Rows, WarehouseError};
 
-/// Measures every probe.
+/// Measures every probe, after reading the retention of each driving input in
+/// `database` (one query, when any input exists) into the probes.
 ///
 /// # Errors
 /// The live counts could not be read (the warehouse is unreachable or refuses plain
 /// `count()` reads); a failing window is reported per root instead.
-pub fn measure(client: &Client, probes: &[Probe]) -> Result<Vec<ReplayWindow>, WarehouseError> {
+pub fn measure(
+    client: &Client,
+    database: &str,
+    probes: &mut [Probe],
+) -> Result<Vec<ReplayWindow>, WarehouseError> {
+    read_retentions(client, database, probes)?;
+    let probes: &[Probe] = probes;
     let batches = stb_plan::shrink::batches(probes);
     let mut live = BTreeMap::new();
     for batch in &batches {
@@ -104,4 +111,31 @@ fn read_windows(rows: &Rows, into: &mut BTreeMap<u64, WindowCounts>) {
             },
         );
     }
+}
+
+/// Fills each probe's retention from its driving input's live definition: one query for
+/// every input, only the inputs' definitions (the plan's catalog read none of them).
+fn read_retentions(
+    client: &Client,
+    database: &str,
+    probes: &mut [Probe],
+) -> Result<(), WarehouseError> {
+    let inputs: Vec<String> = probes
+        .iter()
+        .filter_map(|p| p.retention_source.clone())
+        .collect::<std::collections::BTreeSet<_>>()
+        .into_iter()
+        .collect();
+    if inputs.is_empty() {
+        return Ok(());
+    }
+    let definitions = client.definitions(database, &inputs)?;
+    for probe in probes.iter_mut() {
+        probe.retention = probe
+            .retention_source
+            .as_ref()
+            .and_then(|input| definitions.get(input))
+            .and_then(|(_, create)| stb_plan::shrink::retention(create));
+    }
+    Ok(())
 }

@@ -174,8 +174,21 @@ pub fn read(
     } else {
         Vec::new()
     };
+    // The definitions a plan reads: the landings' (their drift); every other relation's
+    // definition is left unread, which is most of what reading the catalog costs.
+    let defined = compiled
+        .plan_sources
+        .iter()
+        .filter_map(|s| s.landing.as_ref())
+        .flat_map(|l| [&l.kafka_table, &l.raw_table, &l.view])
+        .cloned()
+        .collect();
     let (catalog, catalog_stamp) = client
-        .load_catalog_stamped(database, &stamp_databases)
+        .load_catalog_stamped(
+            database,
+            &stamp_databases,
+            &stb_warehouse::Depth::Plan { defined },
+        )
         .map_err(|e| EngineError::from(&e))?;
     // One read of the latest baselines, whatever the scope: --changed compares them all.
     let identities: Vec<String> = compiled
@@ -302,9 +315,13 @@ impl Planned {
     /// given `--plan-hash` refuses to run another plan.
     #[must_use]
     pub fn plan_hash(&self) -> String {
-        stb_warehouse::statements::workflow_sha256(&stb_build::execute::planned_statements(
-            &self.workflow,
-        ))
+        // As `workflow_sha256` of the recorded statements, one statement at a time.
+        stb_warehouse::statements::workflow_sha256_of(
+            self.workflow
+                .steps
+                .iter()
+                .map(|step| self.workflow.recorded_sql(step)),
+        )
     }
 
     /// The relations `model` creates, in creation order. (One model's; for every model,
@@ -481,18 +498,25 @@ pub fn stabilization(
     if let Some(seconds) = settings.stabilization_seconds {
         return Stabilization::Timed(seconds);
     }
-    let paused: Vec<&str> = landings_read(plan, &compiled.plan_models, &compiled.plan_sources)
+    let paused: BTreeSet<&str> = landings_read(plan, &compiled.plan_models, &compiled.plan_sources)
         .iter()
         .filter_map(|s| s.landing.as_ref())
         .map(|l| l.kafka_table.as_str())
         .collect();
-    let unlisted_writer = catalog.relations().iter().any(|r| {
-        let streaming =
-            STREAMING_ENGINES.contains(&r.engine.as_str()) && !paused.contains(&r.name.as_str());
-        let refreshable =
-            r.engine == "MaterializedView" && r.create_table_query.contains(" REFRESH ");
-        streaming || refreshable
+    let streaming = catalog.relations().iter().any(|r| {
+        STREAMING_ENGINES.contains(&r.engine.as_str()) && !paused.contains(r.name.as_str())
     });
+    // A server that cannot list its refreshable views may have some among its views.
+    let refreshable = catalog.refreshable().map_or_else(
+        || {
+            catalog
+                .relations()
+                .iter()
+                .any(|r| r.engine == "MaterializedView")
+        },
+        |views| !views.is_empty(),
+    );
+    let unlisted_writer = streaming || refreshable;
     if unlisted_writer {
         Stabilization::Timed(DEFAULT_STABILIZATION_SECONDS)
     } else {
@@ -519,7 +543,8 @@ const STREAMING_ENGINES: &[&str] = &[
 /// The live counts could not be read.
 pub fn measure(client: &Client, planned: &mut Planned) -> Result<(), EngineError> {
     planned.replay_windows =
-        stb_build::shrink::measure(client, &planned.probes).map_err(|e| EngineError::from(&e))?;
+        stb_build::shrink::measure(client, &planned.database, &mut planned.probes)
+            .map_err(|e| EngineError::from(&e))?;
     Ok(())
 }
 
@@ -695,7 +720,6 @@ fn shrink_probes(
             .map(|r| stb_plan::shrink::RelationFacts {
                 engine: r.engine.clone(),
                 sorting_key: r.sorting_key.clone(),
-                create_table_query: r.create_table_query.clone(),
             })
     };
     let baseline = |model: &str| match &reads.fingerprints {

@@ -57,8 +57,6 @@ impl Basis {
 pub struct RelationFacts {
     pub engine: String,
     pub sorting_key: String,
-    /// The table's `CREATE` statement, where its TTL is.
-    pub create_table_query: String,
 }
 
 /// One root to measure.
@@ -71,8 +69,13 @@ pub struct Probe {
     pub live_sql: Option<String>,
     /// `None`: the driving input does not exist, so nothing is replayable.
     pub window: Option<WindowSql>,
-    /// The driving input's retention, as its live TTL says (`30d`, or the expression).
+    /// The driving input's retention, as its live TTL says (`30d`, or the expression):
+    /// filled when the guard measures ([`retention`] of the definition of
+    /// `retention_source`), since the catalog a plan reads holds no table's definition.
     pub retention: Option<String>,
+    /// The driving input's relation (unqualified, in the target's database) when it
+    /// exists: where the retention is read.
+    pub retention_source: Option<String>,
     /// The live table was filled by another query than the one the build creates.
     pub query_changed: bool,
     /// A fan-in that replays from an input this build rebuilds first: what it can restore
@@ -128,6 +131,7 @@ pub fn probes(roots: &[RootReplay], context: &Context<'_>) -> Vec<Probe> {
                     live_sql: None,
                     window: None,
                     retention: None,
+                    retention_source: None,
                     query_changed: false,
                     replays_rebuilt_input: true,
                 };
@@ -144,7 +148,8 @@ pub fn probes(roots: &[RootReplay], context: &Context<'_>) -> Vec<Probe> {
                 _ => root.template.target.clone(),
             };
             let input = Input::find(&root.driving_input, models, sources);
-            let input_facts = input.as_ref().and_then(Input::relation).and_then(facts);
+            let input_relation = input.as_ref().and_then(Input::relation);
+            let input_facts = input_relation.and_then(facts);
             let basis = match &live {
                 Some(live) if model.is_some_and(|m| m.aggregate) || merges_rows(&live.engine) => {
                     Basis::Groups {
@@ -188,10 +193,8 @@ pub fn probes(roots: &[RootReplay], context: &Context<'_>) -> Vec<Probe> {
                 live_sql: live.as_ref().map(|_| basis.count(&live_relation)),
                 basis,
                 window,
-                retention: input_facts
-                    .as_ref()
-                    .and_then(|f| ttl_clause(&f.create_table_query))
-                    .map(|ttl| retention_label(&ttl)),
+                retention: None,
+                retention_source: input_facts.as_ref().and(input_relation).map(str::to_owned),
                 query_changed: previous.is_some(),
                 replays_rebuilt_input: false,
             }
@@ -288,6 +291,14 @@ fn merges_rows(engine: &str) -> bool {
         .or_else(|| engine.strip_prefix("Shared"))
         .unwrap_or(engine);
     base.ends_with("MergeTree") && base != "MergeTree"
+}
+
+/// A table's retention, from its `CREATE TABLE` statement as ClickHouse prints it: `30d`
+/// for a TTL of whole days (hours, minutes, seconds), else the TTL expression; `None`
+/// without a TTL.
+#[must_use]
+pub fn retention(create_table_query: &str) -> Option<String> {
+    ttl_clause(create_table_query).map(|ttl| retention_label(&ttl))
 }
 
 /// The `TTL` clause of a `CREATE TABLE` statement as ClickHouse prints it.

@@ -123,6 +123,7 @@ mod tests {
                 create_table_query: "CREATE TABLE ...".into(),
                 as_select: String::new(),
                 uuid: String::new(),
+                defined: true,
                 columns: columns
                     .iter()
                     .map(|(n, t)| CatalogColumn {

@@ -18,17 +18,39 @@ pub struct PlannedStatement {
 
 /// SHA-256 of the text, lower-case hex.
 pub fn sha256_hex(text: &str) -> String {
-    Sha256::digest(text.as_bytes())
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect()
+    hex(&Sha256::digest(text.as_bytes()))
+}
+
+/// Lower-case hex of `bytes`, in one allocation (a plan hashes every statement: at
+/// 10,000 models, a string per byte was a tenth of the plan's time).
+fn hex(bytes: &[u8]) -> String {
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
+    let mut text = String::with_capacity(bytes.len() * 2);
+    for byte in bytes {
+        text.push(char::from(DIGITS[usize::from(byte >> 4)]));
+        text.push(char::from(DIGITS[usize::from(byte & 0x0f)]));
+    }
+    text
 }
 
 /// The workflow's fingerprint: SHA-256 over the statements' own, in order.
 #[must_use]
 pub fn workflow_sha256(statements: &[PlannedStatement]) -> String {
-    let joined: Vec<String> = statements.iter().map(|s| sha256_hex(&s.sql)).collect();
-    sha256_hex(&joined.join("\n"))
+    workflow_sha256_of(statements.iter().map(|s| s.sql.as_str()))
+}
+
+/// [`workflow_sha256`] of the statements' SQL as they come, without holding them: the
+/// SHA-256 of their own SHA-256s (hex), one per line.
+#[must_use]
+pub fn workflow_sha256_of<S: AsRef<str>>(statements: impl IntoIterator<Item = S>) -> String {
+    let mut outer = Sha256::new();
+    for (index, sql) in statements.into_iter().enumerate() {
+        if index > 0 {
+            outer.update(b"\n");
+        }
+        outer.update(sha256_hex(sql.as_ref()).as_bytes());
+    }
+    hex(&outer.finalize())
 }
 
 /// Writes `statements` as revision `revision` of the run's workflow and verifies them.
@@ -152,4 +174,41 @@ pub fn recorded(
         intent: text("intent"),
         sql: text("sql"),
     }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{PlannedStatement, sha256_hex, workflow_sha256, workflow_sha256_of};
+    use sha2::{Digest, Sha256};
+
+    #[test]
+    fn hashes_are_the_lower_case_hex_of_sha256_and_a_workflow_hashes_its_statement_hashes() {
+        let digest = Sha256::digest(b"SELECT 1");
+        let expected: String = digest.iter().map(|b| format!("{b:02x}")).collect();
+        assert_eq!(sha256_hex("SELECT 1"), expected);
+        assert_eq!(
+            sha256_hex(""),
+            "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
+        );
+        let sqls = [
+            "CREATE TABLE a (x UInt8) ENGINE = Memory",
+            "DROP TABLE a",
+            "",
+        ];
+        let statements: Vec<PlannedStatement> = sqls
+            .iter()
+            .map(|sql| PlannedStatement {
+                step_id: String::new(),
+                phase: String::new(),
+                intent: String::new(),
+                sql: (*sql).to_owned(),
+            })
+            .collect();
+        // What builds recorded as `workflow_id` before: the hash of the joined hashes.
+        let joined: Vec<String> = sqls.iter().map(|sql| sha256_hex(sql)).collect();
+        let recorded = sha256_hex(&joined.join("\n"));
+        assert_eq!(workflow_sha256(&statements), recorded);
+        assert_eq!(workflow_sha256_of(sqls), recorded);
+        assert_eq!(workflow_sha256_of(Vec::<String>::new()), sha256_hex(""));
+    }
 }

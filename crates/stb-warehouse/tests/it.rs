@@ -180,6 +180,113 @@ fn the_catalog_takes_three_queries_whatever_its_size() {
 }
 
 #[test]
+fn a_plan_reads_every_relation_but_only_the_definitions_it_names_or_that_cost_little() {
+    let db = TestDatabase::create("warehouse_catalog_plan");
+    let client = client(Some(&db.name));
+    for statement in [
+        "CREATE TABLE orders (id String, amount Float64 DEFAULT 0) ENGINE = MergeTree ORDER BY id",
+        "CREATE TABLE totals (id String, amount Float64) ENGINE = SummingMergeTree ORDER BY id",
+        "CREATE MATERIALIZED VIEW to_totals TO totals AS SELECT id, amount FROM orders",
+        "CREATE MATERIALIZED VIEW named_view TO totals AS SELECT id, amount * 2 AS amount FROM orders",
+        "CREATE MATERIALIZED VIEW hourly REFRESH EVERY 1 HOUR TO totals AS SELECT id, sum(amount) AS amount FROM orders GROUP BY id",
+        "CREATE VIEW big AS SELECT id FROM orders WHERE amount > 100",
+        "CREATE TABLE scratch (x UInt8) ENGINE = Memory",
+    ] {
+        client.execute(statement, None).expect(statement);
+    }
+    let before = client.requests();
+    let (catalog, stamp) = client
+        .load_catalog_stamped(
+            &db.name,
+            &[],
+            &stb_warehouse::Depth::Plan {
+                defined: vec!["named_view".to_owned(), "absent".to_owned()],
+            },
+        )
+        .expect("catalog");
+    assert_eq!(stamp, None);
+    assert_eq!(
+        client.requests() - before,
+        4,
+        "time zone, relations, columns, refreshable views"
+    );
+    let mut names: Vec<&str> = catalog
+        .relations()
+        .iter()
+        .map(|r| r.name.as_str())
+        .collect();
+    names.sort_unstable();
+    assert_eq!(
+        names,
+        [
+            "big",
+            "hourly",
+            "named_view",
+            "orders",
+            "scratch",
+            "to_totals",
+            "totals"
+        ],
+        "every relation, each once"
+    );
+    let relation = |name: &str| catalog.relation(name).expect(name);
+    // A table of the MergeTree family: engine, keys and columns, no definition.
+    let orders = relation("orders");
+    assert_eq!(
+        (
+            orders.engine.as_str(),
+            orders.sorting_key.as_str(),
+            orders.defined
+        ),
+        ("MergeTree", "id", false)
+    );
+    assert_eq!(orders.create_table_query, "");
+    assert_eq!(orders.columns.len(), 2);
+    assert!(!relation("totals").defined);
+    assert_eq!(relation("totals").engine, "SummingMergeTree");
+    // A materialized view not named: listed, nothing else read.
+    let to_totals = relation("to_totals");
+    assert_eq!(
+        (to_totals.engine.as_str(), to_totals.defined),
+        ("MaterializedView", false)
+    );
+    assert!(to_totals.columns.is_empty());
+    // Named, and cheap engines: defined.
+    let named = relation("named_view");
+    assert!(named.defined);
+    assert!(
+        named.create_table_query.contains("amount * 2"),
+        "{}",
+        named.create_table_query
+    );
+    assert!(relation("big").defined);
+    assert!(relation("big").as_select.contains("amount > 100"));
+    assert!(relation("scratch").defined);
+    assert_eq!(relation("scratch").columns.len(), 1);
+    // The refreshable view is known without its definition.
+    assert_eq!(
+        catalog
+            .refreshable()
+            .map(|views| views.iter().map(String::as_str).collect::<Vec<_>>()),
+        Some(vec!["hourly"])
+    );
+    // The same relations as a full read, definitions aside.
+    let full = client.load_catalog(&db.name).expect("full");
+    for relation in full.relations() {
+        let light = catalog.relation(&relation.name).expect("listed");
+        assert_eq!(light.engine, relation.engine, "{}", relation.name);
+        if light.engine != "MaterializedView" {
+            assert_eq!(light.columns, relation.columns, "{}", relation.name);
+            assert_eq!(light.sorting_key, relation.sorting_key);
+        }
+        if light.defined {
+            assert_eq!(light.create_table_query, relation.create_table_query);
+        }
+    }
+    assert_eq!(full.refreshable(), catalog.refreshable());
+}
+
+#[test]
 fn the_catalog_read_carries_the_stamp_of_every_database_named_at_no_extra_request() {
     let target = TestDatabase::create("warehouse_stamp");
     let other = TestDatabase::create("warehouse_stamp_source");
@@ -197,7 +304,7 @@ fn the_catalog_read_carries_the_stamp_of_every_database_named_at_no_extra_reques
     };
     let before = client.requests();
     let (_, stamp) = client
-        .load_catalog_stamped(&target.name, &databases)
+        .load_catalog_stamped(&target.name, &databases, &stb_warehouse::Depth::Full)
         .expect("catalog");
     assert_eq!(client.requests() - before, 3, "the stamp rides along");
     let stamp = stamp.expect("a stamp");
@@ -221,7 +328,7 @@ fn the_catalog_read_carries_the_stamp_of_every_database_named_at_no_extra_reques
         .expect("source table");
     assert_ne!(stamp_now(), stamp, "a source database's change shows");
     let (_, without) = client
-        .load_catalog_stamped(&target.name, &[])
+        .load_catalog_stamped(&target.name, &[], &stb_warehouse::Depth::Full)
         .expect("catalog");
     assert_eq!(without, None);
 }

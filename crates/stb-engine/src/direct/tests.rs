@@ -59,6 +59,7 @@ fn relation(name: &str, columns: &[(&str, &str)], create: &str) -> CatalogRelati
         create_table_query: create.into(),
         as_select: String::new(),
         uuid: String::new(),
+        defined: true,
         columns: columns
             .iter()
             .map(|(n, t)| CatalogColumn {
@@ -504,6 +505,41 @@ fn inserts_are_awaited_on_evidence_unless_something_writes_without_being_a_query
     assert_eq!(
         stabilization(Settings::default(), &everything.plan, &compiled, &deployed),
         Stabilization::Evidence
+    );
+    // A refreshable view writes on its own schedule, and is known by the server's list of
+    // them (a plan does not read the views' definitions).
+    let refreshing = deployed
+        .clone()
+        .with_refreshable(Some(BTreeSet::from(["hourly".to_owned()])));
+    assert_eq!(
+        stabilization(
+            Settings::default(),
+            &everything.plan,
+            &compiled,
+            &refreshing
+        ),
+        Stabilization::Timed(DEFAULT_STABILIZATION_SECONDS)
+    );
+    // A materialized view that is not refreshable writes as part of client queries; but
+    // when the server cannot list refreshable views, any materialized view may be one.
+    let mut view = relation("mv__other", &[], "");
+    view.engine = "MaterializedView".into();
+    let with_view = Catalog::new(
+        "UTC",
+        deployed.relations().iter().cloned().chain([view]).collect(),
+    );
+    assert_eq!(
+        stabilization(Settings::default(), &everything.plan, &compiled, &with_view),
+        Stabilization::Evidence
+    );
+    assert_eq!(
+        stabilization(
+            Settings::default(),
+            &everything.plan,
+            &compiled,
+            &with_view.with_refreshable(None)
+        ),
+        Stabilization::Timed(DEFAULT_STABILIZATION_SECONDS)
     );
     let asked = Settings {
         stabilization_seconds: Some(3),

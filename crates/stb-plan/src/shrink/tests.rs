@@ -59,17 +59,14 @@ fn facts(name: &str) -> Option<RelationFacts> {
         "tbl__events" => Some(RelationFacts {
             engine: "MergeTree".into(),
             sorting_key: "a".into(),
-            create_table_query: String::new(),
         }),
         "tbl__totals" => Some(RelationFacts {
             engine: "SummingMergeTree".into(),
             sorting_key: "customer_id".into(),
-            create_table_query: String::new(),
         }),
         "raw__orders" => Some(RelationFacts {
             engine: "MergeTree".into(),
             sorting_key: String::new(),
-            create_table_query: RAW_DDL.into(),
         }),
         _ => None,
     }
@@ -169,7 +166,9 @@ fn row_wise_roots_count_rows_of_the_query_over_the_window_and_merging_tables_cou
     );
     assert_eq!(window.input_rows, "SELECT count() FROM db.raw__orders");
     assert_eq!(window.bounded, None);
-    assert_eq!(probes[0].retention.as_deref(), Some("30d"));
+    // The retention is the measuring's to read: the plan names where.
+    assert_eq!(probes[0].retention, None);
+    assert_eq!(probes[0].retention_source.as_deref(), Some("raw__orders"));
     assert_eq!(
         probes[1].basis,
         Basis::Groups {
@@ -246,10 +245,7 @@ fn a_start_time_adds_a_bounded_window_per_mode() {
 
 #[test]
 fn retention_reads_the_live_ttl() {
-    assert_eq!(
-        ttl_clause(RAW_DDL).map(|t| retention_label(&t)),
-        Some("30d".into())
-    );
+    assert_eq!(super::retention(RAW_DDL), Some("30d".into()));
     assert_eq!(retention_label("ts + toIntervalHour(36)"), "36h");
     assert_eq!(retention_label("ts + toIntervalSecond(45)"), "45s");
     assert_eq!(
@@ -288,6 +284,7 @@ fn probe(retention: Option<&str>, input: bool) -> Probe {
             bounded: None,
         }),
         retention: retention.map(str::to_owned),
+        retention_source: None,
         query_changed: false,
         replays_rebuilt_input: false,
     }
