@@ -130,14 +130,14 @@ impl Selection {
     /// or identity differs from it (types compared as the server spells them: a respelt
     /// type is no change). `baseline` gives a model's last recorded build.
     #[must_use]
-    pub fn changed(
+    pub fn changed<'m>(
         graph: &stb_graph::ModelGraph,
-        models: &[PlanModel],
+        models: impl IntoIterator<Item = &'m PlanModel>,
         baseline: &dyn Fn(&str) -> Option<RecordedModel>,
         present: &dyn Fn(&str) -> bool,
     ) -> Self {
         let changed: BTreeSet<String> = models
-            .iter()
+            .into_iter()
             .filter(|model| match baseline(&model.name) {
                 None => true,
                 // A relation gone (dropped by hand, a build stopped and not given back)

@@ -442,8 +442,8 @@ fn not_views_sql(db: &str) -> String {
 /// A [`Depth::Plan`] read of `db`'s relations, in three parts with the same columns:
 /// relations whose definition is read; `MergeTree`-family tables without it; materialized
 /// views, by name only (each is what is left when the others are taken out, which the
-/// server finds without opening the views). A relation created between the parts may be
-/// listed twice; [`Catalog::new`] keeps the last.
+/// server finds without opening the views), in name order as a full read. A relation
+/// created between the parts may be listed twice; [`Catalog::new`] keeps the last.
 fn plan_relations_sql(db: &str, defined: &[String]) -> String {
     let named = if defined.is_empty() {
         "''".to_owned()
@@ -456,12 +456,14 @@ fn plan_relations_sql(db: &str, defined: &[String]) -> String {
     };
     let heavy = "endsWith(engine, 'MergeTree')";
     format!(
-        "SELECT name, engine, sorting_key, partition_key, toString(uuid) AS uuid, create_table_query, as_select, 1 AS defined \
+        "SELECT * FROM (\
+         SELECT name, engine, sorting_key, partition_key, toString(uuid) AS uuid, create_table_query, as_select, 1 AS defined \
          FROM system.tables WHERE database = {db} AND ((engine != 'MaterializedView' AND NOT {heavy}) OR name IN ({named})) \
          UNION ALL SELECT name, engine, sorting_key, partition_key, toString(uuid), '', '', 0 \
          FROM system.tables WHERE database = {db} AND engine != 'MaterializedView' AND {heavy} AND name NOT IN ({named}) \
          UNION ALL SELECT name, 'MaterializedView', '', '', '', '', '', 0 \
-         FROM system.tables WHERE database = {db} AND name NOT IN ({}) AND name NOT IN ({named})",
+         FROM system.tables WHERE database = {db} AND name NOT IN ({}) AND name NOT IN ({named})\
+         ) ORDER BY name",
         not_views_sql(db)
     )
 }

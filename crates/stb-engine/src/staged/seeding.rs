@@ -193,13 +193,24 @@ pub(super) fn seed_sources(
     reads: &crate::direct::Reads,
     live_tables: &BTreeMap<String, String>,
 ) -> BTreeMap<String, stb_plan::workflow::SeedSource> {
-    staged
+    let seeded: Vec<_> = staged
         .plan
         .rebuild_subtrees
         .iter()
         .filter(|s| s.execution_mode == ExecutionMode::SeededBoundedRebuild)
+        .collect();
+    if seeded.is_empty() {
+        return BTreeMap::new();
+    }
+    let models: std::collections::HashMap<&str, &stb_plan::direct::PlanModel> = compiled
+        .plan_models
+        .iter()
+        .map(|m| (m.name.as_str(), m))
+        .collect();
+    seeded
+        .into_iter()
         .filter_map(|s| {
-            let model = compiled.plan_models.iter().find(|m| m.name == s.root)?;
+            let model = models.get(s.root.as_str())?;
             let table = live_tables.get(&s.root)?;
             let active = reads.catalog.relation(table)?;
             let columns = model
