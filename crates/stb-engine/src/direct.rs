@@ -174,13 +174,20 @@ pub fn read(
     } else {
         Vec::new()
     };
-    // The definitions a plan reads: the landings' (their drift); every other relation's
-    // definition is left unread, which is most of what reading the catalog costs.
+    // The definitions a plan reads: the landings' (their drift), and the adopted tables'
+    // columns whatever they are; every other relation's definition is left unread, which
+    // is most of what reading the catalog costs.
     let defined = compiled
         .plan_sources
         .iter()
         .filter_map(|s| s.landing.as_ref())
         .flat_map(|l| [&l.kafka_table, &l.raw_table, &l.view])
+        .chain(
+            compiled
+                .plan_sources
+                .iter()
+                .filter_map(|s| s.relation.as_ref()),
+        )
         .cloned()
         .collect();
     let (catalog, catalog_stamp) = client

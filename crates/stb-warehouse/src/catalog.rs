@@ -47,8 +47,9 @@ pub enum Depth {
     Full,
     /// What a plan reads: every relation's name; the engine, keys, identity and columns of
     /// every relation but materialized views (listed with their engine, nothing else);
-    /// definitions of the relations named here and of every relation that is neither a
-    /// `MergeTree`-family table nor a materialized view (views, Kafka tables, ...).
+    /// definitions (and columns) of the relations named here and definitions of every
+    /// relation that is neither a `MergeTree`-family table nor a materialized view (views,
+    /// Kafka tables, ...).
     /// Refreshable views come from `system.view_refreshes`.
     Plan { defined: Vec<String> },
 }
@@ -376,8 +377,9 @@ impl Client {
             Depth::Plan { defined } => (
                 self.query(&plan_relations_sql(&db, defined))?,
                 self.query(&format!(
-                    "SELECT table, name, type, default_expression FROM system.columns WHERE database = {db} AND table IN ({}) ORDER BY table, position",
-                    not_views_sql(&db)
+                    "SELECT table, name, type, default_expression FROM system.columns WHERE database = {db} AND (table IN ({}) OR table IN ({})) ORDER BY table, position",
+                    not_views_sql(&db),
+                    name_list(defined)
                 ))?,
             ),
         };
@@ -416,14 +418,20 @@ impl Client {
     }
 
     /// The refreshable materialized views of `database`, from `system.view_refreshes`;
-    /// `None` when it cannot be read (a server older than refreshable views has no such
-    /// table, and no such views).
+    /// a server older than that table (before 23.12) is asked for the views whose
+    /// definition says `REFRESH` instead (slow, but those servers have few such views).
+    /// `None` when neither can be read.
     fn refreshable_views(&self, database: &str) -> Option<BTreeSet<String>> {
+        let db = stb_ddl::string_literal(database);
         let rows = self
             .query(&format!(
-                "SELECT view FROM system.view_refreshes WHERE database = {}",
-                stb_ddl::string_literal(database)
+                "SELECT view FROM system.view_refreshes WHERE database = {db}"
             ))
+            .or_else(|_| {
+                self.query(&format!(
+                    "SELECT name AS view FROM system.tables WHERE database = {db} AND engine = 'MaterializedView' AND position(create_table_query, ' REFRESH ') > 0"
+                ))
+            })
             .ok()?;
         Some(
             (0..rows.data.len())
@@ -443,29 +451,36 @@ fn not_views_sql(db: &str) -> String {
 /// relations whose definition is read; `MergeTree`-family tables without it; materialized
 /// views, by name only (each is what is left when the others are taken out, which the
 /// server finds without opening the views), in name order as a full read. A relation
-/// created between the parts may be listed twice; [`Catalog::new`] keeps the last.
+/// created between the parts may be listed twice, its real row last, which
+/// [`Catalog::new`] keeps.
 fn plan_relations_sql(db: &str, defined: &[String]) -> String {
-    let named = if defined.is_empty() {
-        "''".to_owned()
-    } else {
-        defined
-            .iter()
-            .map(|n| stb_ddl::string_literal(n))
-            .collect::<Vec<_>>()
-            .join(", ")
-    };
+    let named = name_list(defined);
     let heavy = "endsWith(engine, 'MergeTree')";
+    // `rank` puts a relation the views' part lists by mistake (created after that part's
+    // list of non-views was read) before its real row, which the catalog then keeps.
     format!(
         "SELECT * FROM (\
-         SELECT name, engine, sorting_key, partition_key, toString(uuid) AS uuid, create_table_query, as_select, 1 AS defined \
+         SELECT name, engine, sorting_key, partition_key, toString(uuid) AS uuid, create_table_query, as_select, 1 AS defined, 1 AS rank \
          FROM system.tables WHERE database = {db} AND ((engine != 'MaterializedView' AND NOT {heavy}) OR name IN ({named})) \
-         UNION ALL SELECT name, engine, sorting_key, partition_key, toString(uuid), '', '', 0 \
+         UNION ALL SELECT name, engine, sorting_key, partition_key, toString(uuid), '', '', 0, 1 \
          FROM system.tables WHERE database = {db} AND engine != 'MaterializedView' AND {heavy} AND name NOT IN ({named}) \
-         UNION ALL SELECT name, 'MaterializedView', '', '', '', '', '', 0 \
+         UNION ALL SELECT name, 'MaterializedView', '', '', '', '', '', 0, 0 \
          FROM system.tables WHERE database = {db} AND name NOT IN ({}) AND name NOT IN ({named})\
-         ) ORDER BY name",
+         ) ORDER BY name, rank",
         not_views_sql(db)
     )
+}
+
+/// `names` as an SQL list of string literals (`''`, which names nothing, for none).
+fn name_list(names: &[String]) -> String {
+    if names.is_empty() {
+        return "''".to_owned();
+    }
+    names
+        .iter()
+        .map(|n| stb_ddl::string_literal(n))
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 /// A query of one value that fingerprints every relation in `databases`: its name,

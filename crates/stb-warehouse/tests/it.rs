@@ -254,6 +254,11 @@ fn a_plan_reads_every_relation_but_only_the_definitions_it_names_or_that_cost_li
     // Named, and cheap engines: defined.
     let named = relation("named_view");
     assert!(named.defined);
+    assert_eq!(
+        named.columns.len(),
+        2,
+        "a named view's columns are read too"
+    );
     assert!(
         named.create_table_query.contains("amount * 2"),
         "{}",
