@@ -120,6 +120,11 @@ pub fn probes(roots: &[RootReplay], context: &Context<'_>) -> Vec<Probe> {
         baseline,
         live_table,
     } = *context;
+    // Found by name: a scan of every model per root grows with roots times models.
+    let models_by_name: std::collections::HashMap<&str, &PlanModel> =
+        models.iter().map(|m| (m.name.as_str(), m)).collect();
+    let sources_by_name: std::collections::HashMap<&str, &PlanSource> =
+        sources.iter().map(|s| (s.name.as_str(), s)).collect();
     roots
         .iter()
         .map(|root| {
@@ -136,7 +141,7 @@ pub fn probes(roots: &[RootReplay], context: &Context<'_>) -> Vec<Probe> {
                     replays_rebuilt_input: true,
                 };
             }
-            let model = models.iter().find(|m| m.name == root.model);
+            let model = models_by_name.get(root.model.as_str()).copied();
             let table = live_table(&root.model)
                 .or_else(|| model.and_then(|m| m.table()).map(str::to_owned));
             let live = table.as_deref().and_then(facts);
@@ -147,7 +152,7 @@ pub fn probes(roots: &[RootReplay], context: &Context<'_>) -> Vec<Probe> {
                 }
                 _ => root.template.target.clone(),
             };
-            let input = Input::find(&root.driving_input, models, sources);
+            let input = Input::find(&root.driving_input, &models_by_name, &sources_by_name);
             let input_relation = input.as_ref().and_then(Input::relation);
             let input_facts = input_relation.and_then(facts);
             let basis = match &live {
@@ -209,10 +214,14 @@ enum Input<'a> {
 }
 
 impl<'a> Input<'a> {
-    fn find(name: &str, models: &'a [PlanModel], sources: &'a [PlanSource]) -> Option<Self> {
-        match sources.iter().find(|s| s.name == name) {
+    fn find(
+        name: &str,
+        models: &std::collections::HashMap<&str, &'a PlanModel>,
+        sources: &std::collections::HashMap<&str, &'a PlanSource>,
+    ) -> Option<Self> {
+        match sources.get(name) {
             Some(source) => Some(Self::Source(source)),
-            None => models.iter().find(|m| m.name == name).map(Self::Model),
+            None => models.get(name).map(|model| Self::Model(model)),
         }
     }
 
