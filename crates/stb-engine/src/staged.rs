@@ -2,7 +2,7 @@
 //! production. [`route`] tells direct, virtual and mixed scopes apart, [`read`] reads the
 //! deployed state in a fixed number of queries, [`prepare`] plans from it alone.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet};
 
 use serde::Serialize;
 use stb_compile::Compiled;
@@ -442,21 +442,17 @@ pub fn prepare_build(
     let roots = &roots;
     // What a reference to each model becomes, found by name (a scan of every model per
     // reference made a 10,000-model deployment quadratic).
-    let references: HashMap<&str, &str> = compiled
-        .plan_models
-        .iter()
-        .map(|m| (m.name.as_str(), m.reference.as_str()))
-        .collect();
-    let references = &references;
+    let by_name = stb_plan::work::ModelIndex::new(&compiled.plan_models);
+    let by_name = &by_name;
     let objects = compiled
         .plan_models
         .iter()
         .filter(|m| copied.contains(&m.name))
         .flat_map(|m| {
             let query = m.deployable.query_with(&|name: &str| {
-                references
+                by_name
                     .get(name)
-                    .map(|reference| (*reference).to_owned())
+                    .map(|other| other.reference.clone())
                     .unwrap_or_default()
             });
             m.relations

@@ -121,8 +121,7 @@ pub fn probes(roots: &[RootReplay], context: &Context<'_>) -> Vec<Probe> {
         live_table,
     } = *context;
     // Found by name: a scan of every model per root grows with roots times models.
-    let models_by_name: std::collections::HashMap<&str, &PlanModel> =
-        models.iter().map(|m| (m.name.as_str(), m)).collect();
+    let models_by_name = crate::work::ModelIndex::new(models);
     let sources_by_name: std::collections::HashMap<&str, &PlanSource> =
         sources.iter().map(|s| (s.name.as_str(), s)).collect();
     roots
@@ -141,7 +140,7 @@ pub fn probes(roots: &[RootReplay], context: &Context<'_>) -> Vec<Probe> {
                     replays_rebuilt_input: true,
                 };
             }
-            let model = models_by_name.get(root.model.as_str()).copied();
+            let model = models_by_name.get(&root.model);
             let table = live_table(&root.model)
                 .or_else(|| model.and_then(|m| m.table()).map(str::to_owned));
             let live = table.as_deref().and_then(facts);
@@ -216,12 +215,12 @@ enum Input<'a> {
 impl<'a> Input<'a> {
     fn find(
         name: &str,
-        models: &std::collections::HashMap<&str, &'a PlanModel>,
+        models: &crate::work::ModelIndex<'a>,
         sources: &std::collections::HashMap<&str, &'a PlanSource>,
     ) -> Option<Self> {
         match sources.get(name) {
             Some(source) => Some(Self::Source(source)),
-            None => models.get(name).map(|model| Self::Model(model)),
+            None => models.get(name).map(Self::Model),
         }
     }
 

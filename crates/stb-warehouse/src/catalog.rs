@@ -197,11 +197,10 @@ impl Client {
         // No relation has an empty name: the stamp travels in a row of its own.
         let mut parts = Vec::new();
         if !names.is_empty() {
-            let listed: Vec<String> = names.iter().map(|n| stb_ddl::string_literal(n)).collect();
             parts.push(format!(
                 "SELECT name, engine, create_table_query FROM system.tables WHERE database = {} AND name IN ({})",
                 stb_ddl::string_literal(database),
-                listed.join(", ")
+                name_list(names)
             ));
         }
         if !stamp_databases.is_empty() {
@@ -237,11 +236,10 @@ impl Client {
         if names.is_empty() {
             return Ok(Rows::default());
         }
-        let listed: Vec<String> = names.iter().map(|n| stb_ddl::string_literal(n)).collect();
         self.query(&format!(
             "SELECT name, {columns} FROM system.tables WHERE database = {} AND name IN ({}){condition}",
             stb_ddl::string_literal(database),
-            listed.join(", ")
+            name_list(names)
         ))
     }
 

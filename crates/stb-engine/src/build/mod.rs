@@ -124,13 +124,12 @@ fn logical_ids(planned: &Planned) -> (Vec<String>, Vec<String>) {
         .iter()
         .map(|e| format!("model:{}", e.model))
         .collect();
-    let models: std::collections::HashSet<&str> =
-        planned.models.iter().map(|m| m.name.as_str()).collect();
+    let models = stb_plan::work::ModelIndex::new(&planned.models);
     let context = plan
         .prerequisites
         .iter()
         .map(|p| {
-            let is_model = models.contains(p.name.as_str());
+            let is_model = models.contains(&p.name);
             format!("{}:{}", if is_model { "model" } else { "source" }, p.name)
         })
         .collect();
@@ -440,8 +439,7 @@ fn adopted_gap(planned: &Planned, execution: &stb_build::execute::Execution) -> 
     if restored.finished || restored.statements.is_empty() || planned.deployment.is_some() {
         return None;
     }
-    let models: std::collections::HashSet<&str> =
-        planned.models.iter().map(|m| m.name.as_str()).collect();
+    let models = stb_plan::work::ModelIndex::new(&planned.models);
     let is_model = |name: &str| models.contains(name);
     let adopted: Vec<(&str, &str)> = planned
         .plan
@@ -525,11 +523,7 @@ pub fn record(
     } = *finished;
     let (workflow_id, execution) = (ran.workflow_id.as_str(), &ran.execution);
     let workflow = &planned.workflow;
-    let by_name: std::collections::HashMap<&str, &stb_plan::direct::PlanModel> = planned
-        .models
-        .iter()
-        .map(|m| (m.name.as_str(), m))
-        .collect();
+    let by_name = stb_plan::work::ModelIndex::new(&planned.models);
     let fingerprinted: Vec<ModelDefinition<'_>> = planned
         .plan
         .entries
@@ -543,7 +537,7 @@ pub fn record(
                     .as_ref()
                     .is_some_and(|r| r.finished && r.errors.is_empty())
         })
-        .filter_map(|entry| by_name.get(entry.model.as_str()).copied())
+        .filter_map(|entry| by_name.get(&entry.model))
         .map(|model| ModelDefinition {
             name: &model.name,
             query: &model.query,

@@ -202,15 +202,11 @@ pub(super) fn seed_sources(
     if seeded.is_empty() {
         return BTreeMap::new();
     }
-    let models: std::collections::HashMap<&str, &stb_plan::direct::PlanModel> = compiled
-        .plan_models
-        .iter()
-        .map(|m| (m.name.as_str(), m))
-        .collect();
+    let models = stb_plan::work::ModelIndex::new(&compiled.plan_models);
     seeded
         .into_iter()
         .filter_map(|s| {
-            let model = models.get(s.root.as_str())?;
+            let model = models.get(&s.root)?;
             let table = live_tables.get(&s.root)?;
             let active = reads.catalog.relation(table)?;
             let columns = model
