@@ -20,6 +20,11 @@ pub(crate) struct CompileArgs {
     /// Compile and report problems without writing any artifact (fast CI validation).
     #[arg(long)]
     check: bool,
+    /// Compile every model, ignoring what the last compile in the target directory
+    /// recorded (by default only changed model files are compiled again and only files
+    /// whose bytes changed are written).
+    #[arg(long)]
+    full: bool,
     /// Also check every model's SQL and table on the embedded engine (a scratch chDB
     /// server, no warehouse needed): what cannot be checked offline is listed, with why.
     #[arg(long)]
@@ -34,17 +39,31 @@ pub(crate) fn run(args: &CompileArgs) -> ExitCode {
         Ok(found) => found,
         Err(code) => return code,
     };
+    let target_dir = args
+        .target_dir
+        .clone()
+        .map_or_else(|| project.root.join("target"), |dir| options.cwd.join(dir));
+    if !args.check && !args.validate {
+        return match stb_compile::incremental::compile_and_publish(&project, &target_dir, args.full)
+        {
+            Ok(published) => {
+                print_warnings(&published.warnings, args.json);
+                print_published(&published, &target_dir, None, args.json);
+                ExitCode::SUCCESS
+            }
+            Err(stb_compile::incremental::Failure::Compile(diagnostics)) => {
+                report(diagnostics, args.json)
+            }
+            Err(stb_compile::incremental::Failure::Publish(problem)) => {
+                report(problem.into(), args.json)
+            }
+        };
+    }
     let compiled = match stb_compile::compile(&project) {
         Ok(compiled) => compiled,
         Err(diagnostics) => return report(diagnostics, args.json),
     };
-    if !args.json {
-        for warning in &compiled.warnings {
-            // Same shape as errors, so editors and people read both alike.
-            let text = warning.to_string();
-            crate::output::eprint_styled(&format!("{}\n", text.replacen("error[", "warning[", 1)));
-        }
-    }
+    print_warnings(&compiled.warnings, args.json);
     let validation = if args.validate {
         match validate(&project, &compiled, args.json) {
             Ok(validated) => Some(validated),
@@ -70,37 +89,73 @@ pub(crate) fn run(args: &CompileArgs) -> ExitCode {
         }
         return ExitCode::SUCCESS;
     }
-    let target_dir = args
-        .target_dir
-        .clone()
-        .map_or_else(|| project.root.join("target"), |dir| options.cwd.join(dir));
     if let Err(diagnostic) = stb_compile::publish::publish(&compiled, &target_dir) {
         return report(diagnostic.into(), args.json);
     }
-    if args.json {
+    let published = stb_compile::incremental::Published {
+        pipelines: compiled.pipelines,
+        models: compiled.models,
+        artifacts: compiled.files.keys().cloned().collect(),
+        warnings: compiled.warnings,
+        whole: Some("--validate"),
+        recompiled: compiled.models,
+        written: compiled.files.len(),
+    };
+    print_published(&published, &target_dir, validation.as_ref(), args.json);
+    ExitCode::SUCCESS
+}
+
+/// Warnings on stderr in the same shape as errors, so editors and people read both alike.
+fn print_warnings(warnings: &[stb_diagnostics::Diagnostic], json: bool) {
+    if json {
+        return; // they are in the answer
+    }
+    for warning in warnings {
+        let text = warning.to_string();
+        crate::output::eprint_styled(&format!("{}\n", text.replacen("error[", "warning[", 1)));
+    }
+}
+
+fn print_published(
+    published: &stb_compile::incremental::Published,
+    target_dir: &std::path::Path,
+    validation: Option<&Offline>,
+    json: bool,
+) {
+    if json {
         let mut answer = serde_json::json!({
             "target_dir": target_dir,
-            "pipelines": compiled.pipelines,
-            "models": compiled.models,
-            "artifacts": compiled.files.keys().collect::<Vec<_>>(),
-            "warnings": compiled.warnings,
+            "pipelines": published.pipelines,
+            "models": published.models,
+            "artifacts": published.artifacts,
+            "warnings": published.warnings,
+            "recompiled_models": published.recompiled,
+            "written_files": published.written,
+            "whole_compile": published.whole,
         });
         // Only with --validate: a plain compile checked nothing on an engine.
-        if let Some(validation) = &validation {
+        if let Some(validation) = validation {
             answer["validation"] = serde_json::json!(validation);
         }
         print_json(&answer);
-    } else {
-        let mut stdout = std::io::stdout().lock();
+        return;
+    }
+    let mut stdout = std::io::stdout().lock();
+    let _ = writeln!(
+        stdout,
+        "Wrote compile artifacts to {}",
+        target_dir.display()
+    );
+    let _ = writeln!(stdout, "Pipelines: {}", published.pipelines);
+    let _ = writeln!(stdout, "Models: {}", published.models);
+    if published.whole.is_none() {
+        let kept = published.artifacts.len().saturating_sub(published.written);
         let _ = writeln!(
             stdout,
-            "Wrote compile artifacts to {}",
-            target_dir.display()
+            "Incremental: recompiled {} of {} models, wrote {} files, left {kept} as they were",
+            published.recompiled, published.models, published.written
         );
-        let _ = writeln!(stdout, "Pipelines: {}", compiled.pipelines);
-        let _ = writeln!(stdout, "Models: {}", compiled.models);
     }
-    ExitCode::SUCCESS
 }
 
 /// What `--validate` found on the embedded engine.

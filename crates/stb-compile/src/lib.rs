@@ -4,6 +4,7 @@
 mod audits;
 mod blocks;
 mod graph;
+pub mod incremental;
 mod manifest;
 mod model;
 mod planning;
@@ -112,6 +113,14 @@ pub fn compile(project: &Project) -> Result<Compiled, Diagnostics> {
 /// # Errors
 /// Every problem found in headers, queries, references and the graph.
 pub fn compile_with(project: &Project, output: Output) -> Result<Compiled, Diagnostics> {
+    compile_recording(project, output).map(|(compiled, _)| compiled)
+}
+
+/// Compiles, and says per model what an incremental compile needs to know about it.
+pub(crate) fn compile_recording(
+    project: &Project,
+    output: Output,
+) -> Result<(Compiled, incremental::Facts), Diagnostics> {
     let mut diagnostics = Diagnostics::new();
     let database = database(project);
     let all_models: Vec<_> = project
@@ -206,29 +215,7 @@ pub fn compile_with(project: &Project, output: Output) -> Result<Compiled, Diagn
         &[]
     };
     for (item, compiled) in artifacts {
-        let base = format!("{}/{}", item.pipeline.name, item.model.name);
-        files.insert(
-            format!("compiled/models/{base}.sql"),
-            compiled.query.clone(),
-        );
-        if let Some(table) = &compiled.table {
-            files.insert(
-                format!("compiled/resources/models/{base}.table.sql"),
-                table.render(),
-            );
-        }
-        if let Some(view) = &compiled.materialized_view {
-            files.insert(
-                format!("compiled/resources/models/{base}.mv.sql"),
-                view.render(),
-            );
-        }
-        if let Some(view) = &compiled.view {
-            files.insert(
-                format!("compiled/resources/models/{base}.view.sql"),
-                view.render(),
-            );
-        }
+        files.extend(model_files(item, compiled));
     }
     for (name, objects) in managed.iter().filter(|_| output == Output::Artifacts) {
         files.insert(
@@ -246,9 +233,7 @@ pub fn compile_with(project: &Project, output: Output) -> Result<Compiled, Diagn
     }
     // Every file ends with exactly one newline.
     for content in files.values_mut() {
-        let trimmed = content.trim_end().len();
-        content.truncate(trimmed);
-        content.push('\n');
+        end_with_one_newline(content);
     }
     let order = order.unwrap_or_default();
     if output == Output::Artifacts {
@@ -298,7 +283,8 @@ pub fn compile_with(project: &Project, output: Output) -> Result<Compiled, Diagn
         })
         .collect();
     compiled_audits.sort_by(|a, b| a.name.cmp(&b.name));
-    Ok(Compiled {
+    let facts = incremental::Facts::of(&analysed, &tests, &audits);
+    let compiled = Compiled {
         tests: sql_tests,
         audits: compiled_audits,
         plan_models: planning::models(project, &order, &compiled_models).into(),
@@ -307,7 +293,49 @@ pub fn compile_with(project: &Project, output: Output) -> Result<Compiled, Diagn
         pipelines: project.pipelines.len(),
         models: compiled_models.len(),
         warnings,
-    })
+    };
+    Ok((compiled, facts))
+}
+
+/// A model's artifacts: its query, and its table, materialized view or view, each ending
+/// with exactly one newline.
+fn model_files(
+    item: &model::AnalysedModel<'_>,
+    compiled: &model::CompiledModel,
+) -> Vec<(String, String)> {
+    let base = format!("{}/{}", item.pipeline.name, item.model.name);
+    let mut files = vec![(
+        format!("compiled/models/{base}.sql"),
+        compiled.query.clone(),
+    )];
+    if let Some(table) = &compiled.table {
+        files.push((
+            format!("compiled/resources/models/{base}.table.sql"),
+            table.render(),
+        ));
+    }
+    if let Some(view) = &compiled.materialized_view {
+        files.push((
+            format!("compiled/resources/models/{base}.mv.sql"),
+            view.render(),
+        ));
+    }
+    if let Some(view) = &compiled.view {
+        files.push((
+            format!("compiled/resources/models/{base}.view.sql"),
+            view.render(),
+        ));
+    }
+    for (_, content) in &mut files {
+        end_with_one_newline(content);
+    }
+    files
+}
+
+fn end_with_one_newline(content: &mut String) {
+    let trimmed = content.trim_end().len();
+    content.truncate(trimmed);
+    content.push('\n');
 }
 
 /// SQL tests: each compiled into one comparison statement under `compiled/tests/`.

@@ -429,6 +429,14 @@ pub(crate) fn manifest(
     })
 }
 
+/// One model's entry value as `manifest.json` holds it (inside `"models"`, so every line
+/// after the first indented four more spaces), for an incremental compile to splice in.
+pub(crate) fn model_fragment(item: &AnalysedModel<'_>, compiled: &CompiledModel) -> String {
+    let text = to_json(&model_entry(item, compiled));
+    // JSON strings hold no raw newline: each one in the text starts a line.
+    text.trim_end_matches('\n').replace('\n', "\n    ")
+}
+
 fn model_entry<'a>(item: &'a AnalysedModel<'_>, compiled: &'a CompiledModel) -> ModelEntry<'a> {
     let base = format!(
         "compiled/resources/models/{}/{}",

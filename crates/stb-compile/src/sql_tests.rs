@@ -40,6 +40,9 @@ pub(crate) struct CompiledTest {
     pub mode: &'static str,
     /// Mocks nothing in the rebuilt chains reads.
     pub warnings: Vec<Diagnostic>,
+    /// The models whose queries the statement embeds (the rebuilt chains): an edit to any
+    /// of them changes the test, which an incremental compile must know.
+    pub reads: Vec<String>,
 }
 
 struct Cte<'a> {
@@ -499,6 +502,7 @@ fn assemble(
         statement,
         mode: "model",
         warnings,
+        reads: assembled.iter().map(|(name, _)| name.clone()).collect(),
     })
 }
 

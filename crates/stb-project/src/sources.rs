@@ -133,10 +133,26 @@ pub struct PostgresConfig {
 
 /// A value resolved for use, and whether it came from the environment (a secret: artifacts
 /// must not show it).
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Clone, PartialEq, Eq)]
 pub struct Resolved {
     pub value: String,
     pub from_environment: bool,
+}
+
+/// A value from the environment prints as `***`: debug output reaches logs and, hashed,
+/// the incremental compile's record, neither of which may carry a secret.
+impl std::fmt::Debug for Resolved {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let value = if self.from_environment {
+            "***"
+        } else {
+            self.value.as_str()
+        };
+        f.debug_struct("Resolved")
+            .field("value", &value)
+            .field("from_environment", &self.from_environment)
+            .finish()
+    }
 }
 
 /// Retention written on a source.

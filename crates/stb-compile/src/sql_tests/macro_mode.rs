@@ -141,5 +141,6 @@ pub(super) fn assemble(
         statement: comparison(ctes, &Default::default(), &[], &[target]),
         mode: "macro",
         warnings: Vec::new(),
+        reads: Vec::new(),
     })
 }

@@ -5,6 +5,7 @@ mod audits;
 mod engine;
 mod errors;
 mod examples;
+mod incremental;
 mod macros;
 mod no_panic;
 mod planning;

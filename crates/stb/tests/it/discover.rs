@@ -224,3 +224,71 @@ fn compile_writes_artifacts_and_reports_errors() {
             "error[STB-COMPILE-002] pipelines/pl__orders/orders_clean.sql:2:8",
         ));
 }
+
+#[test]
+fn compile_recompiles_only_the_edited_model_says_so_and_full_compiles_everything() {
+    let dir = project(VALID);
+    let compile = |args: &[&str]| -> Value {
+        let output = stb()
+            .current_dir(dir.path())
+            .args(["compile", "--json"])
+            .args(args)
+            .assert()
+            .success()
+            .get_output()
+            .stdout
+            .clone();
+        serde_json::from_slice(&output).expect("JSON")
+    };
+    let model = dir.path().join("pipelines/pl__orders/orders_clean.sql");
+    std::fs::write(
+        &model,
+        "MODEL (order_by [\"id\"]);\nSELECT id::UInt64 AS id FROM __source(\"orders\")\n",
+    )
+    .expect("write");
+    let first = compile(&[]);
+    assert_eq!(first["whole_compile"], "no record of an earlier compile");
+    assert_eq!(first["recompiled_models"], 1);
+    std::fs::write(
+        &model,
+        "MODEL (order_by [\"id\"]);\nSELECT id::UInt64 AS id FROM __source(\"orders\") -- edited\n",
+    )
+    .expect("write");
+    let second = compile(&[]);
+    assert_eq!(second["whole_compile"], Value::Null);
+    assert_eq!(second["recompiled_models"], 1);
+    assert_eq!(
+        second["written_files"], 2,
+        "the query and the materialized view that runs it"
+    );
+    assert_eq!(second["artifacts"], first["artifacts"]);
+    stb()
+        .current_dir(dir.path())
+        .arg("compile")
+        .assert()
+        .success()
+        .stdout(predicate::str::ends_with(
+            "Models: 1\nIncremental: recompiled 0 of 1 models, wrote 0 files, left 8 as they were\n",
+        ));
+    let full = compile(&["--full"]);
+    assert_eq!(full["whole_compile"], "asked for");
+
+    // Warnings are not recorded, so a project with one compiles whole and shows it each
+    // time.
+    std::fs::create_dir_all(dir.path().join("tests")).expect("mkdir");
+    std::fs::write(
+        dir.path().join("tests/t.sql"),
+        "TEST (name t);\nWITH __source__orders AS (SELECT 1 AS id), __ref__ghost AS (SELECT 1),\n  __expected__orders_clean AS (SELECT 1 AS id)\nSELECT 1\n",
+    )
+    .expect("write");
+    for _ in 0..2 {
+        stb()
+            .current_dir(dir.path())
+            .arg("compile")
+            .assert()
+            .success()
+            .stderr(predicate::str::contains(
+                "never reaches mock '__ref__ghost'",
+            ));
+    }
+}
