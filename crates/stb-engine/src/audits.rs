@@ -319,9 +319,10 @@ fn relation_counts(
         .iter()
         .flat_map(|a| a.models.iter().map(String::as_str))
         .collect();
+    let by_name = stb_plan::work::ModelIndex::new(&compiled.plan_models);
     let counted: Vec<(&str, String)> = models
         .into_iter()
-        .filter_map(|name| compiled.plan_models.iter().find(|m| m.name == name))
+        .filter_map(|name| by_name.get(name))
         .map(|m| (m, place(m)))
         .filter(|(_, placed)| {
             placed

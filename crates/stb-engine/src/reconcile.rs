@@ -403,7 +403,8 @@ fn write(
     id: &str,
 ) -> Result<(), EngineError> {
     stb_warehouse::metadata::migrate(client, database).map_err(|e| EngineError::from(&e))?;
-    let model = |name: &str| compiled.plan_models.iter().find(|m| m.name == name);
+    let by_name = stb_plan::work::ModelIndex::new(&compiled.plan_models);
+    let model = |name: &str| by_name.get(name);
     let direct: Vec<ModelDefinition<'_>> = verdict
         .eligible
         .iter()

@@ -318,13 +318,14 @@ fn unreadable_upstream(
     deployed_models: &BTreeSet<&str>,
     deployed: &Deployed,
 ) -> Vec<String> {
+    let by_name = stb_plan::work::ModelIndex::new(&compiled.plan_models);
     let mut missing = BTreeSet::new();
     for model in models
         .iter()
         .filter(|m| deployed_models.contains(m.name.as_str()))
     {
         for read in &model.reads {
-            let Some(upstream) = compiled.plan_models.iter().find(|m| &m.name == read) else {
+            let Some(upstream) = by_name.get(read) else {
                 continue; // a source
             };
             if deployed_models.contains(upstream.name.as_str()) {

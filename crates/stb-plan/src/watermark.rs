@@ -152,6 +152,7 @@ pub fn record_boundaries(
         database: Some(database.clone()),
         name: name.to_owned(),
     };
+    let by_name = crate::work::ModelIndex::new(models);
     let mut steps = Vec::with_capacity(workflow.steps.len() + workflow.roots.len());
     // A stage's captures stay back to back (their boundaries as close together as the
     // workflow makes them): its records follow the last of them.
@@ -164,12 +165,11 @@ pub fn record_boundaries(
         };
         steps.push(step);
         let replay = &workflow.roots[root];
-        let root_table = models
-            .iter()
-            .find(|m| m.name == replay.model)
+        let root_table = by_name
+            .get(&replay.model)
             .and_then(PlanModel::table)
             .map(&in_target);
-        let anchor = match models.iter().find(|m| m.name == replay.driving_input) {
+        let anchor = match by_name.get(&replay.driving_input) {
             Some(model) => model.table().map(&in_target),
             None => sources
                 .iter()
