@@ -23,12 +23,25 @@
 # Uses the local stack (`stb local up`, started here if needed and left running).
 # --no-deploy leaves out the two virtual states that need every model deployed first
 # (deploying 20,000 models' relations on the local engine takes over half an hour).
-# Usage: scripts/bench-plan.sh [--no-deploy] [sizes...]
+# --only direct|virtual|mixed runs that mode's states alone; --keep leaves the last
+# state's database (stb_bench_scale) in place to plan against again.
+# Usage: scripts/bench-plan.sh [--no-deploy] [--only MODE] [--keep] [sizes...]
 set -euo pipefail
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/streambuild/target}"
 deploy=1
-if [ "${1:-}" = "--no-deploy" ]; then deploy=0; shift; fi
+only=""
+keep=0
+while [ "$#" -gt 0 ]; do
+  case "$1" in
+    --no-deploy) deploy=0; shift ;;
+    --only) only="$2"; shift 2 ;;
+    --keep) keep=1; shift ;;
+    *) break ;;
+  esac
+done
+# want <mode>: whether the run covers that mode (all of them unless --only names one).
+want() { [ -z "$only" ] || [ "$only" = "$1" ]; }
 sizes=("$@")
 if [ "${#sizes[@]}" -eq 0 ]; then sizes=(1000 2000 5000 10000 20000); fi
 work="${TMPDIR:-/tmp}/stb-bench-plan"
@@ -118,47 +131,53 @@ for models in "${sizes[@]}"; do
   printf 'models %6s | compile %.2f s | peak %s MiB\n' "$models" "$compile_s" "$compile_peak"
   first_model="$(find "$project/pipelines" -name 'p0_m1.sql')"
 
-  reset_database
-  plan "$models" direct "nothing built" "$project"
-  distinct="$work/distinct-$models"
-  "$CARGO_TARGET_DIR/release/stb-bench-generate" --models "$models" --distinct \
-    --pipelines $(( models / 100 > 1 ? models / 100 : 2 )) --out "$distinct"
-  cp "$project/streambuild_local.toml" "$distinct/"
-  plan "$models" direct "nothing, distinct" "$distinct"
-  echo "  creating the relations of $models models ..." >&2
-  create_relations "$project"
-  plan "$models" direct "all built" "$project"
-  "$CARGO_TARGET_DIR/release/stb-bench-deploy" "$project" --direct-baseline >/dev/null
-  plan "$models" direct "built, unchanged" "$project" --changed
-  cp "$first_model" "$work/saved.sql"
-  printf '\n-- changed for the benchmark\n' >> "$first_model"
-  plan "$models" direct "one changed" "$project" --changed
-  cp "$work/saved.sql" "$first_model"
-  plan "$models" direct "one selected" "$project" -s p0_m1
-
-  virtual="$work/virtual-$models"
-  rm -rf "$virtual"
-  cp -R "$project" "$virtual"
-  rm -rf "$virtual/target"
-  printf '[defaults]\npipeline_mode = "virtual"\n[targets.dev]\ndatabase = "%s"\n' "$database" > "$virtual/streambuild_local.toml"
-  reset_database
-  plan "$models" virtual "nothing built" "$virtual"
-  if [ "$deploy" -eq 1 ]; then
-    "$stb" compile --project-dir "$virtual" >/dev/null
-    echo "  deploying $models virtual models ..." >&2
-    create_relations "$virtual" landings
-    "$CARGO_TARGET_DIR/release/stb-bench-deploy" "$virtual" 20261130T000000Z_bench >/dev/null
-    plan "$models" virtual "all deployed" "$virtual"
-    virtual_first="$(find "$virtual/pipelines" -name 'p0_m1.sql')"
-    printf '\n-- changed for the benchmark\n' >> "$virtual_first"
-    plan "$models" virtual "one changed" "$virtual"
+  if want direct; then
+    reset_database
+    plan "$models" direct "nothing built" "$project"
+    distinct="$work/distinct-$models"
+    "$CARGO_TARGET_DIR/release/stb-bench-generate" --models "$models" --distinct \
+      --pipelines $(( models / 100 > 1 ? models / 100 : 2 )) --out "$distinct"
+    cp "$project/streambuild_local.toml" "$distinct/"
+    plan "$models" direct "nothing, distinct" "$distinct"
+    echo "  creating the relations of $models models ..." >&2
+    create_relations "$project"
+    plan "$models" direct "all built" "$project"
+    "$CARGO_TARGET_DIR/release/stb-bench-deploy" "$project" --direct-baseline >/dev/null
+    plan "$models" direct "built, unchanged" "$project" --changed
+    cp "$first_model" "$work/saved.sql"
+    printf '\n-- changed for the benchmark\n' >> "$first_model"
+    plan "$models" direct "one changed" "$project" --changed
+    cp "$work/saved.sql" "$first_model"
+    plan "$models" direct "one selected" "$project" -s p0_m1
   fi
 
-  mixed="$work/mixed-$models"
-  "$CARGO_TARGET_DIR/release/stb-bench-generate" --models "$models" --mixed \
-    --pipelines $(( models / 100 > 1 ? models / 100 : 2 )) --out "$mixed"
-  printf '[targets.dev]\ndatabase = "%s"\n' "$database" > "$mixed/streambuild_local.toml"
-  reset_database
-  plan "$models" mixed "nothing built" "$mixed"
-  sql "DROP DATABASE IF EXISTS $database SYNC" >/dev/null
+  if want virtual; then
+    virtual="$work/virtual-$models"
+    rm -rf "$virtual"
+    cp -R "$project" "$virtual"
+    rm -rf "$virtual/target"
+    printf '[defaults]\npipeline_mode = "virtual"\n[targets.dev]\ndatabase = "%s"\n' "$database" > "$virtual/streambuild_local.toml"
+    reset_database
+    plan "$models" virtual "nothing built" "$virtual"
+    if [ "$deploy" -eq 1 ]; then
+      "$stb" compile --project-dir "$virtual" >/dev/null
+      echo "  deploying $models virtual models ..." >&2
+      create_relations "$virtual" landings
+      "$CARGO_TARGET_DIR/release/stb-bench-deploy" "$virtual" 20261130T000000Z_bench >/dev/null
+      plan "$models" virtual "all deployed" "$virtual"
+      virtual_first="$(find "$virtual/pipelines" -name 'p0_m1.sql')"
+      printf '\n-- changed for the benchmark\n' >> "$virtual_first"
+      plan "$models" virtual "one changed" "$virtual"
+    fi
+  fi
+
+  if want mixed; then
+    mixed="$work/mixed-$models"
+    "$CARGO_TARGET_DIR/release/stb-bench-generate" --models "$models" --mixed \
+      --pipelines $(( models / 100 > 1 ? models / 100 : 2 )) --out "$mixed"
+    printf '[targets.dev]\ndatabase = "%s"\n' "$database" > "$mixed/streambuild_local.toml"
+    reset_database
+    plan "$models" mixed "nothing built" "$mixed"
+  fi
+  if [ "$keep" -eq 0 ]; then sql "DROP DATABASE IF EXISTS $database SYNC" >/dev/null; fi
 done

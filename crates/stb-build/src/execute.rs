@@ -169,7 +169,7 @@ pub fn planned_statements(workflow: &Workflow) -> Vec<PlannedStatement> {
             step_id: step.id.clone(),
             phase: step.phase.as_str().to_owned(),
             intent: step.intent().to_owned(),
-            sql: workflow.recorded_sql(step),
+            sql: workflow.recorded_sql(step).into_owned(),
         })
         .collect()
 }
@@ -315,7 +315,7 @@ pub fn run_from(
             Action::Statement(sql) => sql.clone(),
             Action::Capture(root) => workflow.roots[*root].capture_sql.clone(),
             Action::SettleInserts => stb_plan::workflow::RUNNING_INSERTS_SQL.to_owned(),
-            Action::ResetConsumerGroup(_) => workflow.recorded_sql(step),
+            Action::ResetConsumerGroup(_) => workflow.recorded_sql(step).into_owned(),
             Action::Replay(_) | Action::Seed(_) | Action::Watermark(_) => {
                 let rendered =
                     runtime_statement(workflow, &step.action, &captures).and_then(|sql| {

@@ -117,10 +117,13 @@ fn styled(text: &str) -> String {
 }
 
 pub(crate) fn print_json<T: Serialize>(value: &T) {
-    let text =
-        serde_json::to_string_pretty(value).unwrap_or_else(|e| format!("{{\"error\":\"{e}\"}}"));
-    let mut stdout = std::io::stdout().lock();
-    let _ = writeln!(stdout, "{text}");
+    // Streamed: a large plan's JSON is tens of megabytes, never held whole as text.
+    let mut stdout = std::io::BufWriter::new(std::io::stdout().lock());
+    if let Err(error) = serde_json::to_writer_pretty(&mut stdout, value) {
+        let _ = write!(stdout, "{{\"error\":\"{error}\"}}");
+    }
+    let _ = writeln!(stdout);
+    let _ = stdout.flush();
 }
 
 /// Progress lines on stderr, so stdout stays clean for `--json` and `eval`.

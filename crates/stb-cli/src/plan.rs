@@ -61,7 +61,8 @@ pub(crate) fn run(args: &PlanArgs) -> ExitCode {
         return report(invalid.clone(), args.json);
     }
     let json = crate::plan_render::json(&prepared.planned);
-    if let Err(failure) = crate::run_artifacts::write_plan(&project.root, &prepared.planned, json) {
+    if let Err(failure) = crate::run_artifacts::write_plan(&project.root, &prepared.planned, &json)
+    {
         return fail(&failure, args.json);
     }
     crate::plan_render::print(&prepared.planned, args.json, args.verbose);
@@ -89,17 +90,15 @@ fn plan_virtual(
         Ok(prepared) => match &prepared.staged {
             Some(staged) => {
                 // target/run/plan/ holds the deployment's JSON and its build's steps.
-                let mut value = crate::staged_render::json(staged);
-                value["plan_hash"] = crate::direct::plan_hash(&[&prepared]).into();
-                if let Err(failure) = crate::run_artifacts::write_plan(
-                    &project.root,
-                    &prepared.planned,
-                    value.clone(),
-                ) {
+                let document = crate::staged_render::json(staged)
+                    .with_plan_hash(crate::direct::plan_hash(&[&prepared]));
+                if let Err(failure) =
+                    crate::run_artifacts::write_plan(&project.root, &prepared.planned, &document)
+                {
                     return fail(&failure, args.json);
                 }
                 if args.json {
-                    crate::output::print_json(&value);
+                    crate::output::print_json(&document);
                 } else {
                     crate::staged_render::print(staged, args.json, args.verbose);
                 }
@@ -148,13 +147,23 @@ fn plan_mixed(
         return fail(&failure, args.json);
     };
     if args.json {
-        crate::output::print_json(&serde_json::json!({
-            "mode": "mixed",
-            "plan_hash": crate::direct::plan_hash(&[&staged, &direct]),
-            "execution_order": ["virtual", "direct"],
-            "virtual": crate::staged_render::json(deployment),
-            "direct": crate::plan_render::json(&direct.planned),
-        }));
+        /// Members in key order, as the JSON value it was sorted them.
+        #[derive(serde::Serialize)]
+        struct Mixed<'a> {
+            direct: serde_json::Value,
+            execution_order: [&'static str; 2],
+            mode: &'static str,
+            plan_hash: String,
+            #[serde(rename = "virtual")]
+            staged: crate::staged_render::VirtualJson<'a>,
+        }
+        crate::output::print_json(&Mixed {
+            direct: crate::plan_render::json(&direct.planned),
+            execution_order: ["virtual", "direct"],
+            mode: "mixed",
+            plan_hash: crate::direct::plan_hash(&[&staged, &direct]),
+            staged: crate::staged_render::json(deployment),
+        });
         return ExitCode::SUCCESS;
     }
     crate::staged_render::print_mixed(Some(deployment), &direct.planned, args.verbose);

@@ -78,7 +78,22 @@ struct StepFile {
 }
 
 fn step_file(sequence: usize, id: &str, sql: &str, template: bool) -> StepFile {
+    let mut text = Vec::with_capacity(sql.len() + id.len() + 16);
+    let _ = write_step(&mut text, id, sql);
+    StepFile {
+        name: step_file_name(sequence, id, template),
+        text: String::from_utf8(text).unwrap_or_default(),
+    }
+}
+
+fn step_file_name(sequence: usize, id: &str, template: bool) -> String {
     let extension = if template { "sql.template" } else { "sql" };
+    format!("steps/{sequence:04}_{id}.{extension}")
+}
+
+/// A step file's text, written as it is made: a deployment's metadata insert is tens of
+/// megabytes, and a copy of it per file doubled a large plan's peak memory.
+fn write_step(out: &mut impl std::io::Write, id: &str, sql: &str) -> std::io::Result<()> {
     let sql = sql.trim_end();
     // A `;` after a trailing `--` comment would be part of the comment.
     let terminator = if sql.lines().last().is_some_and(|l| l.contains("--")) {
@@ -86,10 +101,9 @@ fn step_file(sequence: usize, id: &str, sql: &str, template: bool) -> StepFile {
     } else {
         ";"
     };
-    StepFile {
-        name: format!("steps/{sequence:04}_{id}.{extension}"),
-        text: format!("-- step: {id}\n{sql}{terminator}\n"),
-    }
+    writeln!(out, "-- step: {id}")?;
+    out.write_all(sql.as_bytes())?;
+    writeln!(out, "{terminator}")
 }
 
 /// `workflow.sql` / `workflow.template.sql`: exactly the step files' texts, in order,
@@ -126,34 +140,13 @@ fn plan_step_files_limit() -> usize {
 pub(crate) fn write_plan(
     root: &Path,
     planned: &Planned,
-    plan: serde_json::Value,
+    plan: &dyn PlanFile,
 ) -> Result<(), Failure> {
     let workflow = &planned.workflow;
     let with_step_files = workflow.steps.len() <= plan_step_files_limit();
-    // A virtual plan's own `steps` are the reference's step labels: the workflow's go
-    // beside them.
-    let key = if plan.get("steps").is_some() {
-        "workflow_steps"
-    } else {
-        "steps"
-    };
-    let step_file_of = |(index, step): (usize, &stb_plan::workflow::Step)| {
-        step_file(
-            index + 1,
-            &step.id,
-            &workflow.recorded_sql(step),
-            is_template(&step.action),
-        )
-    };
     publish_with(root, "plan", |stage| {
         write_file(stage, "plan.json", |out| {
-            let document = PlanDocument {
-                plan: &plan,
-                steps_key: key,
-                with_step_files,
-                workflow,
-            };
-            serde_json::to_writer_pretty(&mut *out, &document)?;
+            plan.write(&mut *out, StepsJson(workflow), with_step_files)?;
             out.write_all(b"\n")
         })?;
         // Exactly the step files' texts, in order, joined with a blank line.
@@ -162,17 +155,59 @@ pub(crate) fn write_plan(
                 if index > 0 {
                     out.write_all(b"\n")?;
                 }
-                out.write_all(step_file_of((index, step)).text.as_bytes())?;
+                write_step(out, &step.id, &workflow.recorded_sql(step))?;
             }
             Ok(())
         })?;
         if with_step_files {
-            for step in workflow.steps.iter().enumerate().map(step_file_of) {
-                write_file(stage, &step.name, |out| out.write_all(step.text.as_bytes()))?;
+            for (index, step) in workflow.steps.iter().enumerate() {
+                let name = step_file_name(index + 1, &step.id, is_template(&step.action));
+                write_file(stage, &name, |out| {
+                    write_step(out, &step.id, &workflow.recorded_sql(step))
+                })?;
             }
         }
         Ok(())
     })
+}
+
+/// A plan as `plan.json` holds it: what `stb plan --json` prints, with the workflow's
+/// steps and whether step files were written.
+pub(crate) trait PlanFile {
+    /// Writes the document (pretty JSON, no trailing newline).
+    ///
+    /// # Errors
+    /// Writing failed.
+    fn write(
+        &self,
+        out: &mut dyn std::io::Write,
+        steps: StepsJson<'_>,
+        step_files: bool,
+    ) -> serde_json::Result<()>;
+}
+
+/// A direct plan's JSON value: the workflow's steps go under `steps`, unless the plan has
+/// `steps` of its own (a virtual plan's step labels), then under `workflow_steps`.
+impl PlanFile for serde_json::Value {
+    fn write(
+        &self,
+        out: &mut dyn std::io::Write,
+        steps: StepsJson<'_>,
+        step_files: bool,
+    ) -> serde_json::Result<()> {
+        let steps_key = if self.get("steps").is_some() {
+            "workflow_steps"
+        } else {
+            "steps"
+        };
+        let document = PlanDocument {
+            plan: self,
+            steps_key,
+            with_step_files: step_files,
+            workflow: steps.0,
+        };
+        serde_json::to_writer_pretty(out, &document)
+    }
 }
 
 /// `plan.json`: the plan's members and the workflow's steps, serialised as they are
@@ -212,7 +247,7 @@ impl serde::Serialize for PlanDocument<'_> {
 }
 
 /// Every step of a workflow as `plan.json` lists it.
-struct StepsJson<'a>(&'a Workflow);
+pub(crate) struct StepsJson<'a>(&'a Workflow);
 
 impl serde::Serialize for StepsJson<'_> {
     fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
@@ -222,7 +257,7 @@ impl serde::Serialize for StepsJson<'_> {
             intent: &'static str,
             phase: &'static str,
             sequence: usize,
-            sql: String,
+            sql: std::borrow::Cow<'s, str>,
             step_id: &'s str,
             template: bool,
         }

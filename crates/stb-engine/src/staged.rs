@@ -561,8 +561,12 @@ fn record_in_workflow(
         );
     }
     stb_plan::watermark::record_boundaries(workflow, deployment.id.as_str(), models, sources);
-    let fingerprint = stb_warehouse::statements::workflow_sha256(
-        &stb_build::execute::planned_statements(workflow),
+    // Hashed one statement at a time: holding them all is a second copy of the workflow.
+    let fingerprint = stb_warehouse::statements::workflow_sha256_of(
+        workflow
+            .steps
+            .iter()
+            .map(|step| workflow.recorded_sql(step)),
     );
     let created_at = deployment.id.created_at();
     let header = stb_warehouse::deployments::complete_sql(

@@ -238,34 +238,38 @@ impl std::fmt::Debug for PausedLanding {
 }
 
 impl Workflow {
-    /// The statement a step records before it runs (replays: their placeholder).
+    /// The statement a step records before it runs (replays: their placeholder); borrowed
+    /// where the workflow holds it (a deployment's metadata insert is tens of megabytes).
     #[must_use]
-    pub fn recorded_sql(&self, step: &Step) -> String {
+    pub fn recorded_sql<'a>(&'a self, step: &'a Step) -> std::borrow::Cow<'a, str> {
+        use std::borrow::Cow;
         if let Some(recorded) = &step.recorded {
-            return recorded.clone();
+            return Cow::Borrowed(recorded);
         }
         match &step.action {
-            Action::Statement(sql) => sql.clone(),
-            Action::Capture(root) => self.roots[*root].capture_sql.clone(),
-            Action::SettleInserts => RUNNING_INSERTS_SQL.to_owned(),
+            Action::Statement(sql) => Cow::Borrowed(sql),
+            Action::Capture(root) => Cow::Borrowed(&self.roots[*root].capture_sql),
+            Action::SettleInserts => Cow::Borrowed(RUNNING_INSERTS_SQL),
             Action::ResetConsumerGroup(index) => {
                 let fresh = &self.fresh_groups[*index];
-                format!(
+                Cow::Owned(format!(
                     "-- Kafka: delete consumer group '{}' of source '{}', so its new landing starts from the earliest retained message",
                     fresh.group, fresh.source
-                )
+                ))
             }
-            Action::Replay(root) => self.roots[*root].placeholder(),
+            Action::Replay(root) => Cow::Owned(self.roots[*root].placeholder()),
             Action::Seed(root) => {
                 let root = &self.roots[*root];
-                root.seed
-                    .as_ref()
-                    .map(|seed| seed.placeholder(&root.model))
-                    .unwrap_or_default()
+                Cow::Owned(
+                    root.seed
+                        .as_ref()
+                        .map(|seed| seed.placeholder(&root.model))
+                        .unwrap_or_default(),
+                )
             }
             Action::Watermark(index) => {
                 let watermark = &self.watermarks[*index];
-                watermark.placeholder(&self.roots[watermark.root].model)
+                Cow::Owned(watermark.placeholder(&self.roots[watermark.root].model))
             }
         }
     }
