@@ -247,7 +247,7 @@ impl serde::Serialize for PlanDocument<'_> {
 }
 
 /// Every step of a workflow as `plan.json` lists it.
-pub(crate) struct StepsJson<'a>(&'a Workflow);
+pub(crate) struct StepsJson<'a>(pub(crate) &'a Workflow);
 
 impl serde::Serialize for StepsJson<'_> {
     fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {

@@ -423,3 +423,97 @@ pub(crate) fn print_mixed(
     drop(stdout);
     crate::plan_render::print(direct, false, verbose);
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A plan of the deployments example against an empty target, every model created.
+    fn planned() -> Planned {
+        let manifest_dir = std::env::var("CARGO_MANIFEST_DIR").expect("run by cargo");
+        let dir = std::path::Path::new(&manifest_dir).join("../../examples/deployments");
+        let project = stb_project::discover(&stb_project::DiscoverOptions {
+            project_dir: Some(dir.clone()),
+            cwd: dir,
+            ..Default::default()
+        })
+        .expect("the example discovers");
+        let compiled = stb_compile::compile(&project).expect("the example compiles");
+        let scope = compiled
+            .plan_models
+            .iter()
+            .map(|m| m.name.clone())
+            .collect();
+        let request = stb_engine::staged::Request {
+            deployment_id: Some("20261205T000000Z_abcdef".to_owned()),
+            ..Default::default()
+        };
+        stb_engine::staged::prepare(
+            &compiled,
+            "shop",
+            &request,
+            &scope,
+            stb_plan::virtual_plan::Deployed::default(),
+            0,
+            "abcdef",
+        )
+        .expect("plans")
+    }
+
+    /// The JSON was a `serde_json::Value` (maps sorted by key); typed, each struct lists its
+    /// fields alphabetically so the bytes stay the same. Going through a value re-sorts:
+    /// both texts agree only if nothing is out of order.
+    #[test]
+    fn the_typed_plan_json_has_the_key_order_a_json_value_gives() {
+        let planned = planned();
+        assert!(!planned.plan.object_changes.is_empty());
+        let document = json(&planned).with_plan_hash("hash".to_owned());
+        let typed = serde_json::to_string_pretty(&document).expect("json");
+        let value = serde_json::to_value(&document).expect("value");
+        assert_eq!(typed, serde_json::to_string_pretty(&value).expect("json"));
+        for key in [
+            "object_changes",
+            "prepared_shadow_objects",
+            "rebuild_subtrees",
+            "steps",
+        ] {
+            assert!(
+                value[key].as_array().is_some_and(|a| !a.is_empty()),
+                "{key} is filled"
+            );
+        }
+        // And `plan.json`, with the workflow's steps beside the plan's own.
+        let workflow = stb_plan::workflow::Workflow {
+            database: "shop".into(),
+            steps: vec![stb_plan::workflow::Step::statement(
+                "create_x".into(),
+                stb_plan::workflow::Phase::Realization,
+                "CREATE TABLE shop.x (a UInt8) ENGINE = MergeTree ORDER BY a".into(),
+            )],
+            roots: Vec::new(),
+            start_time: None,
+            paused_landings: Vec::new(),
+            fresh_groups: Vec::new(),
+            undo: stb_plan::restore::Undo::default(),
+            watermarks: Vec::new(),
+            completed_when: None,
+        };
+        let mut file = Vec::new();
+        crate::run_artifacts::PlanFile::write(
+            &document,
+            &mut file,
+            crate::run_artifacts::StepsJson(&workflow),
+            true,
+        )
+        .expect("writes");
+        let file = String::from_utf8(file).expect("utf-8");
+        let value: serde_json::Value = serde_json::from_str(&file).expect("json");
+        assert_eq!(file, serde_json::to_string_pretty(&value).expect("json"));
+        assert_eq!(value["step_files"], true);
+        assert_eq!(value["workflow_steps"][0]["step_id"], "create_x");
+        assert_eq!(
+            value["steps"],
+            serde_json::to_value(&document).expect("v")["steps"]
+        );
+    }
+}
