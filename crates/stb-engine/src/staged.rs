@@ -347,14 +347,14 @@ fn unreadable_upstream(
     missing.into_iter().collect()
 }
 
-/// What a deployment's build records besides its workflow: the object-state rows written
-/// before anything runs, and the header that completes it.
+/// What a deployment's build records besides its workflow: the header that completes it.
+/// (Its object-state rows are a statement of the workflow; the objects they are made from
+/// are not kept beside it: at 10,000 models they are tens of megabytes.)
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Deployment {
     pub id: DeploymentId,
     /// `offsets`, `timestamp`, `landed_at`, `cursor`, or `none` (no replay).
     pub replay_lineage_mode: String,
-    pub objects: Vec<DeployedObject>,
 }
 
 /// One object the deployment creates.
@@ -370,10 +370,13 @@ pub struct DeployedObject {
 }
 
 impl Deployment {
-    /// The rows `stb_warehouse::deployments::record_objects` writes.
+    /// The rows `stb_warehouse::deployments::record_objects` writes for `objects`.
     #[must_use]
-    pub fn object_states(&self) -> Vec<stb_warehouse::deployments::ObjectState<'_>> {
-        self.objects
+    pub fn object_states<'a>(
+        &'a self,
+        objects: &'a [DeployedObject],
+    ) -> Vec<stb_warehouse::deployments::ObjectState<'a>> {
+        objects
             .iter()
             .map(|o| stb_warehouse::deployments::ObjectState {
                 deployment_id: self.id.as_str(),
@@ -434,41 +437,6 @@ pub fn prepare_build(
         &|name| virtual_models.contains(name),
     )
     .map_err(|e| EngineError::new(crate::direct::PREREQUISITE_CODE, e.message, e.hint))?;
-    let roots: BTreeSet<&str> = staged
-        .plan
-        .rebuild_subtrees
-        .iter()
-        .map(|s| s.root.as_str())
-        .collect();
-    let roots = &roots;
-    // What a reference to each model becomes, found by name (a scan of every model per
-    // reference made a 10,000-model deployment quadratic).
-    let by_name = stb_plan::work::ModelIndex::new(&compiled.plan_models);
-    let by_name = &by_name;
-    let objects = compiled
-        .plan_models
-        .iter()
-        .filter(|m| copied.contains(&m.name))
-        .flat_map(|m| {
-            let query = m.deployable.query_with(&|name: &str| {
-                by_name
-                    .get(name)
-                    .map(|other| other.reference.clone())
-                    .unwrap_or_default()
-            });
-            m.relations
-                .iter()
-                .map(move |(kind, relation)| DeployedObject {
-                    object_type: kind.as_str(),
-                    logical_name: relation.clone(),
-                    physical_name: staged.deployment.physical(relation),
-                    model: m.name.clone(),
-                    is_selected_root: roots.contains(m.name.as_str()),
-                    fingerprint: object_fingerprint(m, *kind),
-                    canonical_query: (*kind != RelationKind::Table).then(|| query.clone()),
-                })
-        })
-        .collect();
     let replay_lineage_mode = compiled
         .plan_models
         .iter()
@@ -519,11 +487,47 @@ pub fn prepare_build(
     let deployment = Deployment {
         id: staged.deployment.clone(),
         replay_lineage_mode,
-        objects,
     };
+    // The objects only become the metadata statement: made here, dropped after it.
+    let roots: BTreeSet<&str> = staged
+        .plan
+        .rebuild_subtrees
+        .iter()
+        .map(|s| s.root.as_str())
+        .collect();
+    let roots = &roots;
+    // What a reference to each model becomes, found by name (a scan of every model per
+    // reference made a 10,000-model deployment quadratic).
+    let by_name = stb_plan::work::ModelIndex::new(&compiled.plan_models);
+    let by_name = &by_name;
+    let objects: Vec<DeployedObject> = compiled
+        .plan_models
+        .iter()
+        .filter(|m| copied.contains(&m.name))
+        .flat_map(|m| {
+            let query = m.deployable.query_with(&|name: &str| {
+                by_name
+                    .get(name)
+                    .map(|other| other.reference.clone())
+                    .unwrap_or_default()
+            });
+            m.relations
+                .iter()
+                .map(move |(kind, relation)| DeployedObject {
+                    object_type: kind.as_str(),
+                    logical_name: relation.clone(),
+                    physical_name: staged.deployment.physical(relation),
+                    model: m.name.clone(),
+                    is_selected_root: roots.contains(m.name.as_str()),
+                    fingerprint: object_fingerprint(m, *kind),
+                    canonical_query: (*kind != RelationKind::Table).then(|| query.clone()),
+                })
+        })
+        .collect();
     record_in_workflow(
         &mut planned.workflow,
         &deployment,
+        &objects,
         &deployment_compiled.plan_models,
         &compiled.plan_sources,
     );
@@ -538,14 +542,16 @@ pub fn prepare_build(
 fn record_in_workflow(
     workflow: &mut stb_plan::workflow::Workflow,
     deployment: &Deployment,
+    objects: &[DeployedObject],
     models: &[stb_plan::direct::PlanModel],
     sources: &[stb_plan::direct::PlanSource],
 ) {
     use stb_plan::workflow::{Phase, Step};
     let database = workflow.database.clone();
-    if let Some(sql) =
-        stb_warehouse::deployments::record_objects_sql(&database, &deployment.object_states())
-    {
+    if let Some(sql) = stb_warehouse::deployments::record_objects_sql(
+        &database,
+        &deployment.object_states(objects),
+    ) {
         let at = workflow
             .steps
             .iter()
