@@ -190,6 +190,7 @@ fn a_plan_reads_every_relation_but_only_the_definitions_it_names_or_that_cost_li
         "CREATE MATERIALIZED VIEW named_view TO totals AS SELECT id, amount * 2 AS amount FROM orders",
         "CREATE MATERIALIZED VIEW hourly REFRESH EVERY 1 HOUR TO totals AS SELECT id, sum(amount) AS amount FROM orders GROUP BY id",
         "CREATE VIEW big AS SELECT id FROM orders WHERE amount > 100",
+        "CREATE VIEW small AS SELECT id FROM orders WHERE amount < 1",
         "CREATE TABLE scratch (x UInt8) ENGINE = Memory",
     ] {
         client.execute(statement, None).expect(statement);
@@ -200,16 +201,28 @@ fn a_plan_reads_every_relation_but_only_the_definitions_it_names_or_that_cost_li
             &db.name,
             &[],
             &stb_warehouse::Depth::Plan {
-                defined: vec!["named_view".to_owned(), "absent".to_owned()],
+                defined: vec![
+                    "named_view".to_owned(),
+                    "small".to_owned(),
+                    "absent".to_owned(),
+                ],
             },
         )
         .expect("catalog");
     assert_eq!(stamp, None);
     assert_eq!(
         client.requests() - before,
-        4,
-        "time zone, relations, columns, refreshable views"
+        5,
+        "time zone, relations, plain views (side by side with them), columns, refreshable views"
     );
+    let listed: Vec<&str> = catalog
+        .relations()
+        .iter()
+        .map(|r| r.name.as_str())
+        .collect();
+    let mut sorted = listed.clone();
+    sorted.sort_unstable();
+    assert_eq!(listed, sorted, "the two reads merged in name order");
     let mut names: Vec<&str> = catalog
         .relations()
         .iter()
@@ -224,10 +237,11 @@ fn a_plan_reads_every_relation_but_only_the_definitions_it_names_or_that_cost_li
             "named_view",
             "orders",
             "scratch",
+            "small",
             "to_totals",
             "totals"
         ],
-        "every relation, each once"
+        "every relation, each once (a named plain view too)"
     );
     let relation = |name: &str| catalog.relation(name).expect(name);
     // A table of the MergeTree family: engine, keys and columns, no definition.
@@ -266,6 +280,8 @@ fn a_plan_reads_every_relation_but_only_the_definitions_it_names_or_that_cost_li
     );
     assert!(relation("big").defined);
     assert!(relation("big").as_select.contains("amount > 100"));
+    assert!(relation("small").defined);
+    assert!(relation("small").as_select.contains("amount < 1"));
     assert!(relation("scratch").defined);
     assert_eq!(relation("scratch").columns.len(), 1);
     // The refreshable view is known without its definition.
