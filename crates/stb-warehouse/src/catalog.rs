@@ -364,44 +364,21 @@ impl Client {
         };
         let timezone = self.query(&format!("SELECT timezone() AS tz{stamp}"))?;
         let db = stb_ddl::string_literal(database);
-        let (tables, columns) = match depth {
+        let (mut relations, mut by_table) = match depth {
             Depth::Full => (
-                self.query(&format!(
+                relations_of(&self.query(&format!(
                     "SELECT name, engine, sorting_key, partition_key, create_table_query, as_select, toString(uuid) AS uuid, 1 AS defined FROM system.tables WHERE database = {db} ORDER BY name"
-                ))?,
-                self.query(&format!(
+                ))?),
+                columns_of(&self.query(&format!(
                     "SELECT table, name, type, default_expression FROM system.columns WHERE database = {db} ORDER BY table, position"
-                ))?,
+                ))?),
             ),
             Depth::Plan { defined } => self.read_plan_catalog(&db, defined)?,
         };
-        let mut by_table: BTreeMap<String, Vec<CatalogColumn>> = BTreeMap::new();
-        for row in 0..columns.data.len() {
-            by_table
-                .entry(text(&columns, row, "table"))
-                .or_default()
-                .push(CatalogColumn {
-                    name: text(&columns, row, "name"),
-                    data_type: text(&columns, row, "type"),
-                    default_expression: text(&columns, row, "default_expression"),
-                });
+        // From the end: a relation listed twice keeps its last row, which gets the columns.
+        for relation in relations.iter_mut().rev() {
+            relation.columns = by_table.remove(&relation.name).unwrap_or_default();
         }
-        let relations = (0..tables.data.len())
-            .map(|row| {
-                let name = text(&tables, row, "name");
-                CatalogRelation {
-                    engine: text(&tables, row, "engine"),
-                    sorting_key: text(&tables, row, "sorting_key"),
-                    partition_key: text(&tables, row, "partition_key"),
-                    create_table_query: text(&tables, row, "create_table_query"),
-                    as_select: text(&tables, row, "as_select"),
-                    uuid: text(&tables, row, "uuid"),
-                    columns: by_table.remove(&name).unwrap_or_default(),
-                    defined: text(&tables, row, "defined") == "1",
-                    name,
-                }
-            })
-            .collect();
         let mut catalog = Catalog::new(text(&timezone, 0, "tz"), relations);
         if matches!(depth, Depth::Plan { .. }) {
             catalog = catalog.with_refreshable(self.refreshable_views(database));
@@ -417,41 +394,39 @@ impl Client {
         &self,
         db: &str,
         defined: &[String],
-    ) -> Result<(Rows, Rows), WarehouseError> {
+    ) -> Result<(Vec<CatalogRelation>, ColumnsByTable), WarehouseError> {
         let columns_sql = format!(
             "SELECT table, name, type, default_expression FROM system.columns WHERE database = {db} AND (table IN ({}) OR table IN ({})) ORDER BY table, position",
             not_views_sql(db),
             name_list(defined)
         );
+        // Each answer is turned into relations or columns on the thread that read it:
+        // its JSON is freed where it was allocated, and only the compact form is kept.
+        let ranked = |sql: String| {
+            move || {
+                self.query(&sql).map(|rows| {
+                    let ranks: Vec<String> = (0..rows.data.len())
+                        .map(|row| text(&rows, row, "rank"))
+                        .collect();
+                    ranks
+                        .into_iter()
+                        .zip(relations_of(&rows))
+                        .collect::<Vec<_>>()
+                })
+            }
+        };
         let (views, others, columns) = std::thread::scope(|scope| {
-            let views = scope.spawn(|| self.query(&plan_views_sql(db, defined)));
-            let columns = scope.spawn(|| self.query(&columns_sql));
-            let others = self.query(&plan_relations_sql(db, defined));
+            let views = scope.spawn(ranked(plan_views_sql(db, defined)));
+            let columns = scope.spawn(|| self.query(&columns_sql).map(|rows| columns_of(&rows)));
+            let others = ranked(plan_relations_sql(db, defined))();
             (joined(views), others, joined(columns))
         });
-        let mut tables = others?;
-        let views = views?;
-        if views.names != tables.names {
-            return Err(other_error(
-                "the catalog's two reads of relations disagree on their columns",
-            ));
-        }
-        tables.data.extend(views.data);
+        let mut relations = others?;
+        relations.extend(views?);
         // Name order, and a relation listed twice (created between the reads) with its
         // real row last, which the catalog keeps.
-        let name = tables.names.iter().position(|n| n == "name");
-        let rank = tables.names.iter().position(|n| n == "rank");
-        let key = |row: &Vec<serde_json::Value>| {
-            let at = |index: Option<usize>| {
-                index
-                    .and_then(|i| row.get(i))
-                    .map(|v| v.as_str().map_or_else(|| v.to_string(), str::to_owned))
-                    .unwrap_or_default()
-            };
-            (at(name), at(rank))
-        };
-        tables.data.sort_by_cached_key(key);
-        Ok((tables, columns?))
+        relations.sort_by(|(a_rank, a), (b_rank, b)| (&a.name, a_rank).cmp(&(&b.name, b_rank)));
+        Ok((relations.into_iter().map(|(_, r)| r).collect(), columns?))
     }
 
     /// The refreshable materialized views of `database`, from `system.view_refreshes`;
@@ -478,10 +453,45 @@ impl Client {
     }
 }
 
-/// A thread's query, or why it stopped.
-fn joined(
-    handle: std::thread::ScopedJoinHandle<'_, Result<Rows, WarehouseError>>,
-) -> Result<Rows, WarehouseError> {
+/// Each table's columns, in position order.
+type ColumnsByTable = BTreeMap<String, Vec<CatalogColumn>>;
+
+fn columns_of(rows: &Rows) -> ColumnsByTable {
+    let mut by_table: ColumnsByTable = BTreeMap::new();
+    for row in 0..rows.data.len() {
+        by_table
+            .entry(text(rows, row, "table"))
+            .or_default()
+            .push(CatalogColumn {
+                name: text(rows, row, "name"),
+                data_type: text(rows, row, "type"),
+                default_expression: text(rows, row, "default_expression"),
+            });
+    }
+    by_table
+}
+
+/// The relations of a read of `system.tables`, without their columns.
+fn relations_of(rows: &Rows) -> Vec<CatalogRelation> {
+    (0..rows.data.len())
+        .map(|row| CatalogRelation {
+            name: text(rows, row, "name"),
+            engine: text(rows, row, "engine"),
+            sorting_key: text(rows, row, "sorting_key"),
+            partition_key: text(rows, row, "partition_key"),
+            create_table_query: text(rows, row, "create_table_query"),
+            as_select: text(rows, row, "as_select"),
+            uuid: text(rows, row, "uuid"),
+            columns: Vec::new(),
+            defined: text(rows, row, "defined") == "1",
+        })
+        .collect()
+}
+
+/// A thread's answer, or why it stopped.
+fn joined<T>(
+    handle: std::thread::ScopedJoinHandle<'_, Result<T, WarehouseError>>,
+) -> Result<T, WarehouseError> {
     handle
         .join()
         .unwrap_or_else(|_| Err(other_error("a read of the catalog stopped")))
