@@ -113,14 +113,16 @@ pub fn compile(project: &Project) -> Result<Compiled, Diagnostics> {
 /// # Errors
 /// Every problem found in headers, queries, references and the graph.
 pub fn compile_with(project: &Project, output: Output) -> Result<Compiled, Diagnostics> {
-    compile_recording(project, output).map(|(compiled, _)| compiled)
+    compile_recording(project, output, false).map(|(compiled, _)| compiled)
 }
 
-/// Compiles, and says per model what an incremental compile needs to know about it.
+/// Compiles and, when `record`, says per model what an incremental compile needs to know
+/// about it (a plan does not need it: 10,000 hashes and names).
 pub(crate) fn compile_recording(
     project: &Project,
     output: Output,
-) -> Result<(Compiled, incremental::Facts), Diagnostics> {
+    record: bool,
+) -> Result<(Compiled, Option<incremental::Facts>), Diagnostics> {
     let mut diagnostics = Diagnostics::new();
     let database = database(project);
     let all_models: Vec<_> = project
@@ -283,7 +285,7 @@ pub(crate) fn compile_recording(
         })
         .collect();
     compiled_audits.sort_by(|a, b| a.name.cmp(&b.name));
-    let facts = incremental::Facts::of(&analysed, &tests, &audits);
+    let facts = record.then(|| incremental::Facts::of(&analysed, &tests, &audits));
     let compiled = Compiled {
         tests: sql_tests,
         audits: compiled_audits,

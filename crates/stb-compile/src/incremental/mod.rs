@@ -133,12 +133,13 @@ fn whole_compile(
     reason: &'static str,
 ) -> Result<Published, Failure> {
     let (compiled, facts) =
-        crate::compile_recording(project, Output::Artifacts).map_err(Failure::Compile)?;
+        crate::compile_recording(project, Output::Artifacts, true).map_err(Failure::Compile)?;
     // The files are about to change: no later compile may trust the old record.
     State::forget(target_dir);
     crate::publish::publish(&compiled, target_dir).map_err(Failure::Publish)?;
     if compiled.warnings.is_empty()
-        && let Some(state) = record(&compiled, &facts, keys, target_dir)
+        && let Some(facts) = &facts
+        && let Some(state) = record(&compiled, facts, keys, target_dir)
     {
         // Only speed rides on the record: a compile that cannot save it still succeeded.
         let _ = state.save(target_dir);
