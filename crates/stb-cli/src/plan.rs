@@ -65,7 +65,14 @@ pub(crate) fn run(args: &PlanArgs) -> ExitCode {
     {
         return fail(&failure, args.json);
     }
-    crate::plan_render::print(&prepared.planned, args.json, args.verbose);
+    // The value just written is what `--json` prints: printed as it is, not made again
+    // beside it (at 10,000 models each is tens of megabytes).
+    if args.json {
+        crate::output::print_json(&json);
+    } else {
+        drop(json);
+        crate::plan_render::print(&prepared.planned, false, args.verbose);
+    }
     ExitCode::SUCCESS
 }
 
