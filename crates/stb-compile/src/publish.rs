@@ -29,6 +29,8 @@ fn failure(action: &str, path: &Path, error: &std::io::Error) -> Diagnostic {
 /// An I/O failure; the previous artifacts are restored when a swap fails half-way.
 pub fn publish(compiled: &Compiled, target_dir: &Path) -> Result<(), Diagnostic> {
     fs::create_dir_all(target_dir).map_err(|e| failure("create", target_dir, &e))?;
+    // The files are about to change: an incremental compile's record of them goes first.
+    crate::incremental::forget(target_dir);
     let stage = unique_dir(target_dir, ".stage");
     let backup = unique_dir(target_dir, ".backup");
     let result =

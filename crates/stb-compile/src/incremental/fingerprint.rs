@@ -52,20 +52,23 @@ impl std::fmt::Write for Hasher {
 
 /// The hashes an incremental compile compares against its record.
 pub(crate) struct Keys {
-    /// Everything but the pipelines' models.
+    /// Everything but the pipelines' models (their pipelines' settings included).
     pub context: String,
     /// Per model, in project order (pipelines, then files): (pipeline, name, key).
     pub models: Vec<(String, String, String)>,
 }
 
-/// Hashes `project`: the context once, each pipeline's settings once, each model once.
+/// Hashes `project`: the context once (each pipeline's settings in it: a pipeline file
+/// can change what the whole project may do, such as its mode, so an edit there compiles
+/// everything), each model once.
 pub(crate) fn keys(project: &Project) -> Keys {
-    let context = context(project);
+    let base = context(project);
     let settings: Vec<String> = project
         .pipelines
         .iter()
-        .map(|pipeline| pipeline_settings(&context, pipeline))
+        .map(|pipeline| pipeline_settings(&base, pipeline))
         .collect();
+    let context = Hasher::of(&[&base, &settings]);
     let all: Vec<(usize, &Pipeline, &Model)> = project
         .pipelines
         .iter()

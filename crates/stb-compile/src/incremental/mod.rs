@@ -29,6 +29,12 @@ use state::{ModelRecord, Stamp, State};
 /// The record's format: bumped whenever what it holds or means changes.
 pub(crate) const FORMAT: u32 = 1;
 
+/// Removes the record in `target_dir`: whoever writes artifacts other than through
+/// [`compile_and_publish`] calls this first, so no later compile trusts it.
+pub(crate) fn forget(target_dir: &Path) {
+    State::forget(target_dir);
+}
+
 /// What identifies the compiler that wrote a record: its version and its executable's
 /// size and modification time, so a rebuilt `stb` (same version, new code) starts over.
 pub(crate) fn tool_identity() -> String {
@@ -110,6 +116,9 @@ pub fn compile_and_publish(
     target_dir: &Path,
     whole: bool,
 ) -> Result<Published, Failure> {
+    // One compile at a time per target directory: a whole compile's record and a fast
+    // path reading the previous one must not interleave. Released when the file closes.
+    let _lock = lock(target_dir).map_err(Failure::Publish)?;
     let keys = fingerprint::keys(project);
     let reason = if whole {
         "asked for"
@@ -125,6 +134,20 @@ pub fn compile_and_publish(
     whole_compile(project, target_dir, &keys, reason)
 }
 
+/// Holds `target_dir/.compile.lock` exclusively, waiting for another compile to finish.
+fn lock(target_dir: &Path) -> Result<fs::File, Diagnostic> {
+    fs::create_dir_all(target_dir).map_err(|e| failure(target_dir, &e))?;
+    let path = target_dir.join(".compile.lock");
+    let file = fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&path)
+        .map_err(|e| failure(&path, &e))?;
+    file.lock().map_err(|e| failure(&path, &e))?;
+    Ok(file)
+}
+
 /// Everything compiled and published, and the record written afresh.
 fn whole_compile(
     project: &Project,
@@ -134,8 +157,7 @@ fn whole_compile(
 ) -> Result<Published, Failure> {
     let (compiled, facts) =
         crate::compile_recording(project, Output::Artifacts, true).map_err(Failure::Compile)?;
-    // The files are about to change: no later compile may trust the old record.
-    State::forget(target_dir);
+    // Publishing forgets the old record first: no later compile may trust it.
     crate::publish::publish(&compiled, target_dir).map_err(Failure::Publish)?;
     if compiled.warnings.is_empty()
         && let Some(facts) = &facts
@@ -215,7 +237,7 @@ fn fast_path(
 ) -> Result<Result<Published, &'static str>, Failure> {
     if state.context != keys.context {
         return Ok(Err(
-            "the project's settings, sources, tests or audits changed",
+            "the project's settings, pipelines, sources, macros, tests or audits changed",
         ));
     }
     let models: Vec<_> = project
@@ -234,7 +256,7 @@ fn fast_path(
     if !same_models {
         return Ok(Err("models were added, removed, renamed or moved"));
     }
-    if !state.files_untouched(target_dir) {
+    if !state.files_untouched(target_dir) || state.has_strays(target_dir) {
         return Ok(Err("artifacts were changed since the last compile"));
     }
     let changed: Vec<usize> = (0..models.len())
@@ -247,11 +269,24 @@ fn fast_path(
         Ok(recompiled) => recompiled,
         Err(reason) => return Ok(Err(reason)),
     };
-    let written = write(target_dir, &mut state, &recompiled).map_err(|problem| {
-        // Some files may be new: the next compile must not trust the record.
-        State::forget(target_dir);
-        Failure::Publish(problem)
-    })?;
+    // Everything is checked before the first write: past it, only I/O can fail.
+    let manifest = fs::read_to_string(target_dir.join("manifest.json")).ok();
+    let Some((manifest, replacements)) =
+        manifest.and_then(|m| entries_in_place(&m, &state, &recompiled).map(|r| (m, r)))
+    else {
+        return Ok(Err("manifest.json does not match the record of it"));
+    };
+    // Until the new record is saved, no compile may trust the old one (a crash part-way
+    // leaves new files beside it).
+    State::forget(target_dir);
+    let written = write(
+        target_dir,
+        &mut state,
+        &recompiled,
+        &manifest,
+        &replacements,
+    )
+    .map_err(Failure::Publish)?;
     for &index in &changed {
         state.models[index].key.clone_from(&keys.models[index].2);
     }
@@ -335,13 +370,43 @@ fn recompile(
     Ok(recompiled)
 }
 
-/// Writes the recompiled models' files whose bytes differ and the manifest with their
+/// Each recompiled model's new entry and the recorded range it replaces, sorted; `None`
+/// when a range is not where the record says (the manifest's own `"name": {...}`).
+fn entries_in_place(
+    manifest: &str,
+    state: &State,
+    recompiled: &[Recompiled],
+) -> Option<Vec<Replacement>> {
+    let mut replacements: Vec<Replacement> = recompiled
+        .iter()
+        .map(|r| (state.models[r.index].manifest, r.fragment.clone(), r.index))
+        .collect();
+    replacements.sort_by_key(|(range, _, _)| range.0);
+    let in_place = replacements.iter().all(|((from, to), _, index)| {
+        let key = format!("\n    \"{}\": ", state.models[*index].name);
+        from < to
+            && manifest
+                .get(*from..*to)
+                .is_some_and(|v| v.starts_with('{') && v.ends_with('}'))
+            && manifest
+                .get(..*from)
+                .is_some_and(|before| before.ends_with(&key))
+    });
+    in_place.then_some(replacements)
+}
+
+/// A recorded manifest range, the entry that replaces it, and its model's index.
+type Replacement = ((usize, usize), String, usize);
+
+/// Writes the recompiled models' files whose bytes differ and `manifest` with their
 /// entries replaced; updates the record's stamps and manifest ranges. Returns the number
 /// of files written.
 fn write(
     target_dir: &Path,
     state: &mut State,
     recompiled: &[Recompiled],
+    manifest: &str,
+    replacements: &[Replacement],
 ) -> Result<usize, Diagnostic> {
     let mut written = 0;
     for (path, content) in recompiled.iter().flat_map(|r| &r.files) {
@@ -353,40 +418,25 @@ fn write(
         restamp(state, target_dir, path)?;
         written += 1;
     }
-    let manifest_path = target_dir.join("manifest.json");
-    let manifest = fs::read_to_string(&manifest_path).map_err(|e| failure(&manifest_path, &e))?;
-    let mut replacements: Vec<((usize, usize), String, usize)> = recompiled
-        .iter()
-        .map(|r| (state.models[r.index].manifest, r.fragment.clone(), r.index))
-        .collect();
-    replacements.sort_by_key(|(range, _, _)| range.0);
-    let in_place = replacements.iter().all(|((from, to), _, _)| {
-        from < to && manifest.get(*from..*to).is_some_and(|v| v.starts_with('{'))
-    });
-    if !in_place {
-        return Err(failure(
-            &manifest_path,
-            &std::io::Error::other("the recorded model entries do not match the file"),
-        ));
-    }
     let pieces: Vec<((usize, usize), String)> = replacements
         .iter()
         .map(|(range, text, _)| (*range, text.clone()))
         .collect();
-    let updated = splice::replace(&manifest, &pieces);
+    let updated = splice::replace(manifest, &pieces);
     if updated != manifest {
+        let manifest_path = target_dir.join("manifest.json");
         write_replacing(&manifest_path, updated.as_bytes())
             .map_err(|e| failure(&manifest_path, &e))?;
         restamp(state, target_dir, "manifest.json")?;
         written += 1;
-        shift_ranges(state, &replacements);
+        shift_ranges(state, replacements);
     }
     Ok(written)
 }
 
 /// Moves every recorded manifest range past the replaced entries by how much each grew
 /// or shrank.
-fn shift_ranges(state: &mut State, replacements: &[((usize, usize), String, usize)]) {
+fn shift_ranges(state: &mut State, replacements: &[Replacement]) {
     let mut order: Vec<usize> = (0..state.models.len()).collect();
     order.sort_by_key(|&i| state.models[i].manifest.0);
     let mut pending = replacements.iter().peekable();

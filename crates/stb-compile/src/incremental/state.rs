@@ -83,6 +83,31 @@ impl State {
         let _ = fs::remove_file(target_dir.join(FILE));
     }
 
+    /// Whether `compiled/` holds a file the record does not (put there by hand, or a
+    /// temporary file a stopped compile left): a whole compile's new tree drops it, so
+    /// only a whole compile gives the same tree. Names only, no file is opened.
+    pub(crate) fn has_strays(&self, target_dir: &Path) -> bool {
+        let mut pending = vec![std::path::PathBuf::from("compiled")];
+        while let Some(relative) = pending.pop() {
+            let Ok(entries) = fs::read_dir(target_dir.join(&relative)) else {
+                return true;
+            };
+            for entry in entries {
+                let Ok(entry) = entry else { return true };
+                let path = relative.join(entry.file_name());
+                if entry.file_type().is_ok_and(|t| t.is_dir()) {
+                    pending.push(path);
+                    continue;
+                }
+                let key = path.to_string_lossy().replace('\\', "/");
+                if !self.files.contains_key(&key) {
+                    return true;
+                }
+            }
+        }
+        false
+    }
+
     /// Whether every recorded artifact still has the size and modification time it was
     /// written with (statted on every core: there are three per model).
     pub(crate) fn files_untouched(&self, target_dir: &Path) -> bool {

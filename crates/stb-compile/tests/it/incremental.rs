@@ -242,7 +242,7 @@ fn what_the_fast_path_cannot_take_compiles_everything() {
         (
             "a project setting",
             |p| p.edit("streambuild_project.toml", "\"7d\"", "\"8d\""),
-            "the project's settings, sources, tests or audits changed",
+            "the project's settings, pipelines, sources, macros, tests or audits changed",
         ),
         (
             "a relation renamed",
@@ -299,6 +299,43 @@ fn what_the_fast_path_cannot_take_compiles_everything() {
                 std::fs::write(file, "SELECT 'edited by hand'\n").expect("write");
             },
             "artifacts were changed since the last compile",
+        ),
+        (
+            "a pipeline's settings",
+            |p| {
+                write(
+                    p.dir.path(),
+                    &[("pipelines/pl__reporting/pipeline.toml", "[protection]\n")],
+                )
+            },
+            "the project's settings, pipelines, sources, macros, tests or audits changed",
+        ),
+        (
+            "a file added under compiled/",
+            |p| {
+                let stray = p.target().join("compiled/models/pl__orders/stray.sql");
+                std::fs::write(stray, "SELECT 1\n").expect("write");
+            },
+            "artifacts were changed since the last compile",
+        ),
+        (
+            "a record whose manifest ranges are off",
+            |p| {
+                let path = p.target().join(RECORD);
+                let mut record: serde_json::Value =
+                    serde_json::from_slice(&std::fs::read(&path).expect("record")).expect("json");
+                for model in record["models"].as_array_mut().expect("models") {
+                    let from = model["manifest"][0].as_u64().expect("from");
+                    model["manifest"][0] = (from + 1).into();
+                }
+                std::fs::write(&path, record.to_string()).expect("write");
+                p.edit(
+                    "pipelines/pl__customers/customer_names.sql",
+                    "name::String AS name",
+                    "upper(name)::String AS name",
+                );
+            },
+            "manifest.json does not match the record of it",
         ),
         (
             "audits declared in a header",
