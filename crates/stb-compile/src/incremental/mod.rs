@@ -217,6 +217,7 @@ fn record(
         pipelines: compiled.pipelines,
         models,
         files: stamps.into_iter().collect::<Option<_>>()?,
+        directories: State::directories_of(target_dir, compiled.files.keys())?,
     })
 }
 
@@ -290,7 +291,14 @@ fn fast_path(
     for &index in &changed {
         state.models[index].key.clone_from(&keys.models[index].2);
     }
-    let _ = state.save(target_dir);
+    // The renames changed their directories' times: recorded again, as written.
+    let written_files = recompiled
+        .iter()
+        .flat_map(|r| r.files.iter().map(|(path, _)| path));
+    if let Some(directories) = State::directories_of(target_dir, written_files) {
+        state.directories.extend(directories);
+        let _ = state.save(target_dir);
+    }
     Ok(Ok(Published {
         pipelines: state.pipelines,
         models: models.len(),

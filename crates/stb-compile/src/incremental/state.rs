@@ -62,6 +62,10 @@ pub(crate) struct State {
     /// Every artifact (relative path, POSIX separators), `manifest.json` and
     /// `streambuild_dag.json` included.
     pub files: BTreeMap<String, Stamp>,
+    /// Every directory under (and with) `compiled/`: adding or removing a file changes
+    /// its directory's modification time, so a file added by hand (or a temporary file a
+    /// stopped compile left) shows without listing the directories.
+    pub directories: BTreeMap<String, Stamp>,
 }
 
 impl State {
@@ -83,29 +87,38 @@ impl State {
         let _ = fs::remove_file(target_dir.join(FILE));
     }
 
-    /// Whether `compiled/` holds a file the record does not (put there by hand, or a
-    /// temporary file a stopped compile left): a whole compile's new tree drops it, so
-    /// only a whole compile gives the same tree. Names only, no file is opened.
+    /// Whether a directory of `compiled/` changed since it was recorded (a file added or
+    /// removed there): a whole compile's new tree drops what the record does not hold, so
+    /// only a whole compile gives the same tree.
     pub(crate) fn has_strays(&self, target_dir: &Path) -> bool {
-        let mut pending = vec![std::path::PathBuf::from("compiled")];
-        while let Some(relative) = pending.pop() {
-            let Ok(entries) = fs::read_dir(target_dir.join(&relative)) else {
-                return true;
-            };
-            for entry in entries {
-                let Ok(entry) = entry else { return true };
-                let path = relative.join(entry.file_name());
-                if entry.file_type().is_ok_and(|t| t.is_dir()) {
-                    pending.push(path);
-                    continue;
+        self.directories.is_empty()
+            || self
+                .directories
+                .iter()
+                .any(|(path, stamp)| Stamp::of(&target_dir.join(path)).as_ref() != Some(stamp))
+    }
+
+    /// The directories of `files` under `compiled/` (and `compiled/` itself), as they are
+    /// now.
+    pub(crate) fn directories_of<'a>(
+        target_dir: &Path,
+        files: impl IntoIterator<Item = &'a String>,
+    ) -> Option<BTreeMap<String, Stamp>> {
+        let mut directories = std::collections::BTreeSet::new();
+        for file in files {
+            let mut path = Path::new(file.as_str());
+            while let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
+                if !directories.insert(parent.to_string_lossy().replace('\\', "/")) {
+                    break; // its parents are in already
                 }
-                let key = path.to_string_lossy().replace('\\', "/");
-                if !self.files.contains_key(&key) {
-                    return true;
-                }
+                path = parent;
             }
         }
-        false
+        directories
+            .into_iter()
+            .filter(|d| d == "compiled" || d.starts_with("compiled/"))
+            .map(|d| Stamp::of(&target_dir.join(&d)).map(|stamp| (d, stamp)))
+            .collect()
     }
 
     /// Whether every recorded artifact still has the size and modification time it was
