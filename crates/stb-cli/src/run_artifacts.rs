@@ -320,11 +320,12 @@ pub(crate) fn write_build(
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use stb_plan::workflow::{Phase, Step};
 
-    fn workflow() -> Workflow {
+    /// A workflow of two plain statements, for tests of what is written from one.
+    pub(crate) fn workflow() -> Workflow {
         Workflow {
             database: "db".into(),
             steps: vec![

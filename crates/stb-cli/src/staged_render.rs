@@ -483,21 +483,7 @@ mod tests {
             );
         }
         // And `plan.json`, with the workflow's steps beside the plan's own.
-        let workflow = stb_plan::workflow::Workflow {
-            database: "shop".into(),
-            steps: vec![stb_plan::workflow::Step::statement(
-                "create_x".into(),
-                stb_plan::workflow::Phase::Realization,
-                "CREATE TABLE shop.x (a UInt8) ENGINE = MergeTree ORDER BY a".into(),
-            )],
-            roots: Vec::new(),
-            start_time: None,
-            paused_landings: Vec::new(),
-            fresh_groups: Vec::new(),
-            undo: stb_plan::restore::Undo::default(),
-            watermarks: Vec::new(),
-            completed_when: None,
-        };
+        let workflow = crate::run_artifacts::tests::workflow();
         let mut file = Vec::new();
         crate::run_artifacts::PlanFile::write(
             &document,
@@ -510,7 +496,7 @@ mod tests {
         let value: serde_json::Value = serde_json::from_str(&file).expect("json");
         assert_eq!(file, serde_json::to_string_pretty(&value).expect("json"));
         assert_eq!(value["step_files"], true);
-        assert_eq!(value["workflow_steps"][0]["step_id"], "create_x");
+        assert_eq!(value["workflow_steps"][0]["step_id"], "realize_tbl__a");
         assert_eq!(
             value["steps"],
             serde_json::to_value(&document).expect("v")["steps"]

@@ -257,12 +257,16 @@ fn fast_path(
     if !same_models {
         return Ok(Err("models were added, removed, renamed or moved"));
     }
-    if !state.files_untouched(target_dir) || state.has_strays(target_dir) {
+    if !state.files_untouched(target_dir) || state.directories_changed(target_dir) {
         return Ok(Err("artifacts were changed since the last compile"));
     }
     let changed: Vec<usize> = (0..models.len())
         .filter(|&i| state.models[i].key != keys.models[i].2)
         .collect();
+    if changed.is_empty() {
+        // Nothing to write: the record stays as it is.
+        return Ok(Ok(incremental(&state, models.len(), 0, 0)));
+    }
     if changed.iter().any(|&i| state.models[i].quality) {
         return Ok(Err("a model a test or audit reads changed"));
     }
@@ -299,15 +303,25 @@ fn fast_path(
         state.directories.extend(directories);
         let _ = state.save(target_dir);
     }
-    Ok(Ok(Published {
+    Ok(Ok(incremental(
+        &state,
+        models.len(),
+        changed.len(),
+        written,
+    )))
+}
+
+/// What the fast path did, as its record now describes the artifacts.
+fn incremental(state: &State, models: usize, recompiled: usize, written: usize) -> Published {
+    Published {
         pipelines: state.pipelines,
-        models: models.len(),
+        models,
         artifacts: state.files.keys().cloned().collect(),
         warnings: Vec::new(),
         whole: None,
-        recompiled: changed.len(),
+        recompiled,
         written,
-    }))
+    }
 }
 
 /// Analyses and renders the changed models against the recorded relations; a reason
@@ -380,14 +394,14 @@ fn recompile(
 
 /// Each recompiled model's new entry and the recorded range it replaces, sorted; `None`
 /// when a range is not where the record says (the manifest's own `"name": {...}`).
-fn entries_in_place(
+fn entries_in_place<'r>(
     manifest: &str,
     state: &State,
-    recompiled: &[Recompiled],
-) -> Option<Vec<Replacement>> {
-    let mut replacements: Vec<Replacement> = recompiled
+    recompiled: &'r [Recompiled],
+) -> Option<Vec<Replacement<'r>>> {
+    let mut replacements: Vec<Replacement<'r>> = recompiled
         .iter()
-        .map(|r| (state.models[r.index].manifest, r.fragment.clone(), r.index))
+        .map(|r| (state.models[r.index].manifest, r.fragment.as_str(), r.index))
         .collect();
     replacements.sort_by_key(|(range, _, _)| range.0);
     let in_place = replacements.iter().all(|((from, to), _, index)| {
@@ -404,7 +418,7 @@ fn entries_in_place(
 }
 
 /// A recorded manifest range, the entry that replaces it, and its model's index.
-type Replacement = ((usize, usize), String, usize);
+type Replacement<'r> = ((usize, usize), &'r str, usize);
 
 /// Writes the recompiled models' files whose bytes differ and `manifest` with their
 /// entries replaced; updates the record's stamps and manifest ranges. Returns the number
@@ -414,7 +428,7 @@ fn write(
     state: &mut State,
     recompiled: &[Recompiled],
     manifest: &str,
-    replacements: &[Replacement],
+    replacements: &[Replacement<'_>],
 ) -> Result<usize, Diagnostic> {
     let mut written = 0;
     for (path, content) in recompiled.iter().flat_map(|r| &r.files) {
@@ -426,9 +440,9 @@ fn write(
         restamp(state, target_dir, path)?;
         written += 1;
     }
-    let pieces: Vec<((usize, usize), String)> = replacements
+    let pieces: Vec<((usize, usize), &str)> = replacements
         .iter()
-        .map(|(range, text, _)| (*range, text.clone()))
+        .map(|(range, text, _)| (*range, *text))
         .collect();
     let updated = splice::replace(manifest, &pieces);
     if updated != manifest {
@@ -444,7 +458,7 @@ fn write(
 
 /// Moves every recorded manifest range past the replaced entries by how much each grew
 /// or shrank.
-fn shift_ranges(state: &mut State, replacements: &[Replacement]) {
+fn shift_ranges(state: &mut State, replacements: &[Replacement<'_>]) {
     let mut order: Vec<usize> = (0..state.models.len()).collect();
     order.sort_by_key(|&i| state.models[i].manifest.0);
     let mut pending = replacements.iter().peekable();

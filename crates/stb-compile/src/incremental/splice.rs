@@ -41,7 +41,7 @@ pub(crate) fn model_ranges(manifest: &str) -> Option<Vec<(String, (usize, usize)
 }
 
 /// `manifest` with each range replaced by its new text; ranges sorted and disjoint.
-pub(crate) fn replace(manifest: &str, replacements: &[((usize, usize), String)]) -> String {
+pub(crate) fn replace(manifest: &str, replacements: &[((usize, usize), &str)]) -> String {
     let added: usize = replacements.iter().map(|(_, text)| text.len()).sum();
     let mut out = String::with_capacity(manifest.len() + added);
     let mut last = 0;
@@ -73,7 +73,7 @@ mod tests {
         }
         let spliced = replace(
             MANIFEST,
-            &[(ranges[1].1, "{\n      \"name\": \"B\"\n    }".to_owned())],
+            &[(ranges[1].1, "{\n      \"name\": \"B\"\n    }")],
         );
         let parsed: serde_json::Value = serde_json::from_str(&spliced).expect("still JSON");
         assert_eq!(parsed["models"]["b"]["name"], "B");

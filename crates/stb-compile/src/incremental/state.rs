@@ -90,7 +90,7 @@ impl State {
     /// Whether a directory of `compiled/` changed since it was recorded (a file added or
     /// removed there): a whole compile's new tree drops what the record does not hold, so
     /// only a whole compile gives the same tree.
-    pub(crate) fn has_strays(&self, target_dir: &Path) -> bool {
+    pub(crate) fn directories_changed(&self, target_dir: &Path) -> bool {
         self.directories.is_empty()
             || self
                 .directories
