@@ -52,7 +52,19 @@ pub(crate) fn prepare(
             }
         };
     let (client, database) = connection.connect(project)?;
-    let reads = read(&client, &database, compiled, purpose == Purpose::Build)?;
+    let reads = {
+        let mut views = crate::catalog_cache::load(&project.root);
+        let reads = read(
+            &client,
+            &database,
+            compiled,
+            purpose == Purpose::Build,
+            Some(&mut views),
+        )?;
+        // Saved now and let go: the plan keeps its own copies in the catalog.
+        crate::catalog_cache::save(&project.root, &views);
+        reads
+    };
     let settings = Settings::from_env(&|name| std::env::var(name).ok())?;
     let (mut planned, staged) = match &scope_kind {
         ScopeKind::Direct(resolved) => (plan(project, compiled, resolved, &reads, settings)?, None),

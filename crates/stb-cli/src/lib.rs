@@ -4,6 +4,7 @@ mod admin;
 mod args;
 mod audit;
 mod build;
+mod catalog_cache;
 mod compile;
 mod control;
 mod deployment;

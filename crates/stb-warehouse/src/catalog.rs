@@ -7,6 +7,11 @@ use std::time::Duration;
 use crate::client::{Client, Rows};
 use crate::error::{ErrorKind, WarehouseError};
 
+mod view_cache;
+
+pub use view_cache::ViewCache;
+use view_cache::{CachedView, ListedView};
+
 /// One column of a relation.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CatalogColumn {
@@ -307,14 +312,16 @@ impl Client {
     /// # Errors
     /// A failed query, or DDL still empty after the last attempt.
     pub fn load_catalog(&self, database: &str) -> Result<Catalog, WarehouseError> {
-        self.load_catalog_stamped(database, &[], &Depth::Full)
+        self.load_catalog_stamped(database, &[], &Depth::Full, None)
             .map(|(catalog, _)| catalog)
     }
 
     /// [`Self::load_catalog`] to `depth`, with the [`catalog_stamp_sql`] of
     /// `stamp_databases` read in the same request as the time zone, before the relations:
     /// a plan that validates what it read needs no request of its own to know whether the
-    /// catalog changed since. `None` when no database is given.
+    /// catalog changed since. `None` when no database is given. A [`Depth::Plan`] read
+    /// given `views` reads only the plain views' definitions that cache does not hold
+    /// (created, replaced or altered since), and leaves the cache up to date.
     ///
     /// # Errors
     /// As [`Self::load_catalog`].
@@ -323,10 +330,12 @@ impl Client {
         database: &str,
         stamp_databases: &[String],
         depth: &Depth,
+        mut views: Option<&mut ViewCache>,
     ) -> Result<(Catalog, Option<String>), WarehouseError> {
         let mut attempt = 1;
         loop {
-            let (catalog, stamp) = self.read_catalog(database, stamp_databases, depth)?;
+            let (catalog, stamp) =
+                self.read_catalog(database, stamp_databases, depth, views.as_deref_mut())?;
             let incomplete: Vec<&str> = catalog
                 .relations
                 .iter()
@@ -356,13 +365,26 @@ impl Client {
         database: &str,
         stamp_databases: &[String],
         depth: &Depth,
+        mut views: Option<&mut ViewCache>,
     ) -> Result<(Catalog, Option<String>), WarehouseError> {
         let stamp = if stamp_databases.is_empty() {
             String::new()
         } else {
             format!(", ({}) AS stamp", catalog_stamp_sql(stamp_databases))
         };
-        let timezone = self.query(&format!("SELECT timezone() AS tz{stamp}"))?;
+        let timezone = self.query(&format!(
+            "SELECT timezone() AS tz, version() AS version{stamp}"
+        ))?;
+        if let Some(cache) = views.as_deref_mut() {
+            let config = self.config();
+            cache.bind(&format!(
+                "{}:{} {} {}",
+                config.host,
+                config.port,
+                database,
+                text(&timezone, 0, "version")
+            ));
+        }
         let db = stb_ddl::string_literal(database);
         let (mut relations, mut by_table) = match depth {
             Depth::Full => (
@@ -373,7 +395,7 @@ impl Client {
                     "SELECT table, name, type, default_expression FROM system.columns WHERE database = {db} ORDER BY table, position"
                 ))?),
             ),
-            Depth::Plan { defined } => self.read_plan_catalog(&db, defined)?,
+            Depth::Plan { defined } => self.read_plan_catalog(&db, defined, views)?,
         };
         // From the end: a relation listed twice keeps its last row, which gets the columns.
         for relation in relations.iter_mut().rev() {
@@ -394,6 +416,7 @@ impl Client {
         &self,
         db: &str,
         defined: &[String],
+        views_cache: Option<&mut ViewCache>,
     ) -> Result<(Vec<CatalogRelation>, ColumnsByTable), WarehouseError> {
         let columns_sql = format!(
             "SELECT table, name, type, default_expression FROM system.columns WHERE database = {db} AND (table IN ({}) OR table IN ({})) ORDER BY table, position",
@@ -402,23 +425,12 @@ impl Client {
         );
         // Each answer is turned into relations or columns on the thread that read it:
         // its JSON is freed where it was allocated, and only the compact form is kept.
-        let ranked = |sql: String| {
-            move || {
-                self.query(&sql).map(|rows| {
-                    let ranks: Vec<String> = (0..rows.data.len())
-                        .map(|row| text(&rows, row, "rank"))
-                        .collect();
-                    ranks
-                        .into_iter()
-                        .zip(relations_of(&rows))
-                        .collect::<Vec<_>>()
-                })
-            }
-        };
         let (views, others, columns) = std::thread::scope(|scope| {
-            let views = scope.spawn(ranked(plan_views_sql(db, defined)));
+            let views = scope.spawn(|| self.plan_views(db, defined, views_cache));
             let columns = scope.spawn(|| self.query(&columns_sql).map(|rows| columns_of(&rows)));
-            let others = ranked(plan_relations_sql(db, defined))();
+            let others = self
+                .query(&plan_relations_sql(db, defined))
+                .map(|rows| ranked(&rows));
             (joined(views), others, joined(columns))
         });
         let mut relations = others?;
@@ -427,6 +439,62 @@ impl Client {
         // real row last, which the catalog keeps.
         relations.sort_by(|(a_rank, a), (b_rank, b)| (&a.name, a_rank).cmp(&(&b.name, b_rank)));
         Ok((relations.into_iter().map(|(_, r)| r).collect(), columns?))
+    }
+
+    /// The plain views [`plan_relations_sql`] leaves out, with their definitions, ranked:
+    /// all read from the server, or with `cache` only those it does not hold.
+    fn plan_views(
+        &self,
+        db: &str,
+        defined: &[String],
+        cache: Option<&mut ViewCache>,
+    ) -> Result<Vec<(String, CatalogRelation)>, WarehouseError> {
+        let Some(cache) = cache else {
+            return Ok(ranked(&self.query(&plan_views_sql(db, defined, None))?));
+        };
+        let listing = self.query(&format!(
+            "SELECT name, toString(uuid) AS uuid, {VIEW_STATE} FROM system.tables WHERE database = {db} AND engine = 'View' AND name NOT IN ({}) ORDER BY name",
+            name_list(defined)
+        ))?;
+        let listed: Vec<ListedView> = (0..listing.data.len())
+            .map(|row| listed_view(&listing, row))
+            .collect();
+        drop(listing);
+        let missing: Vec<&str> = listed
+            .iter()
+            .filter(|view| cache.get(view).is_none())
+            .map(|view| view.name.as_str())
+            .collect();
+        let mut views: Vec<(String, CatalogRelation)> = listed
+            .iter()
+            .filter_map(|view| {
+                let kept = cache.get(view)?;
+                Some(("1".to_owned(), cached_relation(view, kept)))
+            })
+            .collect();
+        let mut read = Vec::new();
+        if !missing.is_empty() {
+            // Most of them missing (a first plan): every view, without a long list of names.
+            let only = (missing.len() * 2 <= listed.len()).then_some(missing.as_slice());
+            let rows = self.query(&plan_views_sql(db, defined, only))?;
+            for (row, (rank, relation)) in ranked(&rows).into_iter().enumerate() {
+                let view = listed_view(&rows, row);
+                if cache.get(&view).is_some() {
+                    continue; // already taken from the cache
+                }
+                let definition = CachedView {
+                    uuid: relation.uuid.clone(),
+                    modified: view.modified,
+                    create_table_query: relation.create_table_query.clone(),
+                    as_select: relation.as_select.clone(),
+                };
+                read.push((view, definition));
+                views.push((rank, relation));
+            }
+        }
+        cache.update(&listed, read);
+        views.sort_by(|(_, a), (_, b)| a.name.cmp(&b.name));
+        Ok(views)
     }
 
     /// The refreshable materialized views of `database`, from `system.view_refreshes`;
@@ -451,6 +519,43 @@ impl Client {
                 .collect(),
         )
     }
+}
+
+/// A view's identity and modification time, and whether it changed in the last two
+/// seconds (see [`ViewCache`]).
+const VIEW_STATE: &str = "toString(toUnixTimestamp(metadata_modification_time)) AS modified, metadata_modification_time > now() - 2 AS recent";
+
+fn listed_view(rows: &Rows, row: usize) -> ListedView {
+    ListedView {
+        name: text(rows, row, "name"),
+        uuid: text(rows, row, "uuid"),
+        // A time that does not read as a number is never equal to a kept one.
+        modified: text(rows, row, "modified").parse().unwrap_or(0),
+        recent: text(rows, row, "recent") != "0",
+    }
+}
+
+/// A plain view as the catalog holds it, from its kept definition.
+fn cached_relation(view: &ListedView, kept: &CachedView) -> CatalogRelation {
+    CatalogRelation {
+        name: view.name.clone(),
+        engine: "View".to_owned(),
+        sorting_key: String::new(),
+        partition_key: String::new(),
+        create_table_query: kept.create_table_query.clone(),
+        as_select: kept.as_select.clone(),
+        uuid: view.uuid.clone(),
+        columns: Vec::new(),
+        defined: true,
+    }
+}
+
+/// The relations of a read with a `rank` column, each with its rank.
+fn ranked(rows: &Rows) -> Vec<(String, CatalogRelation)> {
+    let ranks: Vec<String> = (0..rows.data.len())
+        .map(|row| text(rows, row, "rank"))
+        .collect();
+    ranks.into_iter().zip(relations_of(rows)).collect()
 }
 
 /// Each table's columns, in position order.
@@ -535,25 +640,28 @@ fn plan_relations_sql(db: &str, defined: &[String]) -> String {
     )
 }
 
-/// The plain views of `db` that [`plan_relations_sql`] leaves out, with their
-/// definitions (a virtual project's stable views: their binding is their `as_select`),
-/// in the same columns.
-fn plan_views_sql(db: &str, defined: &[String]) -> String {
+/// The plain views of `db` that [`plan_relations_sql`] leaves out (`only` those when
+/// given), with their definitions (a virtual project's stable views: their binding is
+/// their `as_select`), in the same columns, and with what [`ViewCache`] keys them by.
+fn plan_views_sql(db: &str, defined: &[String], only: Option<&[&str]>) -> String {
+    let only = only
+        .map(|names| format!(" AND name IN ({})", name_list(names)))
+        .unwrap_or_default();
     format!(
-        "SELECT name, engine, sorting_key, partition_key, toString(uuid) AS uuid, create_table_query, as_select, 1 AS defined, 1 AS rank \
-         FROM system.tables WHERE database = {db} AND engine = 'View' AND name NOT IN ({}) ORDER BY name",
+        "SELECT name, engine, sorting_key, partition_key, toString(uuid) AS uuid, create_table_query, as_select, 1 AS defined, 1 AS rank, {VIEW_STATE} \
+         FROM system.tables WHERE database = {db} AND engine = 'View' AND name NOT IN ({}){only} ORDER BY name",
         name_list(defined)
     )
 }
 
 /// `names` as an SQL list of string literals (`''`, which names nothing, for none).
-fn name_list(names: &[String]) -> String {
+fn name_list<S: AsRef<str>>(names: &[S]) -> String {
     if names.is_empty() {
         return "''".to_owned();
     }
     names
         .iter()
-        .map(|n| stb_ddl::string_literal(n))
+        .map(|n| stb_ddl::string_literal(n.as_ref()))
         .collect::<Vec<_>>()
         .join(", ")
 }

@@ -20,7 +20,9 @@ pub mod records;
 pub mod runs;
 pub mod statements;
 
-pub use catalog::{Catalog, CatalogColumn, CatalogRelation, Definitions, Depth, catalog_stamp_sql};
+pub use catalog::{
+    Catalog, CatalogColumn, CatalogRelation, Definitions, Depth, ViewCache, catalog_stamp_sql,
+};
 pub use client::{Client, Rows, Summary};
 pub use config::{
     ConnectionConfig, ConnectionOverrides, ENV_HOST, ENV_PASSWORD, ENV_PORT, ENV_USERNAME, Secret,

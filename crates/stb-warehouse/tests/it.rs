@@ -207,6 +207,7 @@ fn a_plan_reads_every_relation_but_only_the_definitions_it_names_or_that_cost_li
                     "absent".to_owned(),
                 ],
             },
+            None,
         )
         .expect("catalog");
     assert_eq!(stamp, None);
@@ -307,6 +308,117 @@ fn a_plan_reads_every_relation_but_only_the_definitions_it_names_or_that_cost_li
     assert_eq!(full.refreshable(), catalog.refreshable());
 }
 
+/// Waits until every relation of `database` was last changed two seconds ago or more by
+/// the server's clock (a view changed more recently is read, never kept in the cache).
+fn wait_until_settled(client: &Client, database: &str) {
+    loop {
+        let rows = client
+            .query(&format!(
+                "SELECT count() AS recent FROM system.tables WHERE database = '{database}' AND metadata_modification_time > now() - 2"
+            ))
+            .expect("recent");
+        if rows.text(0, "recent").as_deref() == Some("0") {
+            return;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    }
+}
+
+#[test]
+fn a_plan_read_takes_unchanged_views_from_the_cache_and_reads_changed_ones() {
+    let db = TestDatabase::create("warehouse_view_cache");
+    let client = client(Some(&db.name));
+    let name = &db.name;
+    for statement in [
+        "CREATE TABLE t1 (id String) ENGINE = MergeTree ORDER BY id".to_owned(),
+        "CREATE TABLE t2 (id String) ENGINE = MergeTree ORDER BY id".to_owned(),
+        format!("CREATE VIEW a AS SELECT * FROM {name}.t1"),
+        format!("CREATE VIEW b AS SELECT * FROM {name}.t2"),
+        format!("CREATE VIEW c AS SELECT * FROM {name}.t2"),
+    ] {
+        client.execute(&statement, None).expect(&statement);
+    }
+    let depth = stb_warehouse::Depth::Plan { defined: vec![] };
+    let read = |cache: Option<&mut stb_warehouse::ViewCache>| {
+        client
+            .load_catalog_stamped(name, &[], &depth, cache)
+            .expect("catalog")
+            .0
+    };
+    let as_select = |catalog: &stb_warehouse::Catalog, view: &str| {
+        catalog.relation(view).expect(view).as_select.clone()
+    };
+
+    // Views changed just now are read and not kept.
+    let mut cache = stb_warehouse::ViewCache::default();
+    let fresh = read(Some(&mut cache));
+    assert_eq!(
+        fresh,
+        read(None),
+        "the same catalog with a cache as without"
+    );
+    assert!(cache.is_empty(), "nothing kept from the last two seconds");
+
+    wait_until_settled(&client, name);
+    let first = read(Some(&mut cache));
+    assert_eq!(first, read(None));
+    assert_eq!(cache.len(), 3);
+    assert!(cache.changed());
+
+    // What a later plan loads: proven to be served from the cache by altering a kept
+    // definition by hand (the server's copy is unchanged, so only the cache says t9).
+    let mut saved = serde_json::to_value(&cache).expect("saved");
+    let kept = saved["views"]["a"]["as_select"]
+        .as_str()
+        .expect("a kept")
+        .to_owned();
+    saved["views"]["a"]["as_select"] = kept.replace(".t1", ".t9").into();
+    let mut loaded: stb_warehouse::ViewCache = serde_json::from_value(saved).expect("loaded");
+    assert!(!loaded.changed());
+    let before = client.requests();
+    let served = read(Some(&mut loaded));
+    assert_eq!(
+        client.requests() - before,
+        5,
+        "time zone, relations, the views' list (their definitions all kept), columns, refreshable views"
+    );
+    assert_eq!(as_select(&served, "a"), format!("SELECT * FROM {name}.t9"));
+    assert!(!loaded.changed(), "nothing new to save");
+
+    // Replaced, exchanged and dropped views are read again (or forgotten) at once.
+    for statement in [
+        format!("CREATE OR REPLACE VIEW b AS SELECT * FROM {name}.t1"),
+        "EXCHANGE TABLES a AND c".to_owned(),
+    ] {
+        client.execute(&statement, None).expect(&statement);
+    }
+    let changed = read(Some(&mut cache));
+    assert_eq!(changed, read(None));
+    assert_eq!(as_select(&changed, "b"), format!("SELECT * FROM {name}.t1"));
+    assert_eq!(as_select(&changed, "a"), format!("SELECT * FROM {name}.t2"));
+    assert_eq!(as_select(&changed, "c"), format!("SELECT * FROM {name}.t1"));
+    client.execute("DROP VIEW c", None).expect("drop");
+    let dropped = read(Some(&mut cache));
+    assert!(dropped.relation("c").is_none());
+    // An exchange keeps each view's modification time and swaps identities: `a` is read
+    // again for its new identity and kept; `b` was replaced just now; `c` is gone.
+    assert_eq!(cache.len(), 1);
+
+    // Another database starts over: nothing of this one is used there.
+    let other = TestDatabase::create("warehouse_view_cache_other");
+    client
+        .execute(
+            &format!("CREATE VIEW {}.a AS SELECT 1 AS one", other.name),
+            None,
+        )
+        .expect("other view");
+    let elsewhere = client
+        .load_catalog_stamped(&other.name, &[], &depth, Some(&mut cache))
+        .expect("other catalog")
+        .0;
+    assert_eq!(as_select(&elsewhere, "a"), "SELECT 1 AS one");
+}
+
 #[test]
 fn the_catalog_read_carries_the_stamp_of_every_database_named_at_no_extra_request() {
     let target = TestDatabase::create("warehouse_stamp");
@@ -325,7 +437,7 @@ fn the_catalog_read_carries_the_stamp_of_every_database_named_at_no_extra_reques
     };
     let before = client.requests();
     let (_, stamp) = client
-        .load_catalog_stamped(&target.name, &databases, &stb_warehouse::Depth::Full)
+        .load_catalog_stamped(&target.name, &databases, &stb_warehouse::Depth::Full, None)
         .expect("catalog");
     assert_eq!(client.requests() - before, 3, "the stamp rides along");
     let stamp = stamp.expect("a stamp");
@@ -349,7 +461,7 @@ fn the_catalog_read_carries_the_stamp_of_every_database_named_at_no_extra_reques
         .expect("source table");
     assert_ne!(stamp_now(), stamp, "a source database's change shows");
     let (_, without) = client
-        .load_catalog_stamped(&target.name, &[], &stb_warehouse::Depth::Full)
+        .load_catalog_stamped(&target.name, &[], &stb_warehouse::Depth::Full, None)
         .expect("catalog");
     assert_eq!(without, None);
 }

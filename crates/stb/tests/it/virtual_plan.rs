@@ -391,3 +391,67 @@ fn a_scope_with_direct_and_virtual_pipelines_plans_both_phases() {
     let error: Value = serde_json::from_slice(&output.stdout).expect("JSON");
     assert_eq!(error["error"]["code"], "STB-PLAN-001");
 }
+
+/// Waits until no relation of `database` changed in the last two seconds by the server's
+/// clock: only then does a plan keep the stable views' definitions for the next one.
+fn wait_until_settled(database: &str) {
+    loop {
+        let recent = execute(&format!(
+            "SELECT count() FROM system.tables WHERE database = '{database}' AND metadata_modification_time > now() - 2"
+        ));
+        if recent.trim() == "0" {
+            return;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    }
+}
+
+#[test]
+fn a_stable_view_rebound_after_a_plan_is_seen_by_the_next_plan() {
+    let db = TestDatabase::create("vplan_view_cache");
+    events_table(&db.name);
+    let dir = project(&db.name, &[]);
+    publish_as_built(dir.path(), &db.name);
+    wait_until_settled(&db.name);
+
+    let first = plan_json(dir.path(), &[]);
+    assert_eq!(change(&first, "tbl__clean")["active_deployment_id"], ACTIVE);
+    let cache_file = dir.path().join("target/.catalog_cache.json");
+    let cache: Value =
+        serde_json::from_slice(&std::fs::read(&cache_file).expect("the plan kept the views"))
+            .expect("cache JSON");
+    assert_eq!(
+        cache["views"]["tbl__clean"]["as_select"],
+        format!("SELECT * FROM {0}.tbl__clean__{1}", db.name, ACTIVE),
+        "{cache}"
+    );
+
+    // Someone points the stable view elsewhere by hand: the next plan reads it again.
+    execute(&format!(
+        "CREATE OR REPLACE VIEW {0}.tbl__clean AS SELECT * FROM {0}.events",
+        db.name
+    ));
+    let rebound = plan_json(dir.path(), &[]);
+    assert_eq!(
+        change(&rebound, "tbl__clean")["active_deployment_id"],
+        Value::Null,
+        "{rebound}"
+    );
+    std::fs::remove_file(&cache_file).expect("cache removed");
+    let uncached = plan_json(dir.path(), &[]);
+    let comparable = |plan: &Value| {
+        let id = plan["deployment_id"].as_str().expect("id").to_owned();
+        let created = plan["deployment_created_at"]
+            .as_str()
+            .expect("time")
+            .to_owned();
+        let text = plan
+            .to_string()
+            .replace(&id, "ID")
+            .replace(&created, "TIME");
+        let mut value: Value = serde_json::from_str(&text).expect("JSON");
+        value["plan_hash"] = Value::Null;
+        value
+    };
+    assert_eq!(comparable(&rebound), comparable(&uncached));
+}
