@@ -28,18 +28,26 @@
 # (deploying 20,000 models' relations on the local engine takes over half an hour).
 # --only direct|virtual|mixed runs that mode's states alone; --keep leaves the last
 # state's database (stb_bench_scale) in place to plan against again.
-# Usage: scripts/bench-plan.sh [--no-deploy] [--only MODE] [--keep] [sizes...]
+# --compare OTHER_STB: after each timed plan, the same plan made by another build of stb
+# (an older commit's) on the same state, and its outputs compared with this build's: the
+# `--json` output, the text and target/run/plan/, with what changes from one run to the
+# next left out (timings, times, the plan hash; a virtual or mixed plan's new deployment
+# gets the same id in both).
+# Prints "outputs identical" or where they first differ.
+# Usage: scripts/bench-plan.sh [--no-deploy] [--only MODE] [--keep] [--compare STB] [sizes...]
 set -euo pipefail
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/streambuild/target}"
 deploy=1
 only=""
 keep=0
+compare=""
 while [ "$#" -gt 0 ]; do
   case "$1" in
     --no-deploy) deploy=0; shift ;;
     --only) only="$2"; shift 2 ;;
     --keep) keep=1; shift ;;
+    --compare) compare="$2"; shift 2 ;;
     *) break ;;
   esac
 done
@@ -86,6 +94,58 @@ count_queries() { # start
   sql "SELECT count() FROM system.query_log WHERE type IN ('QueryFinish', 'ExceptionBeforeStart', 'ExceptionWhileProcessing') AND log_comment != '' AND event_time_microseconds >= toDateTime64('$1', 6) AND query NOT LIKE '%system.query_log%' AND query NOT LIKE 'SYSTEM FLUSH LOGS%' AND query NOT LIKE 'SELECT toString(now64(6))%' AND query NOT LIKE 'SET %' AND query != 'SELECT currentDatabase()'"
 }
 
+# Makes the plan with this build and with $compare, and compares what each printed and
+# wrote (see --compare).
+compare_plans() { # mode project [stb plan arguments...]
+  local mode="$1" project="$2" side bin
+  shift 2
+  # Both plan the same new deployment, so its id (and what is made from it) agrees.
+  if [ "$mode" != direct ]; then set -- "$@" --deployment-id 20261201T000000Z_compar; fi
+  for side in this other; do
+    bin="$stb"
+    if [ "$side" = other ]; then bin="$compare"; fi
+    rm -rf "$work/$side"
+    mkdir -p "$work/$side"
+    "$bin" plan --json --project-dir "$project" "$@" >"$work/$side/stdout.json" 2>/dev/null || true
+    if [ -d "$project/target/run/plan" ]; then cp -R "$project/target/run/plan" "$work/$side/run"; fi
+    "$bin" plan --project-dir "$project" "$@" >"$work/$side/stdout.txt" 2>/dev/null || true
+  done
+  python3 - "$work/this" "$work/other" <<'PY'
+import os, re, sys
+this, other = sys.argv[1], sys.argv[2]
+varying = [
+    (re.compile(r"\d{8}T\d{6}Z_[0-9a-z]{6}"), "DEPLOYMENT"),
+    (re.compile(r"\(\d+ ms\)"), "(N ms)"),
+    (re.compile(r"\d{4}-\d{2}-\d{2}[ T]\d{2}:\d{2}:\d{2}(\.\d+)?(Z|[+-]\d{2}:?\d{2})?"), "TIME"),
+    (re.compile(r'"elapsed_ms":\s*\d+'), '"elapsed_ms": N'),
+    (re.compile(r'"plan_hash":\s*"[0-9a-f]+"'), '"plan_hash": H'),
+]
+def files(root):
+    found = {}
+    for folder, _, names in os.walk(root):
+        for name in names:
+            path = os.path.join(folder, name)
+            text = open(path, encoding="utf-8", errors="replace").read()
+            for pattern, stand_in in varying:
+                text = pattern.sub(stand_in, text)
+            found[os.path.relpath(path, root)] = text
+    return found
+a, b = files(this), files(other)
+differences = sorted(set(a) ^ set(b)) + sorted(n for n in set(a) & set(b) if a[n] != b[n])
+if not differences:
+    print(f"  outputs identical ({len(a)} files)")
+    sys.exit(0)
+for name in differences[:5]:
+    if name not in a or name not in b:
+        print(f"  differs: {name} only in {'this build' if name in a else 'the other'}")
+        continue
+    left, right = a[name].splitlines(), b[name].splitlines()
+    line = next((i for i, (x, y) in enumerate(zip(left, right)) if x != y), min(len(left), len(right)))
+    print(f"  differs: {name} line {line + 1}:\n    this:  {left[line][:300] if line < len(left) else '(end)'}\n    other: {right[line][:300] if line < len(right) else '(end)'}")
+print(f"  {len(differences)} of {len(set(a) | set(b))} files differ")
+PY
+}
+
 compile_s=""
 plan() { # models mode state project [stb plan arguments...]
   local models="$1" mode="$2" state="$3" project="$4" start wall peak queries
@@ -95,6 +155,7 @@ plan() { # models mode state project [stb plan arguments...]
   queries="$(count_queries "$start")"
   printf 'models %6s | %-7s | %-17s | plan %7.2f s | peak %4s MiB | queries %5s | plan/compile %5.2f\n' \
     "$models" "$mode" "$state" "$wall" "$peak" "$queries" "$(awk "BEGIN{print $wall / $compile_s}")"
+  if [ -n "$compare" ]; then compare_plans "$mode" "$project" "$@"; fi
 }
 
 # Every relation a direct build of the project creates, from its compiled statements:

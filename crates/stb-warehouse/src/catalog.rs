@@ -460,28 +460,29 @@ impl Client {
             .map(|row| listed_view(&listing, row))
             .collect();
         drop(listing);
-        let missing: Vec<&str> = listed
-            .iter()
-            .filter(|view| cache.get(view).is_none())
-            .map(|view| view.name.as_str())
-            .collect();
-        let mut views: Vec<(String, CatalogRelation)> = listed
-            .iter()
-            .filter_map(|view| {
-                let kept = cache.get(view)?;
-                Some(("1".to_owned(), cached_relation(view, kept)))
-            })
-            .collect();
+        // Each listed view from the cache when it holds the same view, else from the server.
+        let mut views: Vec<(String, CatalogRelation)> = Vec::with_capacity(listed.len());
+        let mut served = std::collections::HashSet::new();
+        let mut missing: Vec<&str> = Vec::new();
+        for view in &listed {
+            match cache.get(view) {
+                Some(kept) => {
+                    served.insert(view.name.as_str());
+                    views.push(("1".to_owned(), cached_relation(view, kept)));
+                }
+                None => missing.push(view.name.as_str()),
+            }
+        }
         let mut read = Vec::new();
         if !missing.is_empty() {
             // Most of them missing (a first plan): every view, without a long list of names.
             let only = (missing.len() * 2 <= listed.len()).then_some(missing.as_slice());
             let rows = self.query(&plan_views_sql(db, defined, only))?;
             for (row, (rank, relation)) in ranked(&rows).into_iter().enumerate() {
-                let view = listed_view(&rows, row);
-                if cache.get(&view).is_some() {
-                    continue; // already taken from the cache
+                if served.contains(relation.name.as_str()) {
+                    continue; // listed once already, from the cache
                 }
+                let view = listed_view(&rows, row);
                 let definition = CachedView {
                     uuid: relation.uuid.clone(),
                     modified: view.modified,
@@ -493,7 +494,6 @@ impl Client {
             }
         }
         cache.update(&listed, read);
-        views.sort_by(|(_, a), (_, b)| a.name.cmp(&b.name));
         Ok(views)
     }
 
