@@ -59,7 +59,7 @@ wall() {
 }
 # curl's total time (s), HTTP status and bytes for a GET of the dev server.
 get() { # path [header]
-  local args=(-s -o "$work/body" -w '%{time_total} %{http_code} %{size_download}')
+  local args=(-s -o "$work/body" -w '%{time_total} %{http_code} %{size_download}\n')
   if [ "$#" -gt 1 ]; then args+=(-H "$2"); fi
   curl "${args[@]}" "$api$1"
 }
