@@ -97,7 +97,7 @@ count_queries() { # start
 # Makes the plan with this build and with $compare, and compares what each printed and
 # wrote (see --compare).
 compare_plans() { # mode project [stb plan arguments...]
-  local mode="$1" project="$2" side bin
+  local mode="$1" project="$2" side bin status
   shift 2
   # Both plan the same new deployment, so its id (and what is made from it) agrees.
   if [ "$mode" != direct ]; then set -- "$@" --deployment-id 20261201T000000Z_compar; fi
@@ -106,10 +106,18 @@ compare_plans() { # mode project [stb plan arguments...]
     if [ "$side" = other ]; then bin="$compare"; fi
     rm -rf "$work/$side"
     mkdir -p "$work/$side"
-    "$bin" plan --json --project-dir "$project" "$@" >"$work/$side/stdout.json" 2>/dev/null || true
+    # Exit statuses are compared as files too: a plan that fails on one side only differs.
+    status=0
+    "$bin" plan --json --project-dir "$project" "$@" >"$work/$side/stdout.json" 2>/dev/null || status=$?
+    echo "$status" >"$work/$side/status.json"
     if [ -d "$project/target/run/plan" ]; then cp -R "$project/target/run/plan" "$work/$side/run"; fi
-    "$bin" plan --project-dir "$project" "$@" >"$work/$side/stdout.txt" 2>/dev/null || true
+    status=0
+    "$bin" plan --project-dir "$project" "$@" >"$work/$side/stdout.txt" 2>/dev/null || status=$?
+    echo "$status" >"$work/$side/status.txt"
   done
+  if [ "$(cat "$work/this/status.json" "$work/this/status.txt")" != "$(printf '0\n0')" ]; then
+    echo "  this build's plan failed (exit $(cat "$work/this/status.json"), $(cat "$work/this/status.txt"))"
+  fi
   python3 - "$work/this" "$work/other" <<'PY'
 import os, re, sys
 this, other = sys.argv[1], sys.argv[2]

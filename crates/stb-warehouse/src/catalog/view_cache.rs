@@ -83,7 +83,9 @@ impl ViewCache {
     }
 
     /// Keeps only `listed` views (the others were dropped), with `read` definitions
-    /// replacing or adding theirs; a recent view's definition is not kept.
+    /// replacing or adding theirs; a recent view's definition is not kept, nor an empty
+    /// one (a view still being created: the catalog read retries until it is complete,
+    /// which a kept empty definition would never be).
     pub(crate) fn update(&mut self, listed: &[ListedView], read: Vec<(ListedView, CachedView)>) {
         let before = self.views.len();
         let present: std::collections::HashSet<&str> =
@@ -93,7 +95,7 @@ impl ViewCache {
             self.changed = true;
         }
         for (view, definition) in read {
-            if view.recent {
+            if view.recent || definition.create_table_query.is_empty() {
                 if self.views.remove(&view.name).is_some() {
                     self.changed = true;
                 }
@@ -165,7 +167,7 @@ mod tests {
     }
 
     #[test]
-    fn recent_views_and_dropped_views_are_not_kept() {
+    fn recent_empty_and_dropped_views_are_not_kept() {
         let mut cache = ViewCache::default();
         cache.bind("server db");
         let (a, b) = (listed("a", "ua", 1, false), listed("b", "ub", 1, false));
@@ -180,6 +182,12 @@ mod tests {
         // b is gone; a was replaced a second ago.
         read_only(&mut cache, &listed("a", "ua2", 9, true), "z");
         assert!(cache.is_empty());
+        // A view read while it was being created (no definition yet) is not kept either.
+        let c = listed("c", "uc", 1, false);
+        let mut empty = definition("uc", 1, "x");
+        empty.create_table_query.clear();
+        cache.update(std::slice::from_ref(&c), vec![(c.clone(), empty)]);
+        assert!(cache.get(&c).is_none());
     }
 
     #[test]
