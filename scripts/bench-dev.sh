@@ -18,20 +18,13 @@
 # Usage: scripts/bench-dev.sh [sizes...]
 set -euo pipefail
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/streambuild/target}"
 sizes=("$@")
 if [ "${#sizes[@]}" -eq 0 ]; then sizes=(2000 10000); fi
 work="${TMPDIR:-/tmp}/stb-bench-dev"
 database="stb_bench_dev"
-cargo build --release --locked -p stb -p stb-bench --manifest-path "$repo/Cargo.toml" >&2
-stb="$CARGO_TARGET_DIR/release/stb"
-"$stb" local up >&2
-eval "$("$stb" local env)"
-url="${STB_LOCAL_CLICKHOUSE_URL:?}/"
-export STREAMBUILD_CLICKHOUSE_HOST="$STB_LOCAL_CLICKHOUSE_HOST"
-export STREAMBUILD_CLICKHOUSE_PORT="$STB_LOCAL_CLICKHOUSE_PORT"
+# shellcheck source=scripts/bench-stack.sh
+. "$repo/scripts/bench-stack.sh"
 mkdir -p "$work"
-sql() { curl -sf "$url" --data-binary "$1"; }
 
 server_pid=""
 stop_server() {

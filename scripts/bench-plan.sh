@@ -37,7 +37,6 @@
 # Usage: scripts/bench-plan.sh [--no-deploy] [--only MODE] [--keep] [--compare STB] [sizes...]
 set -euo pipefail
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/streambuild/target}"
 deploy=1
 only=""
 keep=0
@@ -57,16 +56,10 @@ sizes=("$@")
 if [ "${#sizes[@]}" -eq 0 ]; then sizes=(1000 2000 5000 10000 20000); fi
 work="${TMPDIR:-/tmp}/stb-bench-plan"
 database="stb_bench_scale"
-cargo build --release --locked -p stb -p stb-bench --manifest-path "$repo/Cargo.toml" >&2
-stb="$CARGO_TARGET_DIR/release/stb"
-"$stb" local up >&2
-eval "$("$stb" local env)"
-url="${STB_LOCAL_CLICKHOUSE_URL:?}/"
-export STREAMBUILD_CLICKHOUSE_HOST="$STB_LOCAL_CLICKHOUSE_HOST"
-export STREAMBUILD_CLICKHOUSE_PORT="$STB_LOCAL_CLICKHOUSE_PORT"
+# shellcheck source=scripts/bench-stack.sh
+. "$repo/scripts/bench-stack.sh"
 mkdir -p "$work"
 
-sql() { curl -sf "$url" --data-binary "$1"; }
 reset_database() {
   sql "DROP DATABASE IF EXISTS $database SYNC" >/dev/null
   sql "CREATE DATABASE $database" >/dev/null
