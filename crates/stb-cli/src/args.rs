@@ -8,7 +8,7 @@ use std::process::ExitCode;
 use clap::Args;
 use stb_project::{DiscoverOptions, Project};
 
-use crate::output::{Failure, report};
+use crate::output::report;
 
 /// Options every project command shares.
 #[derive(Debug, Args)]
@@ -151,9 +151,9 @@ pub(crate) struct ScopeArgs {
 }
 
 impl ScopeArgs {
-    /// The engine's request.
-    pub(crate) fn request(&self) -> stb_engine::direct::Request {
-        stb_engine::direct::Request {
+    /// The scope these flags ask for, parsed once and handed to the engine whole.
+    pub(crate) fn scope(&self) -> stb_engine::scope::Scope {
+        stb_engine::scope::Scope {
             select: self.select.clone(),
             start_time: self.start_time.clone(),
             changed: self.changed,
@@ -161,56 +161,6 @@ impl ScopeArgs {
             full_refresh: self.full_refresh,
             deployment_id: self.deployment_id.clone(),
         }
-    }
-
-    /// The part of a mixed scope that is `models`: selected by name, keeping the flags
-    /// that apply to that kind (`virtual_part`: `--full-refresh`, `--deployment-id`,
-    /// `--start-time`; otherwise `--start-time` and `--include-missing-upstream`).
-    pub(crate) fn part(
-        &self,
-        models: &std::collections::BTreeSet<String>,
-        virtual_part: bool,
-    ) -> Self {
-        Self {
-            select: models.iter().map(|m| format!("model:{m}")).collect(),
-            start_time: self.start_time.clone(),
-            changed: false,
-            include_missing_upstream: !virtual_part && self.include_missing_upstream,
-            full_refresh: virtual_part && self.full_refresh,
-            deployment_id: self.deployment_id.clone().filter(|_| virtual_part),
-        }
-    }
-
-    /// The engine's request for virtual pipelines.
-    pub(crate) fn staged_request(&self) -> stb_engine::staged::Request {
-        stb_engine::staged::Request {
-            select: self.select.clone(),
-            start_time: self.start_time.clone(),
-            full_refresh: self.full_refresh,
-            deployment_id: self.deployment_id.clone(),
-        }
-    }
-
-    /// Refuses flag combinations that cannot mean anything for any pipeline (the
-    /// virtual-only flags are refused by the direct planner once the scope is known).
-    pub(crate) fn check(&self) -> Result<(), Failure> {
-        stb_plan::options::validate(
-            &stb_plan::options::ScopeFlags {
-                select: self.select.clone(),
-                changed: self.changed,
-                include_missing_upstream: self.include_missing_upstream,
-                full_refresh: self.full_refresh,
-                start_time: self.start_time.clone(),
-                deployment_id: self.deployment_id.clone(),
-            },
-            stb_plan::options::Mode::Virtual,
-        )
-        .map(|_| ())
-        .map_err(|e| Failure {
-            code: stb_plan::options::FLAG_CODE,
-            message: e.message,
-            hint: e.hint.to_owned(),
-        })
     }
 }
 

@@ -5,10 +5,7 @@ use std::io::Write;
 use std::process::ExitCode;
 
 use clap::{Args, Subcommand};
-use stb_engine::deployments::{
-    Retention, apply_cleanup, count_rows, diagnose, plan_cleanup, read_state, repair_active_view,
-    warehouse_now,
-};
+use stb_engine::deployments::{Retention, diagnose, read_state, repair_active_view, reports};
 use stb_plan::deployment::DeploymentId;
 
 use crate::output::{Failure, fail, print_json};
@@ -51,34 +48,17 @@ pub(crate) fn janitor(args: &JanitorArgs) -> ExitCode {
         minimum_rollback_deployments: args.minimum_rollback_deployments,
         minimum_age_minutes: args.minimum_age_minutes,
     };
-    let planned = read_state(&client, &database).and_then(|state| {
-        let now = warehouse_now(&client)?;
-        let cleanups = plan_cleanup(&state, retention, &now);
-        let tables: Vec<String> = cleanups
-            .iter()
-            .filter(|c| c.delete)
-            .flat_map(|c| c.relations.iter())
-            .filter(|r| {
-                state
-                    .objects
-                    .iter()
-                    .any(|o| &o.physical_name == *r && o.object_type == "table")
-            })
-            .cloned()
-            .collect();
-        let rows = count_rows(&client, &database, &tables)?;
-        Ok((cleanups, rows))
-    });
-    let (cleanups, rows) = match planned {
-        Ok(planned) => planned,
+    let judged = match reports::janitor(&client, &database, retention) {
+        Ok(judged) => judged,
         Err(error) => return fail(&Failure::from(error), json),
     };
+    let (cleanups, rows) = (&judged.candidates, &judged.rows);
     let deletable: Vec<_> = cleanups.iter().filter(|c| c.delete).collect();
-    let lost: u64 = rows.values().sum();
+    let lost = judged.rows_lost();
     if !json {
         let mut out = std::io::stdout().lock();
         let _ = writeln!(out, "Janitor for '{database}'");
-        for cleanup in &cleanups {
+        for cleanup in cleanups {
             let _ = writeln!(
                 out,
                 "  {}  {}  ({})",
@@ -111,9 +91,7 @@ pub(crate) fn janitor(args: &JanitorArgs) -> ExitCode {
     }
     if !args.apply || deletable.is_empty() {
         if json {
-            print_json(&serde_json::json!({
-                "database": database, "applied": false, "candidates": cleanups, "rows": rows,
-            }));
+            print_json(&judged);
         }
         return ExitCode::SUCCESS;
     }
@@ -124,18 +102,15 @@ pub(crate) fn janitor(args: &JanitorArgs) -> ExitCode {
         );
         return ExitCode::from(1);
     }
-    match apply_cleanup(&client, &database, &lock_owner(), &cleanups) {
-        Ok(dropped) => {
+    match reports::apply_janitor(&client, &lock_owner(), judged) {
+        Ok(applied) => {
             if json {
-                print_json(&serde_json::json!({
-                    "database": database, "applied": true, "candidates": cleanups,
-                    "rows": rows, "dropped": dropped,
-                }));
+                print_json(&applied);
             } else {
                 let _ = writeln!(
                     std::io::stdout().lock(),
                     "Dropped {} relation(s).",
-                    dropped.len()
+                    applied.dropped.as_ref().map_or(0, Vec::len)
                 );
             }
             ExitCode::SUCCESS

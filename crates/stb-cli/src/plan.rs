@@ -6,11 +6,10 @@ use std::process::ExitCode;
 
 use clap::Args;
 
-use stb_engine::staged::Route;
+use stb_engine::plan::{Document, Plan, Purpose};
 
 use crate::args::{ConnectionArgs, ProjectArgs, ScopeArgs};
-use crate::direct::{Prepared, Purpose};
-use crate::output::{Failure, fail, report};
+use crate::output::{fail, report};
 
 #[derive(Debug, Args)]
 pub(crate) struct PlanArgs {
@@ -37,142 +36,51 @@ pub(crate) fn run(args: &PlanArgs) -> ExitCode {
         Ok(compiled) => compiled,
         Err(code) => return code,
     };
-    match stb_engine::staged::route(&project, &compiled, &args.scope.select, args.scope.changed) {
-        Ok(Route::Direct) => {}
-        Ok(Route::Virtual(_)) => return plan_virtual(args, &project, &compiled),
-        Ok(Route::Mixed {
-            direct_models,
-            virtual_models,
-            ..
-        }) => return plan_mixed(args, &project, &compiled, &direct_models, &virtual_models),
-        Err(error) => return fail(&Failure::from(error), args.json),
-    }
-    let prepared = match crate::direct::prepare(
-        &project,
-        &compiled,
-        &args.connection,
-        &args.scope,
-        Purpose::Show,
-    ) {
-        Ok(prepared) => prepared,
+    let plan = match args
+        .connection
+        .plan(&project, &compiled, &args.scope.scope(), Purpose::Show)
+    {
+        Ok(plan) => plan,
         Err(failure) => return fail(&failure, args.json),
     };
-    if let Err(invalid) = &prepared.validation {
-        return report(invalid.clone(), args.json);
-    }
-    let json = crate::plan_render::json(&prepared.planned);
-    if let Err(failure) = crate::run_artifacts::write_plan(&project.root, &prepared.planned, &json)
-    {
-        return fail(&failure, args.json);
-    }
-    // The value just written is what `--json` prints: printed as it is, not made again
-    // beside it (at 10,000 models each is tens of megabytes).
-    if args.json {
-        crate::output::print_json(&json);
-    } else {
-        drop(json);
-        crate::plan_render::print(&prepared.planned, false, args.verbose);
-    }
-    ExitCode::SUCCESS
-}
-
-/// A virtual plan: reads the deployed state and shows what a new deployment would stage,
-/// measured as its build would be (the shrink guard against the active copies).
-fn plan_virtual(
-    args: &PlanArgs,
-    project: &stb_project::Project,
-    compiled: &stb_compile::Compiled,
-) -> ExitCode {
-    match crate::direct::prepare(
-        project,
-        compiled,
-        &args.connection,
-        &args.scope,
-        Purpose::Show,
-    ) {
-        Ok(Prepared {
-            validation: Err(invalid),
-            ..
-        }) => report(invalid, args.json),
-        Ok(prepared) => match &prepared.staged {
-            Some(staged) => {
-                // target/run/plan/ holds the deployment's JSON and its build's steps.
-                let document = crate::staged_render::json(staged)
-                    .with_plan_hash(crate::direct::plan_hash(&[&prepared]));
-                if let Err(failure) =
-                    crate::run_artifacts::write_plan(&project.root, &prepared.planned, &document)
-                {
-                    return fail(&failure, args.json);
-                }
-                if args.json {
-                    crate::output::print_json(&document);
-                } else {
-                    crate::staged_render::print(staged, args.json, args.verbose);
-                }
-                ExitCode::SUCCESS
-            }
-            None => {
-                crate::plan_render::print(&prepared.planned, args.json, args.verbose);
-                ExitCode::SUCCESS
-            }
-        },
-        Err(failure) => fail(&failure, args.json),
-    }
-}
-
-/// A scope holding both kinds: the virtual phase (staged first) and the direct phase, each
-/// planned as its own build would plan it.
-fn plan_mixed(
-    args: &PlanArgs,
-    project: &stb_project::Project,
-    compiled: &stb_compile::Compiled,
-    direct_models: &std::collections::BTreeSet<String>,
-    virtual_models: &std::collections::BTreeSet<String>,
-) -> ExitCode {
-    let prepare = |models, virtual_part| {
-        crate::direct::prepare(
-            project,
-            compiled,
-            &args.connection,
-            &args.scope.part(models, virtual_part),
-            Purpose::Show,
-        )
-    };
-    let (staged, direct) = match (prepare(virtual_models, true), prepare(direct_models, false)) {
-        (Ok(staged), Ok(direct)) => (staged, direct),
-        (Err(failure), _) | (_, Err(failure)) => return fail(&failure, args.json),
-    };
-    if let Some(invalid) = crate::direct::refused(&[&staged, &direct]) {
+    if let Some(invalid) = plan.refused() {
         return report(invalid, args.json);
     }
-    let Some(deployment) = &staged.staged else {
-        let failure = Failure {
-            code: stb_engine::direct::VIRTUAL_CODE,
-            message: "the virtual phase of this mixed scope planned no deployment".into(),
-            hint: "plan each kind on its own (--select pipeline:<name>)".into(),
-        };
-        return fail(&failure, args.json);
-    };
-    if args.json {
-        /// Members in key order, as the JSON value it was sorted them.
-        #[derive(serde::Serialize)]
-        struct Mixed<'a> {
-            direct: serde_json::Value,
-            execution_order: [&'static str; 2],
-            mode: &'static str,
-            plan_hash: String,
-            #[serde(rename = "virtual")]
-            staged: crate::staged_render::VirtualJson<'a>,
+    let document = plan.document();
+    // target/run/plan/ holds the plan's JSON and its build's steps (a mixed plan's two
+    // phases are each their own build's and are not written).
+    let written = match (&plan, &document) {
+        (Plan::Direct(one) | Plan::Virtual(one), Document::Direct(json)) => {
+            crate::run_artifacts::write_plan(&project.root, &one.planned, json)
         }
-        crate::output::print_json(&Mixed {
-            direct: crate::plan_render::json(&direct.planned),
-            execution_order: ["virtual", "direct"],
-            mode: "mixed",
-            plan_hash: crate::direct::plan_hash(&[&staged, &direct]),
-            staged: crate::staged_render::json(deployment),
-        });
+        (Plan::Virtual(one), Document::Virtual(json)) => {
+            crate::run_artifacts::write_plan(&project.root, &one.planned, json)
+        }
+        _ => Ok(()),
+    };
+    if let Err(failure) = written {
+        return fail(&failure, args.json);
+    }
+    // The document just written is what `--json` prints: printed as it is, not made again
+    // beside it (at 10,000 models each is tens of megabytes).
+    if args.json {
+        crate::output::print_json(&document);
         return ExitCode::SUCCESS;
     }
-    crate::staged_render::print_mixed(Some(deployment), &direct.planned, args.verbose);
+    drop(document);
+    match &plan {
+        Plan::Direct(one) => crate::plan_render::print(&one.planned, false, args.verbose),
+        Plan::Virtual(one) => match &one.staged {
+            Some(staged) => crate::staged_render::print(staged, false, args.verbose),
+            None => crate::plan_render::print(&one.planned, false, args.verbose),
+        },
+        Plan::Mixed { staged, direct } => {
+            crate::staged_render::print_mixed(
+                staged.staged.as_ref(),
+                &direct.planned,
+                args.verbose,
+            );
+        }
+    }
     ExitCode::SUCCESS
 }

@@ -4,12 +4,7 @@
 use std::io::{BufRead, Write};
 use std::process::ExitCode;
 
-use stb_project::project_config::Mode;
-
 use crate::output::{Failure, fail};
-
-/// The project has no virtual pipelines.
-const NOT_VIRTUAL_CODE: &str = "STB-DEPLOY-004";
 
 pub(crate) use crate::args::TargetArgs as Common;
 
@@ -47,17 +42,8 @@ fn connect_project(
     common: &Common,
     project: &stb_project::Project,
 ) -> Result<(stb_warehouse::Client, String), ExitCode> {
-    if !project.pipelines.iter().any(|p| p.mode == Mode::Virtual) {
-        return Err(fail(
-            &Failure {
-                code: NOT_VIRTUAL_CODE,
-                message: "the project has no virtual pipelines: deployments do not apply".into(),
-                hint: "set mode = \"virtual\" in a pipeline.toml, or [defaults] pipeline_mode"
-                    .into(),
-            },
-            common.json,
-        ));
-    }
+    stb_engine::deployments::reports::require_virtual(project)
+        .map_err(|error| fail(&Failure::from(error), common.json))?;
     common
         .connection
         .connect(project)

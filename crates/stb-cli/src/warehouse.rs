@@ -48,6 +48,26 @@ impl ConnectionArgs {
             .unwrap_or_else(|| "default".to_owned());
         Ok((client, database))
     }
+
+    /// Connects and plans `scope` there (routed by the engine: direct, virtual or mixed):
+    /// what `stb plan` shows and `stb build` runs.
+    pub(crate) fn plan(
+        &self,
+        project: &Project,
+        compiled: &stb_compile::Compiled,
+        scope: &stb_engine::scope::Scope,
+        purpose: stb_engine::plan::Purpose,
+    ) -> Result<stb_engine::plan::Plan, Failure> {
+        let (client, database) = self.connect(project)?;
+        Ok(stb_engine::plan::plan(
+            project,
+            compiled,
+            &std::sync::Arc::new(client),
+            &database,
+            scope,
+            purpose,
+        )?)
+    }
 }
 
 impl From<&stb_warehouse::WarehouseError> for Failure {

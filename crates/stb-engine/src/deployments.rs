@@ -1024,5 +1024,7 @@ pub fn repair_active_view(
     Ok(target)
 }
 
+pub mod reports;
+
 #[cfg(test)]
 mod tests;

@@ -1,7 +1,7 @@
 //! Direct plans: what a build would drop, recreate and replay, with every check that can
 //! stop it before anything is touched.
 //!
-//! [`Request::resolve`] checks the flags and the selectors (no warehouse needed),
+//! [`Scope::resolve`] checks the flags and the selectors (no warehouse needed),
 //! [`read`] reads what the plan needs from the warehouse in a fixed number of queries,
 //! [`prepare`] plans from those values alone, and [`measure`] runs the shrink guard's
 //! queries. `stb plan` stops there; `stb build` goes on to run the workflow.
@@ -14,7 +14,7 @@ use stb_plan::direct::{
     DirectPlan, Landing, PlanModel, PlanSource, Reason, Selection, model_graph, plan_direct,
 };
 use stb_plan::drift::{Drift, LiveLanding, landing_drift, missing_pieces};
-use stb_plan::options::{FLAG_CODE, Mode as FlagMode, ScopeFlags, StartTime, validate};
+use stb_plan::options::{FLAG_CODE, StartTime};
 use stb_plan::shrink::{Probe, ReplayWindow};
 use stb_plan::sql_change::{Baseline, SqlChange, sql_change};
 use stb_plan::workflow::{RootReplay, Workflow, WorkflowOptions, assemble, landings_read};
@@ -25,6 +25,7 @@ use stb_warehouse::fingerprints::{Fingerprints, latest_fingerprints};
 use stb_warehouse::{Catalog, Client};
 
 use crate::EngineError;
+pub use crate::scope::Scope;
 
 /// A managed source's landing drifted in a way a build cannot repair.
 pub const SOURCE_DRIFT_CODE: &str = "STB-SOURCE-002";
@@ -40,69 +41,13 @@ pub const RECORDS_CODE: &str = "STB-PLAN-005";
 /// What `--changed` says when every model matches its last build.
 pub const NOTHING_CHANGED: &str = "No changed models to build.";
 
-/// What to plan, as the user asked for it.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Request {
-    /// Selectors (`name`, `model:name`, `pipeline:name`); empty: every model.
-    pub select: Vec<String>,
-    /// `--start-time`, as typed.
-    pub start_time: Option<String>,
-    pub changed: bool,
-    pub include_missing_upstream: bool,
-    /// `--full-refresh` and `--deployment-id`: virtual pipelines only, so a direct plan
-    /// refuses them instead of ignoring them.
-    pub full_refresh: bool,
-    pub deployment_id: Option<String>,
-}
-
-/// A request whose flags and selectors are known to make sense.
+/// A scope whose flags and selectors are known to make sense.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Resolved {
-    pub request: Request,
+    pub request: Scope,
     pub start_time: Option<StartTime>,
     /// The selected models; `None`: every model (or `--changed`, decided later).
     pub selected: Option<BTreeSet<String>>,
-}
-
-impl Request {
-    /// Refuses flag combinations that cannot mean anything.
-    ///
-    /// # Errors
-    /// `STB-PLAN-001` and its message and hint.
-    pub fn check(&self) -> Result<Option<StartTime>, EngineError> {
-        validate(
-            &ScopeFlags {
-                select: self.select.clone(),
-                start_time: self.start_time.clone(),
-                changed: self.changed,
-                include_missing_upstream: self.include_missing_upstream,
-                full_refresh: self.full_refresh,
-                deployment_id: self.deployment_id.clone(),
-            },
-            FlagMode::Direct,
-        )
-        .map_err(|e| EngineError::new(FLAG_CODE, e.message, e.hint))
-    }
-
-    /// Checks the flags and resolves the selectors against the compiled models, before
-    /// anything connects.
-    ///
-    /// # Errors
-    /// A flag combination that cannot mean anything, or an unknown selector.
-    pub fn resolve(&self, compiled: &Compiled) -> Result<Resolved, EngineError> {
-        let start_time = self.check()?;
-        let selected = if self.select.is_empty() {
-            None
-        } else {
-            let graph = model_graph(&compiled.plan_models);
-            Some(stb_graph::select_for_build(&graph, &self.select)?)
-        };
-        Ok(Resolved {
-            request: self.clone(),
-            start_time,
-            selected,
-        })
-    }
 }
 
 /// How the workflow is built, from the environment the caller runs in.
@@ -566,7 +511,7 @@ fn changed_selection(
     project: &Project,
     compiled: &Compiled,
     reads: &Reads,
-    request: &Request,
+    request: &Scope,
     graph: &stb_graph::ModelGraph,
 ) -> Result<Selection, EngineError> {
     let database = &reads.database;
@@ -893,6 +838,8 @@ fn live_landing(landing: &Landing, catalog: &Catalog) -> LiveLanding {
             .map(|r| r.create_table_query.clone()),
     }
 }
+
+pub mod json;
 
 #[cfg(test)]
 mod tests;

@@ -15,6 +15,7 @@ use stb_project::project_config::Mode;
 use stb_warehouse::Client;
 use stb_warehouse::deployments::{bindings, recorded_specs};
 
+pub mod json;
 mod seeding;
 
 use crate::EngineError;

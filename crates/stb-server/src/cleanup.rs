@@ -11,6 +11,9 @@ use axum::extract::State;
 use axum::http::StatusCode;
 use serde::Deserialize;
 
+use stb_engine::deployments::Retention;
+use stb_engine::deployments::reports::{self, Janitor};
+
 use crate::AppState;
 use crate::auth::Principal;
 use crate::error::ApiError;
@@ -26,37 +29,21 @@ pub(crate) struct CleanupRequest {
     confirm_deployments: Option<Vec<String>>,
 }
 
-/// The janitor's limit flags, as given (its defaults otherwise).
-fn limit_args(request: &CleanupRequest) -> Vec<String> {
-    let mut args = vec!["janitor".to_owned()];
-    let limits = [
-        ("--retention-days", request.retention_days),
-        (
-            "--minimum-rollback-deployments",
-            request.minimum_rollback_deployments,
-        ),
-        ("--minimum-age-minutes", request.minimum_age_minutes),
-    ];
-    for (flag, value) in limits {
-        if let Some(value) = value {
-            args.push(flag.to_owned());
-            args.push(value.to_string());
-        }
+/// The janitor's limits: those given, its defaults (as `stb janitor`'s) otherwise.
+fn retention(request: &CleanupRequest) -> Retention {
+    Retention {
+        retention_days: request.retention_days.unwrap_or(7),
+        minimum_rollback_deployments: request
+            .minimum_rollback_deployments
+            .map_or(2, |n| usize::try_from(n).unwrap_or(usize::MAX)),
+        minimum_age_minutes: request.minimum_age_minutes.unwrap_or(60),
     }
-    args
 }
 
-/// The ids of the deployments a janitor answer would delete, sorted.
-fn deletable(answer: &serde_json::Value) -> Vec<String> {
-    let mut ids: Vec<String> = answer["candidates"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter(|c| c["delete"] == true)
-        .filter_map(|c| c["deployment_id"].as_str().map(str::to_owned))
-        .collect();
-    ids.sort();
-    ids
+fn answer(janitor: &Janitor) -> Result<Json<serde_json::Value>, ApiError> {
+    serde_json::to_value(janitor)
+        .map(Json)
+        .map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))
 }
 
 pub(crate) async fn cleanup(
@@ -71,10 +58,18 @@ pub(crate) async fn cleanup(
         crate::authz::Scope::Target,
     )
     .await?;
-    let args = limit_args(&request);
-    let preview = state.launcher.json(args.clone()).await?;
+    let compilation = state.compilation()?;
+    reports::require_virtual(&compilation.project).map_err(|error| ApiError::engine(&error))?;
+    let limits = retention(&request);
+    let database = state.database.clone();
+    let preview = state
+        .warehouse
+        .read(move |client| {
+            reports::janitor(client, &database, limits).map_err(|error| ApiError::engine(&error))
+        })
+        .await?;
     if !request.apply {
-        return Ok(Json(preview));
+        return answer(&preview);
     }
     let Some(mut confirmed) = request.confirm_deployments else {
         return Err(ApiError::new(
@@ -83,7 +78,7 @@ pub(crate) async fn cleanup(
         ));
     };
     confirmed.sort();
-    let now = deletable(&preview);
+    let now = preview.deletable();
     if confirmed != now {
         return Err(ApiError {
             status: StatusCode::CONFLICT,
@@ -96,11 +91,18 @@ pub(crate) async fn cleanup(
         });
     }
     if now.is_empty() {
-        return Ok(Json(preview));
+        return answer(&preview);
     }
-    let mut apply = args;
-    apply.extend(["--apply".to_owned(), "--auto-approve".to_owned()]);
-    Ok(Json(state.launcher.json(apply).await?))
+    // The drop holds the target lock under an owner of its own, as a CLI run would.
+    let owner = uuid::Uuid::new_v4().to_string();
+    let applied = state
+        .warehouse
+        .read(move |client| {
+            reports::apply_janitor(client, &owner, preview)
+                .map_err(|error| ApiError::engine(&error))
+        })
+        .await?;
+    answer(&applied)
 }
 
 #[cfg(test)]
@@ -108,31 +110,18 @@ mod tests {
     use super::*;
 
     #[test]
-    fn only_the_limits_given_reach_the_janitor() {
+    fn only_the_limits_given_change_the_janitor_s_defaults() {
         let request: CleanupRequest =
             serde_json::from_str(r#"{"retentionDays": 0, "minimumAgeMinutes": 5}"#)
                 .expect("request");
         assert_eq!(
-            limit_args(&request),
-            [
-                "janitor",
-                "--retention-days",
-                "0",
-                "--minimum-age-minutes",
-                "5"
-            ]
+            retention(&request),
+            Retention {
+                retention_days: 0,
+                minimum_rollback_deployments: 2,
+                minimum_age_minutes: 5,
+            }
         );
         assert!(serde_json::from_str::<CleanupRequest>(r#"{"retention": 1}"#).is_err());
-    }
-
-    #[test]
-    fn the_deletable_set_is_the_candidates_marked_delete() {
-        let answer = serde_json::json!({"candidates": [
-            {"deployment_id": "b", "delete": true},
-            {"deployment_id": "c", "delete": false},
-            {"deployment_id": "a", "delete": true},
-        ]});
-        assert_eq!(deletable(&answer), ["a", "b"]);
-        assert!(deletable(&serde_json::json!({})).is_empty());
     }
 }

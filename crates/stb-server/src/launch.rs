@@ -1,8 +1,9 @@
-//! Work the server hands to the `stb` binary itself, as a child process pinned to the
-//! server's project, target and database: plan previews (`stb plan --json`), builds (`stb
-//! build --auto-approve --events`, one at a time) and promotions (`stb deployment promote
-//! --json`). The child is the same code the CLI runs, so a build from the API keeps every
-//! guarantee of one from a terminal: admission, the target lock, the records.
+//! The one piece of work the server still hands to the `stb` binary itself: a build (`stb
+//! build --auto-approve --events`, one at a time), as a child process pinned to the
+//! server's project, target and database. The child is the same code the CLI runs, so a
+//! build from the API keeps every guarantee of one from a terminal: admission, the target
+//! lock, the records. Everything else (plan previews, deployments, promotions, the
+//! janitor) runs in the server's own process.
 
 use std::path::PathBuf;
 use std::process::Stdio;
@@ -72,49 +73,6 @@ impl Launcher {
         }
         command.envs(self.env.iter().map(|(k, v)| (k, v)));
         command
-    }
-
-    /// Runs `stb <args> --json` to the end and returns its JSON (an `{"error": …}` or
-    /// `{"errors": […]}` answer becomes a 400 carrying it).
-    ///
-    /// # Errors
-    /// The child could not run, or answered an error or no JSON.
-    pub async fn json(&self, args: Vec<String>) -> Result<serde_json::Value, ApiError> {
-        let mut command = self.command(&args);
-        command.arg("--json");
-        let output = tokio::task::spawn_blocking(move || command.output())
-            .await
-            .map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))?
-            .map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))?;
-        let answer: serde_json::Value = serde_json::from_slice(&output.stdout).map_err(|_| {
-            ApiError::new(
-                StatusCode::BAD_GATEWAY,
-                format!(
-                    "stb {} answered no JSON: {}",
-                    args.first().map_or("", String::as_str),
-                    String::from_utf8_lossy(&output.stderr).trim()
-                ),
-            )
-        })?;
-        if let Some(error) = answer.get("error") {
-            return Err(ApiError {
-                status: StatusCode::BAD_REQUEST,
-                detail: error.clone(),
-            });
-        }
-        // Located problems (a model the warehouse refuses): the first one speaks for all,
-        // and every one is kept with its file, line and column.
-        if let Some(errors) = answer.get("errors").and_then(serde_json::Value::as_array)
-            && let Some(first) = errors.first()
-        {
-            let mut detail = first.clone();
-            detail["errors"] = errors.clone().into();
-            return Err(ApiError {
-                status: StatusCode::BAD_REQUEST,
-                detail,
-            });
-        }
-        Ok(answer)
     }
 
     /// Starts `stb build --auto-approve --events <args>` as run `invocation_id`, owned by

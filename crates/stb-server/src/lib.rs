@@ -17,6 +17,7 @@ pub mod error;
 mod headers;
 pub mod inventory;
 pub mod launch;
+mod planning;
 mod quality;
 mod routes;
 pub mod scheduler;
@@ -93,7 +94,7 @@ pub struct AppState {
     pub throttle: Mutex<throttle::Throttle>,
     pub warehouse: Arc<warehouse::Warehouse>,
     pub run_windows: stb_engine::runs::Windows,
-    /// Runs `stb` itself for plan previews, builds and promotions.
+    /// Runs `stb build` as a child for builds started from the API.
     pub launcher: launch::Launcher,
     pub builds: launch::Builds,
     /// `GET /api/state`'s snapshot.

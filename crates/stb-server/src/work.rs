@@ -18,10 +18,12 @@ use serde::Deserialize;
 use crate::AppState;
 use crate::auth::Principal;
 use crate::error::ApiError;
+use axum::response::IntoResponse;
+use stb_engine::scope::Scope;
 
 type Shared = State<Arc<AppState>>;
 
-/// Refuses a value that the child would read as a flag.
+/// Refuses a value that the build child would read as a flag.
 fn value(name: &str, text: &str) -> Result<String, ApiError> {
     let text = text.trim();
     if text.is_empty() || text.starts_with('-') || text.contains('\0') {
@@ -134,52 +136,6 @@ pub(crate) async fn authorize_in(
     }
 }
 
-/// Every model a plan's JSON names (`model` fields, `execution_scope` lists), whatever
-/// its shape (direct, virtual or mixed).
-fn planned_models(plan: &serde_json::Value, into: &mut std::collections::BTreeSet<String>) {
-    match plan {
-        serde_json::Value::Object(fields) => {
-            for (key, value) in fields {
-                match (key.as_str(), value) {
-                    ("model", serde_json::Value::String(model)) => {
-                        into.insert(model.clone());
-                    }
-                    ("execution_scope", serde_json::Value::Array(models)) => {
-                        into.extend(models.iter().filter_map(|m| m.as_str().map(str::to_owned)));
-                    }
-                    _ => planned_models(value, into),
-                }
-            }
-        }
-        serde_json::Value::Array(items) => {
-            for item in items {
-                planned_models(item, into);
-            }
-        }
-        _ => {}
-    }
-}
-
-/// Whether a plan (`stb plan --json`, any mode) would change anything: a virtual phase
-/// with steps, a direct phase that rebuilds, creates, tears down or recreates a landing.
-/// A build of a plan without work records no run, so the server refuses it instead.
-fn has_work(plan: &serde_json::Value) -> bool {
-    let non_empty = |key: &str| plan[key].as_array().is_some_and(|a| !a.is_empty());
-    match plan["mode"].as_str() {
-        Some("mixed") => has_work(&plan["virtual"]) || has_work(&plan["direct"]),
-        Some("virtual environments") => non_empty("steps"),
-        _ => [
-            "entries",
-            "creation",
-            "teardown",
-            "source_recreations",
-            "landing_repairs",
-        ]
-        .iter()
-        .any(|key| non_empty(key)),
-    }
-}
-
 /// The pipelines of `models`, split into direct and virtual; a model the project does not
 /// own is an unresolved scope (403).
 pub(crate) fn pipelines_of(
@@ -208,60 +164,70 @@ pub(crate) fn pipelines_of(
     Ok((direct.into_iter().collect(), staged.into_iter().collect()))
 }
 
-/// `--select` (repeatable), `--start-time`, `--deployment-id`, `--changed` as arguments.
-fn scope_args(
-    select: &[String],
-    start: Option<&str>,
-    deployment: Option<&str>,
-    changed: bool,
-) -> Result<Vec<String>, ApiError> {
+/// A scope as the build child's arguments (`--select` repeatable, `--start-time`,
+/// `--deployment-id`, `--changed`, `--full-refresh`).
+fn scope_args(scope: &Scope) -> Result<Vec<String>, ApiError> {
     let mut args = Vec::new();
-    for selector in select {
+    for selector in &scope.select {
         args.push("--select".to_owned());
         args.push(value("selector", selector)?);
     }
-    if let Some(start) = start {
+    if let Some(start) = &scope.start_time {
         args.push("--start-time".to_owned());
         args.push(value("start time", start)?);
     }
-    if let Some(id) = deployment {
+    if let Some(id) = &scope.deployment_id {
         args.push("--deployment-id".to_owned());
         args.push(value("deployment id", id)?);
     }
-    if changed {
+    if scope.changed {
         args.push("--changed".to_owned());
+    }
+    if scope.full_refresh {
+        args.push("--full-refresh".to_owned());
     }
     Ok(args)
 }
 
-/// `GET /api/plan?select=a&select=b&start=…&deployment=…&changed=true`: what a build of
-/// that scope would do, as `stb plan --json` says it (read-only).
-pub(crate) async fn plan(
-    State(state): Shared,
-    RawQuery(query): RawQuery,
-) -> Result<Json<serde_json::Value>, ApiError> {
-    let pairs: Vec<(String, String)> =
-        serde_urlencoded::from_str(query.as_deref().unwrap_or(""))
-            .map_err(|e| ApiError::new(StatusCode::BAD_REQUEST, e.to_string()))?;
+/// The scope `GET /api/plan` asks for: `select` (repeatable), `start`, `deployment`,
+/// `changed=true`, `full_refresh=true`.
+fn query_scope(query: Option<&str>) -> Result<Scope, ApiError> {
+    let pairs: Vec<(String, String)> = serde_urlencoded::from_str(query.unwrap_or(""))
+        .map_err(|e| ApiError::new(StatusCode::BAD_REQUEST, e.to_string()))?;
     let all = |key: &str| -> Vec<String> {
         pairs
             .iter()
             .filter(|(k, _)| k == key)
-            .map(|(_, v)| v.clone())
+            .map(|(_, v)| v.trim().to_owned())
             .collect()
     };
     let one = |key: &str| all(key).into_iter().next();
-    let mut args = vec!["plan".to_owned()];
-    args.extend(scope_args(
-        &all("select"),
-        one("start").as_deref(),
-        one("deployment").as_deref(),
-        one("changed").is_some_and(|v| v == "true"),
-    )?);
-    if one("full_refresh").is_some_and(|v| v == "true") {
-        args.push("--full-refresh".to_owned());
-    }
-    Ok(Json(state.launcher.json(args).await?))
+    Ok(Scope {
+        select: all("select"),
+        start_time: one("start"),
+        deployment_id: one("deployment"),
+        changed: one("changed").is_some_and(|v| v == "true"),
+        full_refresh: one("full_refresh").is_some_and(|v| v == "true"),
+        include_missing_upstream: false,
+    })
+}
+
+/// `GET /api/plan?select=a&select=b&start=…&deployment=…&changed=true`: what a build of
+/// that scope would do, as `stb plan --json` says it (read-only, planned in this process).
+pub(crate) async fn plan(
+    State(state): Shared,
+    RawQuery(query): RawQuery,
+) -> Result<axum::response::Response, ApiError> {
+    let scope = query_scope(query.as_deref())?;
+    let previewed = crate::planning::preview(&state, scope).await?;
+    Ok((
+        [(
+            axum::http::header::CONTENT_TYPE,
+            axum::http::HeaderValue::from_static("application/json"),
+        )],
+        previewed.json,
+    )
+        .into_response())
 }
 
 #[derive(Deserialize)]
@@ -291,16 +257,15 @@ pub(crate) async fn build(
     axum::Extension(principal): axum::Extension<Principal>,
     Json(request): Json<BuildRequest>,
 ) -> Result<(StatusCode, Json<serde_json::Value>), ApiError> {
-    let mut args = scope_args(
-        &request.select,
-        request.start_time.as_deref(),
-        request.deployment_id.as_deref(),
-        request.changed,
-    )?;
-    // A full refresh changes what the plan does: the preview plans it too.
-    if request.full_refresh {
-        args.push("--full-refresh".to_owned());
-    }
+    let scope = Scope {
+        select: request.select.clone(),
+        start_time: request.start_time.clone(),
+        deployment_id: request.deployment_id.clone(),
+        changed: request.changed,
+        full_refresh: request.full_refresh,
+        include_missing_upstream: false,
+    };
+    let mut args = scope_args(&scope)?;
     if precheck(&state, &principal, "build.direct.run")
         .await
         .is_err()
@@ -309,10 +274,8 @@ pub(crate) async fn build(
     }
     // Authorise the plan the server makes for this scope, not what the client says it is:
     // direct pipelines need build.direct.run, virtual ones deployment.create.
-    let mut preview = vec!["plan".to_owned()];
-    preview.extend(args.iter().cloned());
-    let plan = state.launcher.json(preview).await?;
-    if !has_work(&plan) {
+    let plan = crate::planning::preview(&state, scope).await?;
+    if !plan.has_work {
         return Err(ApiError {
             status: StatusCode::CONFLICT,
             detail: serde_json::json!({
@@ -322,8 +285,7 @@ pub(crate) async fn build(
             }),
         });
     }
-    let mut models = std::collections::BTreeSet::new();
-    planned_models(&plan, &mut models);
+    let models = plan.models;
     let (direct, staged) = pipelines_of(&state, models)?;
     if direct.is_empty() && staged.is_empty() {
         return Err(ApiError::new(
@@ -339,7 +301,7 @@ pub(crate) async fn build(
     }
     // Nothing runs that nobody reviewed: the caller names the preview it approved, and a
     // plan that differs now (the project or the warehouse changed) is refused.
-    let current = plan["plan_hash"].as_str().unwrap_or_default().to_owned();
+    let current = plan.hash;
     let Some(reviewed) = request.plan_hash.clone() else {
         return Err(ApiError {
             status: StatusCode::BAD_REQUEST,
@@ -413,8 +375,10 @@ pub(crate) async fn promote(
     precheck(&state, &principal, "deployment.promote").await?;
     let staged = deployment_pipelines(&state, &id).await?;
     authorize(&state, &principal, "deployment.promote", &staged).await?;
-    let args = vec!["deployment".to_owned(), "promote".to_owned(), id];
-    Ok(Json(state.launcher.json(args).await?))
+    switch_deployments(&state, move |client, database, owner| {
+        stb_engine::deployments::reports::promote(client, database, owner, &id)
+    })
+    .await
 }
 
 /// The pipelines of deployment `id`, from its own object records; 404 when it has none.
@@ -446,10 +410,30 @@ async fn deployment_pipelines(state: &AppState, id: &str) -> Result<Vec<String>,
     Ok(staged)
 }
 
+/// Reads the project's deployments in this process with `read` (the function the
+/// matching `stb deployment` command calls) and answers what it returns.
+async fn read_deployments<T: serde::Serialize + Send + 'static>(
+    state: &AppState,
+    read: impl FnOnce(&stb_warehouse::Client, &str) -> Result<T, stb_engine::EngineError>
+    + Send
+    + 'static,
+) -> Result<Json<serde_json::Value>, ApiError> {
+    let compilation = state.compilation()?;
+    stb_engine::deployments::reports::require_virtual(&compilation.project)
+        .map_err(|error| ApiError::engine(&error))?;
+    let database = state.database.clone();
+    let answer = state
+        .warehouse
+        .read(move |client| read(client, &database).map_err(|error| ApiError::engine(&error)))
+        .await?;
+    serde_json::to_value(answer)
+        .map(Json)
+        .map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))
+}
+
 /// `GET /api/deployments`: as `stb deployment list --json`.
 pub(crate) async fn deployments(State(state): Shared) -> Result<Json<serde_json::Value>, ApiError> {
-    let args = vec!["deployment".to_owned(), "list".to_owned()];
-    Ok(Json(state.launcher.json(args).await?))
+    read_deployments(&state, stb_engine::deployments::reports::list).await
 }
 
 /// `GET /api/deployments/{id}`: as `stb deployment show <id> --json`.
@@ -457,12 +441,10 @@ pub(crate) async fn deployment(
     State(state): Shared,
     Path(id): Path<String>,
 ) -> Result<Json<serde_json::Value>, ApiError> {
-    let args = vec![
-        "deployment".to_owned(),
-        "show".to_owned(),
-        value("deployment id", &id)?,
-    ];
-    Ok(Json(state.launcher.json(args).await?))
+    read_deployments(&state, move |client, database| {
+        stb_engine::deployments::reports::show(client, database, &id)
+    })
+    .await
 }
 
 /// `GET /api/deployments/{spec}/diff`: as `stb deployment diff <spec> --json` (`ID`,
@@ -471,12 +453,10 @@ pub(crate) async fn diff(
     State(state): Shared,
     Path(spec): Path<String>,
 ) -> Result<Json<serde_json::Value>, ApiError> {
-    let args = vec![
-        "deployment".to_owned(),
-        "diff".to_owned(),
-        value("deployment", &spec)?,
-    ];
-    Ok(Json(state.launcher.json(args).await?))
+    read_deployments(&state, move |client, database| {
+        stb_engine::deployments::reports::compare(client, database, &spec)
+    })
+    .await
 }
 
 /// `POST /api/deployments/{id}/rollback`: switches the stable views back to deployment
@@ -491,13 +471,33 @@ pub(crate) async fn rollback(
     precheck(&state, &principal, "deployment.promote").await?;
     let staged = deployment_pipelines(&state, &id).await?;
     authorize(&state, &principal, "deployment.promote", &staged).await?;
-    let args = vec![
-        "deployment".to_owned(),
-        "rollback".to_owned(),
-        id,
-        "--auto-approve".to_owned(),
-    ];
-    Ok(Json(state.launcher.json(args).await?))
+    switch_deployments(&state, move |client, database, owner| {
+        let to = stb_engine::deployments::RollbackTo::Deployment(id);
+        let plan = stb_engine::deployments::reports::plan_rollback(client, database, &to)?;
+        stb_engine::deployments::reports::rollback(client, database, owner, &plan)
+    })
+    .await
+}
+
+/// Switches stable views in this process with `switch` (the function the matching `stb
+/// deployment` command calls), under the target lock held by an owner of its own, and
+/// answers the publication.
+async fn switch_deployments(
+    state: &AppState,
+    switch: impl FnOnce(
+        &stb_warehouse::Client,
+        &str,
+        &str,
+    )
+        -> Result<stb_engine::deployments::reports::Published, stb_engine::EngineError>
+    + Send
+    + 'static,
+) -> Result<Json<serde_json::Value>, ApiError> {
+    let owner = uuid::Uuid::new_v4().to_string();
+    read_deployments(state, move |client, database| {
+        switch(client, database, &owner)
+    })
+    .await
 }
 
 /// How often the feed reads new events.
@@ -709,25 +709,4 @@ pub(crate) async fn recompile_and_swap(
     }
     state.snapshots.invalidate();
     Ok(compile)
-}
-
-#[cfg(test)]
-mod plan_work_tests {
-    use super::has_work;
-
-    #[test]
-    fn a_plan_without_steps_or_entries_has_no_work() {
-        let virtual_noop = serde_json::json!({"mode": "virtual environments", "steps": [],
-            "object_changes": [{"model": "a", "change_type": "no_op"}]});
-        assert!(!has_work(&virtual_noop));
-        let virtual_build =
-            serde_json::json!({"mode": "virtual environments", "steps": ["plan-1-table-t"]});
-        assert!(has_work(&virtual_build));
-        let direct_noop =
-            serde_json::json!({"mode": "direct", "entries": [], "creation": [], "teardown": []});
-        assert!(!has_work(&direct_noop));
-        assert!(has_work(&serde_json::json!({"entries": [{"model": "a"}]})));
-        let mixed = serde_json::json!({"mode": "mixed", "virtual": virtual_noop, "direct": {"entries": [{"model": "b"}]}});
-        assert!(has_work(&mixed));
-    }
 }

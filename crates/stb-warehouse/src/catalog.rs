@@ -8,6 +8,7 @@ use crate::client::{Client, Rows};
 use crate::error::{ErrorKind, WarehouseError};
 
 mod view_cache;
+mod view_cache_file;
 
 pub use view_cache::ViewCache;
 use view_cache::{CachedView, ListedView};

@@ -6,8 +6,8 @@ use std::io::Write;
 use stb_engine::build::{CONFIRMATION_CODE, SHRINK_CODE};
 
 use super::BuildArgs;
-use crate::direct::Prepared;
 use crate::output::Failure;
+use stb_engine::plan::Prepared;
 
 /// The shrink guard: a rebuild that would lose rows retained history cannot restore goes on
 /// only with `--allow-shrink` or, at a terminal, a yes to a question that shows the numbers.

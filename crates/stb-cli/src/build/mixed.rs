@@ -4,7 +4,6 @@
 //! not succeed skips the direct one; a direct phase that fails leaves the deployment staged.
 //! Each phase is its own invocation, with its own events and records.
 
-use std::collections::BTreeSet;
 use std::io::Write;
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -18,8 +17,8 @@ use stb_warehouse::events::{HEARTBEAT_INTERVAL, RunEventSink};
 use super::confirm::{accept_shrink, confirm};
 use super::report::print_result;
 use super::{BuildArgs, warn};
-use crate::direct::{Prepared, Purpose, prepare};
 use crate::output::{Failure, fail, print_json};
+use stb_engine::plan::Prepared;
 
 /// What the direct phase records when the virtual phase did not succeed.
 const SKIPPED: &str = "Direct phase skipped because virtual staging failed.";
@@ -36,9 +35,7 @@ struct Phase<'p> {
 }
 
 /// The parts of the scope and what the caller already did for the first invocation.
-pub(super) struct Scope<'a> {
-    pub(super) direct_models: &'a BTreeSet<String>,
-    pub(super) virtual_models: &'a BTreeSet<String>,
+pub(super) struct Scope {
     pub(super) observation: Arc<stb_warehouse::Client>,
     pub(super) database: String,
     pub(super) timings: Timings,
@@ -46,7 +43,7 @@ pub(super) struct Scope<'a> {
 
 fn observer(
     args: &BuildArgs,
-    scope: &Scope<'_>,
+    scope: &Scope,
     sink: &Arc<RunEventSink>,
     run: &RunIdentity,
 ) -> BuildObserver {
@@ -66,8 +63,9 @@ pub(super) fn run_mixed(
     args: &BuildArgs,
     project: &stb_project::Project,
     compiled: &stb_compile::Compiled,
-    scope: &Scope<'_>,
+    scope: &Scope,
     run: RunIdentity,
+    (staged, direct): (Prepared, Prepared),
 ) -> ExitCode {
     let first_recorder = Recorder {
         client: Arc::clone(&scope.observation),
@@ -81,44 +79,24 @@ pub(super) fn run_mixed(
             warn(&note);
         }
     };
-    let part = |models, virtual_part| {
-        prepare(
-            project,
-            compiled,
-            &args.connection,
-            &args.scope.part(models, virtual_part),
-            Purpose::Build,
-        )
-    };
-    let (staged, direct) = match (
-        part(scope.virtual_models, true),
-        part(scope.direct_models, false),
-    ) {
-        (Ok(staged), Ok(direct)) => {
-            if let Some(deployment) = &staged.staged {
-                let _ = first_recorder
-                    .deployment
-                    .set(deployment.deployment.to_string());
-            }
-            (staged, direct)
-        }
-        (Err(failure), _) | (_, Err(failure)) => {
-            early("failed", &failure, &first_recorder);
-            return fail(&failure, args.json);
-        }
-    };
-    if let Some(invalid) = crate::direct::refused(&[&staged, &direct]) {
+    if let Some(deployment) = &staged.staged {
+        let _ = first_recorder
+            .deployment
+            .set(deployment.deployment.to_string());
+    }
+    if let Some(invalid) = stb_engine::plan::refused(&[&staged, &direct]) {
         let failure = Failure {
             code: stb_engine::validation::INVALID_CODE,
-            message: crate::direct::invalid_summary(&invalid),
+            message: stb_engine::plan::invalid_summary(&invalid),
             hint: String::new(),
         };
         early("failed", &failure, &first_recorder);
         return crate::output::report(invalid, args.json);
     }
-    if let Err(failure) =
-        crate::direct::check_plan_hash(args.plan_hash.as_deref(), &[&staged, &direct])
+    if let Err(error) =
+        stb_engine::plan::check_plan_hash(args.plan_hash.as_deref(), &[&staged, &direct])
     {
+        let failure = Failure::from(error);
         early("refused", &failure, &first_recorder);
         return fail(&failure, args.json);
     }
@@ -225,7 +203,7 @@ fn execute(
     args: &BuildArgs,
     project: &stb_project::Project,
     compiled: &stb_compile::Compiled,
-    scope: &Scope<'_>,
+    scope: &Scope,
     phases: &[Phase<'_>],
     build_scope: stb_engine::admission::Scope,
 ) -> ExitCode {

@@ -24,10 +24,10 @@ use stb_engine::build::{
 use stb_warehouse::events::{HEARTBEAT_INTERVAL, RunEventSink};
 
 use crate::args::{ConnectionArgs, ProjectArgs, ScopeArgs};
-use crate::direct::{Purpose, prepare};
 use crate::output::{Failure, fail, print_json, report};
 use confirm::confirm;
 use report::{print_result, summary};
+use stb_engine::plan::{Plan, Purpose};
 
 #[derive(Debug, Args)]
 pub(crate) struct BuildArgs {
@@ -85,8 +85,8 @@ pub(crate) fn run(args: &BuildArgs) -> ExitCode {
         );
     }
     // Flags that cannot mean anything are refused before anything is read or written.
-    if let Err(failure) = args.scope.check() {
-        return fail(&failure, args.json);
+    if let Err(error) = args.scope.scope().check_any() {
+        return fail(&Failure::from(error), args.json);
     }
     let (_, mut project) = match args.project.discover(args.json) {
         Ok(found) => found,
@@ -126,43 +126,36 @@ pub(crate) fn run(args: &BuildArgs) -> ExitCode {
         }
     };
     let planning_started = Instant::now();
-    // Direct and virtual pipelines together: two phases under one lock.
-    if let Ok(stb_engine::staged::Route::Mixed {
-        direct_models,
-        virtual_models,
-        ..
-    }) = stb_engine::staged::route(&project, &compiled, &args.scope.select, args.scope.changed)
+    let plan = match args
+        .connection
+        .plan(&project, &compiled, &args.scope.scope(), Purpose::Build)
     {
-        timings.planning_ms = planning_started.elapsed().as_millis();
-        let scope = mixed::Scope {
-            direct_models: &direct_models,
-            virtual_models: &virtual_models,
-            observation: Arc::clone(&observation),
-            database: database.clone(),
-            timings,
-        };
-        return mixed::run_mixed(args, &project, &compiled, &scope, run);
-    }
-    let prepared = match prepare(
-        &project,
-        &compiled,
-        &args.connection,
-        &args.scope,
-        Purpose::Build,
-    ) {
-        Ok(prepared) => prepared,
+        Ok(plan) => plan,
         Err(failure) => {
             finish(&Ending::early("failed", Some(&failure.message), 0));
             return fail(&failure, args.json);
         }
     };
     timings.planning_ms = planning_started.elapsed().as_millis();
+    let prepared = match plan {
+        Plan::Direct(one) | Plan::Virtual(one) => one,
+        // Direct and virtual pipelines together: two phases under one lock.
+        Plan::Mixed { staged, direct } => {
+            let scope = mixed::Scope {
+                observation: Arc::clone(&observation),
+                database: database.clone(),
+                timings,
+            };
+            return mixed::run_mixed(args, &project, &compiled, &scope, run, (*staged, *direct));
+        }
+    };
     if let Err(invalid) = &prepared.validation {
-        let summary = crate::direct::invalid_summary(invalid);
+        let summary = stb_engine::plan::invalid_summary(invalid);
         finish(&Ending::early("failed", Some(&summary), 0));
         return report(invalid.clone(), args.json);
     }
-    if let Err(failure) = crate::direct::check_plan_hash(args.plan_hash.as_deref(), &[&prepared]) {
+    if let Err(error) = stb_engine::plan::check_plan_hash(args.plan_hash.as_deref(), &[&prepared]) {
+        let failure = Failure::from(error);
         finish(&Ending::early("refused", Some(&failure.message), 0));
         return fail(&failure, args.json);
     }
@@ -379,7 +372,7 @@ struct Recorded {
 fn record_ran(
     project: &stb_project::Project,
     compiled: &stb_compile::Compiled,
-    prepared: &crate::direct::Prepared,
+    prepared: &stb_engine::plan::Prepared,
     ran: &stb_engine::build::Ran,
     recorder: &Recorder<'_>,
     observer: &BuildObserver,

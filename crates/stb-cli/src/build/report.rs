@@ -4,7 +4,7 @@ use std::io::Write;
 
 use stb_build::execute::{Execution, Status};
 
-use crate::direct::Prepared;
+use stb_engine::plan::Prepared;
 
 pub(super) fn summary(
     prepared: &Prepared,

@@ -7,10 +7,8 @@ use std::io::Write;
 use std::process::ExitCode;
 
 use clap::{Args, Subcommand};
-use stb_engine::deployments::{
-    Publication, Record, RollbackTo, count_rows, diff as compare, diff_relations, inventory,
-    parse_range, plan_rollback, promotion_bindings, read_state, switch,
-};
+use stb_engine::deployments::reports::{self, Published};
+use stb_engine::deployments::{Record, RollbackTo, parse_range};
 
 use crate::output::{Failure, fail, print_json};
 use crate::virtual_target::{
@@ -84,32 +82,25 @@ fn list(common: &Common, only: Option<&str>) -> ExitCode {
         Ok(connected) => connected,
         Err(code) => return code,
     };
-    let state = match read_state(&client, &database) {
-        Ok(state) => state,
-        Err(error) => return fail(&Failure::from(error), common.json),
-    };
-    let mut records = inventory(&state);
-    if let Some(id) = only {
-        records.retain(|r| r.deployment_id == id);
-        if records.is_empty() {
-            let failure = Failure {
-                code: stb_engine::deployments::DEPLOYMENT_CODE,
-                message: format!("no deployment {id} in '{database}'"),
-                hint: "`stb deployment list` shows the deployments".into(),
-            };
-            return fail(&failure, common.json);
-        }
-    }
-    if common.json {
-        match only {
-            Some(_) => {
-                print_json(&serde_json::json!({"database": database, "deployment": records[0]}))
+    let (records, detailed) = match only {
+        Some(id) => match reports::show(&client, &database, id) {
+            Ok(shown) if common.json => {
+                print_json(&shown);
+                return ExitCode::SUCCESS;
             }
-            None => print_json(&serde_json::json!({"database": database, "deployments": records})),
-        }
-    } else {
-        print_records(&database, &records, only.is_some());
-    }
+            Ok(shown) => (vec![shown.deployment], true),
+            Err(error) => return fail(&Failure::from(error), common.json),
+        },
+        None => match reports::list(&client, &database) {
+            Ok(listing) if common.json => {
+                print_json(&listing);
+                return ExitCode::SUCCESS;
+            }
+            Ok(listing) => (listing.deployments, false),
+            Err(error) => return fail(&Failure::from(error), common.json),
+        },
+    };
+    print_records(&database, &records, detailed);
     ExitCode::SUCCESS
 }
 
@@ -164,18 +155,12 @@ fn print_records(database: &str, records: &[Record], detailed: bool) {
     }
 }
 
-fn print_publication(publication: &Publication, json: bool) {
+fn print_publication(published: &Published, json: bool) {
     if json {
-        // The reference's names at the top level, for scripts written against it; the
-        // whole record (publication id, time, bindings) under `publication`.
-        print_json(&serde_json::json!({
-            "operation": publication.operation,
-            "deployment_id": publication.deployment_id,
-            "previous_deployment_id": publication.previous_deployment_id,
-            "publication": publication,
-        }));
+        print_json(published);
         return;
     }
+    let publication = &published.publication;
     let mut out = std::io::stdout().lock();
     let verb = if publication.operation == "rollback" {
         "Rolled back to"
@@ -198,19 +183,7 @@ fn promote(args: &WithId) -> ExitCode {
         Ok(connected) => connected,
         Err(code) => return code,
     };
-    let result = read_state(&client, &database)
-        .and_then(|state| promotion_bindings(&state, &args.deployment_id))
-        .and_then(|bindings| {
-            switch(
-                &client,
-                &database,
-                &lock_owner(),
-                &args.deployment_id,
-                "promote",
-                None,
-                &bindings,
-            )
-        });
+    let result = reports::promote(&client, &database, &lock_owner(), &args.deployment_id);
     match result {
         Ok(publication) => {
             print_publication(&publication, json);
@@ -233,7 +206,7 @@ fn rollback(args: &RollbackArgs) -> ExitCode {
         Some(id) if !args.previous => RollbackTo::Deployment(id.clone()),
         _ => RollbackTo::Previous,
     };
-    let plan = match read_state(&client, &database).and_then(|state| plan_rollback(&state, &to)) {
+    let plan = match reports::plan_rollback(&client, &database, &to) {
         Ok(plan) => plan,
         Err(error) => return fail(&Failure::from(error), json),
     };
@@ -260,15 +233,7 @@ fn rollback(args: &RollbackArgs) -> ExitCode {
         let _ = writeln!(std::io::stdout().lock(), "Rollback cancelled.");
         return ExitCode::from(1);
     }
-    match switch(
-        &client,
-        &database,
-        &lock_owner(),
-        &plan.target_deployment_id,
-        "rollback",
-        Some(&plan.current_deployment_id),
-        &plan.bindings,
-    ) {
+    match reports::rollback(&client, &database, &lock_owner(), &plan) {
         Ok(publication) => {
             print_publication(&publication, json);
             ExitCode::SUCCESS
@@ -279,27 +244,23 @@ fn rollback(args: &RollbackArgs) -> ExitCode {
 
 fn diff(args: &DiffArgs) -> ExitCode {
     let json = args.common.json;
-    let (from, to) = match parse_range(&args.range) {
-        Ok(range) => range,
-        Err(error) => return fail(&Failure::from(error), json),
-    };
+    // A malformed range is refused before anything connects.
+    if let Err(error) = parse_range(&args.range) {
+        return fail(&Failure::from(error), json);
+    }
     let (client, database) = match connect_virtual(&args.common) {
         Ok(connected) => connected,
         Err(code) => return code,
     };
-    let result = read_state(&client, &database).and_then(|state| {
-        let counted = diff_relations(&state, &from, &to)?;
-        let rows = count_rows(&client, &database, &counted)?;
-        compare(&state, &from, &to, &rows)
-    });
-    let diff = match result {
-        Ok(diff) => diff,
+    let compared = match reports::compare(&client, &database, &args.range) {
+        Ok(compared) => compared,
         Err(error) => return fail(&Failure::from(error), json),
     };
     if json {
-        print_json(&serde_json::json!({"database": database, "diff": diff}));
+        print_json(&compared);
         return ExitCode::SUCCESS;
     }
+    let diff = compared.diff;
     let mut out = std::io::stdout().lock();
     let _ = writeln!(out, "Diff {} -> {} in '{database}'", diff.from, diff.to);
     let rows = |n: Option<u64>| n.map_or_else(|| "-".to_owned(), |n| n.to_string());

@@ -118,7 +118,7 @@ fn reads(catalog: Catalog, fingerprints: Fingerprints) -> Reads {
 fn plan(
     project: &Project,
     compiled: &Compiled,
-    request: &Request,
+    request: &Scope,
     reads: &Reads,
 ) -> Result<Planned, EngineError> {
     let resolved = request.resolve(compiled)?;
@@ -141,7 +141,7 @@ fn roots(planned: &Planned) -> Vec<(&str, usize)> {
 fn a_greenfield_plan_rebuilds_everything_with_the_fan_in_in_its_own_stage() {
     let (_dir, project, compiled) = direct_only();
     let reads = reads(catalog(&compiled, false), Fingerprints::Absent);
-    let planned = plan(&project, &compiled, &Request::default(), &reads).expect("plan");
+    let planned = plan(&project, &compiled, &Scope::default(), &reads).expect("plan");
     assert_eq!(planned.selection_mode(), "all");
     assert!(!planned.nothing_changed);
     assert_eq!(
@@ -183,9 +183,9 @@ fn a_greenfield_plan_rebuilds_everything_with_the_fan_in_in_its_own_stage() {
 #[test]
 fn a_selection_plans_its_closure_and_needs_what_it_reads() {
     let (_dir, project, compiled) = direct_only();
-    let request = Request {
+    let request = Scope {
         select: vec!["enriched".into()],
-        ..Request::default()
+        ..Scope::default()
     };
     // Nothing deployed: enriched reads clean and names, which do not exist.
     let missing = plan(
@@ -203,7 +203,7 @@ fn a_selection_plans_its_closure_and_needs_what_it_reads() {
     // names is not rebuilt: enriched is an ordinary root, replayed from clean.
     assert_eq!(roots(&planned), [("enriched", 0)]);
     // With --include-missing-upstream and nothing deployed, the upstream comes along.
-    let upstream = Request {
+    let upstream = Scope {
         include_missing_upstream: true,
         ..request
     };
@@ -242,9 +242,9 @@ fn recorded(compiled: &Compiled, except: &[&str]) -> Fingerprints {
 #[test]
 fn changed_rebuilds_what_differs_from_its_last_build_with_its_downstream() {
     let (_dir, project, compiled) = direct_only();
-    let changed = Request {
+    let changed = Scope {
         changed: true,
-        ..Request::default()
+        ..Scope::default()
     };
     let deployed = catalog(&compiled, true);
     let planned = plan(
@@ -285,9 +285,9 @@ fn with_kafka_create(catalog: &mut Catalog, landing: &Landing, create: Option<St
 fn landing_drift_is_repaired_or_refused_and_missing_pieces_are_restored() {
     let (_dir, project, compiled) = direct_only();
     let landing = landing(&compiled);
-    let select_orders = Request {
+    let select_orders = Scope {
         select: vec!["pipeline:pl__orders".into()],
-        ..Request::default()
+        ..Scope::default()
     };
     let mut moved = catalog(&compiled, true);
     with_kafka_create(
@@ -355,9 +355,9 @@ fn landing_drift_is_repaired_or_refused_and_missing_pieces_are_restored() {
         .collect();
     assert!(steps.contains(&"restore_source_kafka__orders"), "{steps:?}");
     // Read only through a model the build does not rebuild, it stops the build instead.
-    let through = Request {
+    let through = Scope {
         select: vec!["report".into()],
-        ..Request::default()
+        ..Scope::default()
     };
     let refused = plan(
         &project,
@@ -369,9 +369,9 @@ fn landing_drift_is_repaired_or_refused_and_missing_pieces_are_restored() {
         refused.is_ok(),
         "report reads enriched, not the landing's models directly"
     );
-    let enriched_only = Request {
+    let enriched_only = Scope {
         select: vec!["enriched".into()],
-        ..Request::default()
+        ..Scope::default()
     };
     let refused = plan(
         &project,
@@ -392,7 +392,7 @@ fn landing_drift_is_repaired_or_refused_and_missing_pieces_are_restored() {
 fn refusals_come_with_their_codes() {
     let (_dir, project, compiled) = project("virtual");
     let empty = reads(catalog(&compiled, false), Fingerprints::Absent);
-    let virtual_scope = plan(&project, &compiled, &Request::default(), &empty)
+    let virtual_scope = plan(&project, &compiled, &Scope::default(), &empty)
         .expect_err("a virtual pipeline in scope");
     assert_eq!(virtual_scope.code, VIRTUAL_CODE);
     assert!(virtual_scope.message.contains("pl__archive"));
@@ -401,19 +401,19 @@ fn refusals_come_with_their_codes() {
         catalog: Catalog::new("UTC", Vec::new()),
         ..reads(catalog(&compiled, false), Fingerprints::Absent)
     };
-    let adopted = plan(&project, &compiled, &Request::default(), &no_adopted_table)
+    let adopted = plan(&project, &compiled, &Scope::default(), &no_adopted_table)
         .expect_err("the adopted table is missing");
     assert_eq!(adopted.code, ADOPTED_CODE);
-    let unknown = Request {
+    let unknown = Scope {
         select: vec!["nope".into()],
-        ..Request::default()
+        ..Scope::default()
     }
     .resolve(&compiled)
     .expect_err("an unknown selector");
     assert!(unknown.code.starts_with("STB-SELECT-"), "{unknown:?}");
-    let unbounded = Request {
+    let unbounded = Scope {
         start_time: Some("2026-11-01".into()),
-        ..Request::default()
+        ..Scope::default()
     }
     .resolve(&compiled)
     .expect_err("--start-time needs a selection");
@@ -435,9 +435,9 @@ fn refusals_come_with_their_codes() {
 fn inserts_are_awaited_on_evidence_unless_something_writes_without_being_a_query() {
     use stb_plan::workflow::Stabilization;
     let (_dir, project, compiled) = direct_only();
-    let names = Request {
+    let names = Scope {
         select: vec!["names".into()],
-        ..Request::default()
+        ..Scope::default()
     };
     let deployed = catalog(&compiled, true);
     // The orders landing's Kafka table is not paused by a build of names alone: it writes
@@ -498,7 +498,7 @@ fn inserts_are_awaited_on_evidence_unless_something_writes_without_being_a_query
     let everything = plan(
         &project,
         &compiled,
-        &Request::default(),
+        &Scope::default(),
         &reads(deployed.clone(), Fingerprints::Absent),
     )
     .expect("plan");

@@ -287,7 +287,7 @@ fn plan_build_live_events_and_promote_through_the_api() {
     };
     assert_eq!(status, 200, "{plan}");
     assert!(plan.to_string().contains("clean"), "{plan}");
-    // A value that would be a flag is refused before anything runs.
+    // A selector the project does not know is refused before anything is read.
     assert_eq!(send("GET", "/plan?select=--help", me, None).0, 400);
 
     // A viewer without a project role may look, not build.

@@ -12,6 +12,7 @@ mod deployment_audit;
 mod deployments;
 mod deployments_kafka;
 mod destruction;
+mod dev_in_process;
 mod dev_server;
 mod discover;
 mod dst;

@@ -1,0 +1,83 @@
+//! Plans made in the server's own process: the scope parsed once from the request, planned
+//! by [`stb_engine::plan::plan`] (the function `stb plan` calls) against the project the
+//! server compiled, on a blocking thread with a connection of its own.
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+
+use axum::http::StatusCode;
+use stb_engine::plan::Purpose;
+use stb_engine::scope::Scope;
+
+use crate::AppState;
+use crate::error::ApiError;
+
+/// A plan as the handlers need it: its JSON (the bytes `stb plan --json` prints, compact)
+/// and what authorising a build of it takes.
+pub(crate) struct Previewed {
+    pub(crate) json: Vec<u8>,
+    pub(crate) hash: String,
+    pub(crate) has_work: bool,
+    /// Every model it names.
+    pub(crate) models: BTreeSet<String>,
+}
+
+/// Plans `scope` for showing. Statements the warehouse refuses answer 400 with every
+/// located error (the first one's members at the top, all of them under `errors`).
+///
+/// # Errors
+/// 409 while the project does not compile, 503 without a warehouse connection, the
+/// engine's refusal (400, or 502 from the warehouse), 400 for refused statements.
+pub(crate) async fn preview(state: &AppState, scope: Scope) -> Result<Previewed, ApiError> {
+    let compilation = state.compilation()?;
+    let database = state.database.clone();
+    let warehouse = Arc::clone(&state.warehouse);
+    tokio::task::spawn_blocking(move || {
+        let client = warehouse
+            .connect_blocking()
+            .map_err(|e| ApiError::service_unavailable(format!("no warehouse connection: {e}")))?;
+        let plan = stb_engine::plan::plan(
+            &compilation.project,
+            &compilation.compiled,
+            &Arc::new(client),
+            &database,
+            &scope,
+            Purpose::Show,
+        )
+        .map_err(|error| ApiError::engine(&error))?;
+        if let Some(invalid) = plan.refused() {
+            return Err(refused(invalid));
+        }
+        let json = serde_json::to_vec(&plan.document())
+            .map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))?;
+        Ok(Previewed {
+            json,
+            hash: plan.hash(),
+            has_work: plan.has_work(),
+            models: plan.models(),
+        })
+    })
+    .await
+    .unwrap_or_else(|e| {
+        Err(ApiError::new(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            e.to_string(),
+        ))
+    })
+}
+
+/// Statements the warehouse refused: the first one speaks for all, and every one is kept
+/// with its file, line and column.
+fn refused(invalid: stb_diagnostics::Diagnostics) -> ApiError {
+    let sorted = serde_json::to_value(invalid.into_sorted()).unwrap_or_default();
+    let mut detail = sorted
+        .as_array()
+        .and_then(|all| all.first())
+        .cloned()
+        .unwrap_or_else(|| serde_json::json!({}));
+    detail["errors"] = sorted;
+    ApiError {
+        status: StatusCode::BAD_REQUEST,
+        detail,
+    }
+}

@@ -1,0 +1,212 @@
+//! The dev server's read routes run in its own process: a server whose build launcher
+//! points at no binary at all still previews plans, lists, shows and compares deployments
+//! and runs the janitor's dry run, and each answer is the document the matching command
+//! prints with `--json` (one function behind both).
+
+use std::sync::{Arc, Mutex};
+
+use axum::body::Body;
+use axum::http::{Method, Request, header};
+use http_body_util::BodyExt as _;
+use serde_json::Value;
+use stb_server::{AppState, AuthConfig, AuthMode, CompileStatus};
+use stb_test_support::{TestDatabase, stb_on_project};
+use tower::ServiceExt as _;
+
+use crate::deployments::{events_table, insert, project};
+
+/// The server's router over the project in `dir`, compiled here, with the test stack as
+/// its warehouse, authentication off (a local admin) and a build launcher that cannot run.
+async fn server(dir: &std::path::Path, database: &str) -> axum::Router {
+    let project = stb_project::discover(&stb_project::DiscoverOptions {
+        project_dir: Some(dir.to_path_buf()),
+        cwd: dir.to_path_buf(),
+        ..Default::default()
+    })
+    .expect("discovers");
+    let compiled = stb_compile::compile(&project).expect("compiles");
+    let port = stb_test_support::stack().clickhouse_port;
+    let connect: stb_server::Connect = Arc::new(move || {
+        stb_warehouse::Client::new(stb_warehouse::ConnectionConfig {
+            port,
+            ..Default::default()
+        })
+        .map_err(|e| e.to_string())
+    });
+    let state = Arc::new(AppState {
+        store: stb_control::ControlStore::open("sqlite://")
+            .await
+            .expect("store"),
+        auth: AuthConfig {
+            mode: AuthMode::Disabled,
+            ..AuthConfig::default()
+        },
+        project_name: project.name.clone(),
+        target_name: project.target.clone(),
+        database: database.to_owned(),
+        held: std::sync::RwLock::new(Arc::new(stb_server::Held {
+            compile: CompileStatus {
+                state: "ok",
+                compiled_at_ms: 0,
+                models: compiled.models,
+                sources: compiled.plan_sources.len(),
+                error: None,
+            },
+            access: None,
+            model_pipelines: std::collections::BTreeMap::new(),
+            definitions: None,
+            compilation: Some(Arc::new(stb_server::Compilation { project, compiled })),
+        })),
+        recompile: None,
+        reloading: tokio::sync::Mutex::new(()),
+        stopping: std::sync::atomic::AtomicBool::new(false),
+        throttle: Mutex::default(),
+        warehouse: Arc::new(stb_server::warehouse::Warehouse::new(connect, database)),
+        run_windows: stb_engine::runs::Windows {
+            signal_ms: 45_000,
+            presumed_failed_ms: 600_000,
+        },
+        // Nothing here may run `stb`: a read that spawned it would fail.
+        launcher: stb_server::launch::Launcher {
+            exe: "/nonexistent/stb".into(),
+            project_dir: dir.to_path_buf(),
+            target: "dev".into(),
+            database: database.to_owned(),
+            vars: None,
+            env: Vec::new(),
+        },
+        builds: stb_server::launch::Builds::default(),
+        snapshots: stb_server::snapshot::Snapshots::default(),
+        scheduler: stb_server::scheduler::Scheduler::default(),
+    });
+    stb_server::router(state)
+}
+
+/// One request to the router: its status and JSON answer.
+async fn call(app: &axum::Router, method: Method, path: &str, body: &str) -> (u16, Value) {
+    let request = Request::builder()
+        .method(method)
+        .uri(format!("/api{path}"))
+        .header(header::CONTENT_TYPE, "application/json")
+        .body(Body::from(body.to_owned()))
+        .expect("request");
+    let response = app.clone().oneshot(request).await.expect("answered");
+    let status = response.status().as_u16();
+    let bytes = response
+        .into_body()
+        .collect()
+        .await
+        .expect("body")
+        .to_bytes();
+    (
+        status,
+        serde_json::from_slice(&bytes).unwrap_or(Value::Null),
+    )
+}
+
+/// `stb <args> --json` on the project: its JSON.
+fn cli(dir: &std::path::Path, args: &[&str]) -> Value {
+    let mut all = args.to_vec();
+    all.push("--json");
+    let output = stb_on_project(dir, &all, "");
+    assert!(output.status.success(), "{output:?}");
+    serde_json::from_slice(&output.stdout).expect("json")
+}
+
+#[test]
+fn read_routes_answer_in_process_with_the_commands_documents() {
+    let db = TestDatabase::create("devread");
+    events_table(&db.name);
+    insert(&db.name, 0, 10);
+    let dir = project(&db.name);
+    let built = stb_on_project(dir.path(), &["build", "--auto-approve"], "");
+    assert!(built.status.success(), "{built:?}");
+    let listed = cli(dir.path(), &["deployment", "list"]);
+    let deployment = listed["deployments"][0]["deployment_id"]
+        .as_str()
+        .expect("a deployment")
+        .to_owned();
+    let promoted = stb_on_project(dir.path(), &["deployment", "promote", &deployment], "");
+    assert!(promoted.status.success(), "{promoted:?}");
+
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("runtime");
+    runtime.block_on(async {
+        let app = server(dir.path(), &db.name).await;
+        // The preview of a full refresh under a fixed deployment id is `stb plan --json`'s
+        // document for the same scope, member for member.
+        let id = "20261205T120000Z_inproc";
+        let (status, previewed) = call(
+            &app,
+            Method::GET,
+            &format!("/plan?select=pipeline%3Apl__v&full_refresh=true&deployment={id}"),
+            "",
+        )
+        .await;
+        assert_eq!(status, 200, "{previewed}");
+        let planned = cli(
+            dir.path(),
+            &[
+                "plan",
+                "--select",
+                "pipeline:pl__v",
+                "--full-refresh",
+                "--deployment-id",
+                id,
+            ],
+        );
+        assert_eq!(previewed, planned);
+        assert_eq!(previewed["deployment_id"], id);
+        assert!(
+            previewed["steps"].as_array().is_some_and(|s| !s.is_empty()),
+            "{previewed}"
+        );
+        // A scope the engine refuses is answered with its code, not a crash or a child's
+        // stderr.
+        let (status, refused) = call(&app, Method::GET, "/plan?select=--help", "").await;
+        assert_eq!(status, 400, "{refused}");
+        assert!(
+            refused["detail"]["code"]
+                .as_str()
+                .is_some_and(|code| code.starts_with("STB-")),
+            "{refused}"
+        );
+
+        // Deployments: the list, one deployment, what promoting it would change.
+        let (status, list) = call(&app, Method::GET, "/deployments", "").await;
+        assert_eq!(status, 200, "{list}");
+        assert_eq!(list, cli(dir.path(), &["deployment", "list"]));
+        assert_ne!(list, listed, "the promotion shows");
+        let (status, shown) =
+            call(&app, Method::GET, &format!("/deployments/{deployment}"), "").await;
+        assert_eq!(status, 200, "{shown}");
+        assert_eq!(shown, cli(dir.path(), &["deployment", "show", &deployment]));
+        assert_eq!(shown["deployment"]["state"], "active", "{shown}");
+        let (status, diff) = call(
+            &app,
+            Method::GET,
+            &format!("/deployments/{deployment}/diff"),
+            "",
+        )
+        .await;
+        assert_eq!(status, 200, "{diff}");
+        assert_eq!(diff, cli(dir.path(), &["deployment", "diff", &deployment]));
+        let (status, unknown) =
+            call(&app, Method::GET, "/deployments/20200101T000000Z_none", "").await;
+        assert_eq!(status, 400, "{unknown}");
+        assert_eq!(unknown["detail"]["code"], "STB-DEPLOY-001", "{unknown}");
+
+        // The janitor's dry run: the active deployment is kept, nothing is dropped.
+        let (status, cleanup) = call(&app, Method::POST, "/deployments/cleanup", "{}").await;
+        assert_eq!(status, 200, "{cleanup}");
+        assert_eq!(cleanup["applied"], false, "{cleanup}");
+        assert_eq!(
+            cleanup["candidates"][0]["deployment_id"],
+            deployment.as_str()
+        );
+        assert_eq!(cleanup["candidates"][0]["delete"], false, "{cleanup}");
+    });
+}
