@@ -3,6 +3,7 @@
 mod admin;
 mod args;
 mod audit;
+mod auth_args;
 mod build;
 mod compile;
 mod control;

@@ -32,6 +32,16 @@ impl From<stb_engine::EngineError> for Failure {
     }
 }
 
+impl From<stb_server::serve::ServeError> for Failure {
+    fn from(error: stb_server::serve::ServeError) -> Self {
+        Self {
+            code: error.code,
+            message: error.message,
+            hint: error.hint,
+        }
+    }
+}
+
 impl From<stb_diagnostics::Diagnostic> for Failure {
     fn from(diagnostic: stb_diagnostics::Diagnostic) -> Self {
         Self {

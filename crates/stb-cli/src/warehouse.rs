@@ -70,6 +70,49 @@ impl ConnectionArgs {
     }
 }
 
+impl ConnectionArgs {
+    /// Opens a connection on each call (the dev server's reads each take their own).
+    pub(crate) fn connector(&self, project: &Project) -> stb_server::Connect {
+        let (connection, project) = (self.clone(), project.clone());
+        std::sync::Arc::new(move || {
+            connection
+                .connect(&project)
+                .map(|(client, _)| client)
+                .map_err(|failure| failure.message)
+        })
+    }
+
+    /// How the dev server runs `stb build` as a child: this binary, pinned to `project`,
+    /// its target and database, with `vars`; these flags passed as variables (never on
+    /// the command line, where a password would show).
+    pub(crate) fn launcher(
+        &self,
+        project: &Project,
+        vars: Option<&str>,
+    ) -> stb_server::launch::Launcher {
+        let env = [
+            ("STREAMBUILD_CLICKHOUSE_HOST", self.host.clone()),
+            (
+                "STREAMBUILD_CLICKHOUSE_PORT",
+                self.port.map(|p| p.to_string()),
+            ),
+            ("STREAMBUILD_CLICKHOUSE_USERNAME", self.username.clone()),
+            ("STREAMBUILD_CLICKHOUSE_PASSWORD", self.password.clone()),
+        ]
+        .into_iter()
+        .filter_map(|(name, value)| value.map(|v| (name.to_owned(), v)))
+        .collect();
+        stb_server::launch::Launcher {
+            exe: std::env::current_exe().unwrap_or_else(|_| "stb".into()),
+            project_dir: project.root.clone(),
+            target: project.target.clone(),
+            database: stb_server::serve::database_of(project),
+            vars: vars.map(str::to_owned),
+            env,
+        }
+    }
+}
+
 impl From<&stb_warehouse::WarehouseError> for Failure {
     fn from(error: &stb_warehouse::WarehouseError) -> Self {
         Self {

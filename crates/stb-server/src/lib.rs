@@ -21,6 +21,7 @@ mod planning;
 mod quality;
 mod routes;
 pub mod scheduler;
+pub mod serve;
 pub mod snapshot;
 mod sources;
 pub mod throttle;

@@ -9,7 +9,7 @@ use axum::body::Body;
 use axum::http::{Method, Request, header};
 use http_body_util::BodyExt as _;
 use serde_json::Value;
-use stb_server::{AppState, AuthConfig, AuthMode, CompileStatus};
+use stb_server::{AppState, AuthConfig, AuthMode};
 use stb_test_support::{TestDatabase, stb_on_project};
 use tower::ServiceExt as _;
 
@@ -24,7 +24,6 @@ async fn server(dir: &std::path::Path, database: &str) -> axum::Router {
         ..Default::default()
     })
     .expect("discovers");
-    let compiled = stb_compile::compile(&project).expect("compiles");
     let port = stb_test_support::stack().clickhouse_port;
     let connect: stb_server::Connect = Arc::new(move || {
         stb_warehouse::Client::new(stb_warehouse::ConnectionConfig {
@@ -44,19 +43,7 @@ async fn server(dir: &std::path::Path, database: &str) -> axum::Router {
         project_name: project.name.clone(),
         target_name: project.target.clone(),
         database: database.to_owned(),
-        held: std::sync::RwLock::new(Arc::new(stb_server::Held {
-            compile: CompileStatus {
-                state: "ok",
-                compiled_at_ms: 0,
-                models: compiled.models,
-                sources: compiled.plan_sources.len(),
-                error: None,
-            },
-            access: None,
-            model_pipelines: std::collections::BTreeMap::new(),
-            definitions: None,
-            compilation: Some(Arc::new(stb_server::Compilation { project, compiled })),
-        })),
+        held: std::sync::RwLock::new(Arc::new(stb_server::serve::compile(&project))),
         recompile: None,
         reloading: tokio::sync::Mutex::new(()),
         stopping: std::sync::atomic::AtomicBool::new(false),
