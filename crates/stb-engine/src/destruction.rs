@@ -15,7 +15,7 @@ mod plan;
 use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
-use stb_ddl::{QualifiedName, string_literal};
+use stb_ddl::string_literal;
 use stb_warehouse::deployments::{ObjectRow, read_all};
 use stb_warehouse::{Client, TargetLock};
 
@@ -89,16 +89,7 @@ pub struct Relation {
 }
 
 /// One relation a manifest recorded.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Resource {
-    pub manifest_id: String,
-    /// Empty for a source's landing.
-    pub pipeline: String,
-    pub logical_type: String,
-    pub logical_name: String,
-    pub role: String,
-    pub relation: String,
-}
+pub use stb_warehouse::results::ManifestResource as Resource;
 
 /// What the warehouse holds, as read once.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -143,48 +134,12 @@ pub fn read(client: &Client, database: &str) -> Result<Live, EngineError> {
         relations,
         ..Live::default()
     };
-    if client
-        .table_exists(database, "_streambuild_manifests")
-        .map_err(error)?
-    {
-        let table = QualifiedName::new(database, "_streambuild_manifests");
-        let manifests = client
-            .query(&format!(
-                "SELECT manifest_id, pipelines FROM {table} WHERE target_database = {db} ORDER BY published_at DESC, manifest_id DESC"
-            ))
-            .map_err(error)?;
-        for row in 0..manifests.data.len() {
-            let id = manifests.text(row, "manifest_id").unwrap_or_default();
-            let pipelines = manifests.data[row]
-                .get(1)
-                .and_then(|v| v.as_array())
-                .map(|names| {
-                    names
-                        .iter()
-                        .filter_map(|n| n.as_str().map(str::to_owned))
-                        .collect()
-                })
-                .unwrap_or_default();
-            live.manifests.push(id.clone());
-            live.manifest_pipelines.insert(id, pipelines);
-        }
-        let resources = client
-            .query(&format!(
-                "SELECT manifest_id, r.1 AS pipeline, r.2 AS logical_type, r.3 AS logical_name, r.4 AS role, r.6 AS relation FROM {table} ARRAY JOIN resources AS r WHERE target_database = {db} AND r.5 = {db}"
-            ))
-            .map_err(error)?;
-        let text = |r: usize, c: &str| resources.text(r, c).unwrap_or_default();
-        live.resources = (0..resources.data.len())
-            .map(|r| Resource {
-                manifest_id: text(r, "manifest_id"),
-                pipeline: text(r, "pipeline"),
-                logical_type: text(r, "logical_type"),
-                logical_name: text(r, "logical_name"),
-                role: text(r, "role"),
-                relation: text(r, "relation"),
-            })
-            .collect();
+    let manifests = stb_warehouse::results::manifests(client, database).map_err(error)?;
+    for (id, pipelines) in manifests.manifests {
+        live.manifests.push(id.clone());
+        live.manifest_pipelines.insert(id, pipelines);
     }
+    live.resources = manifests.resources;
     live.objects = read_all(client, database).map_err(error)?.objects;
     let readers = client
         .query(

@@ -4,7 +4,6 @@
 
 use std::collections::BTreeMap;
 
-use serde::Serialize;
 use stb_warehouse::{Client, WarehouseError};
 
 /// What a recorded run was: its command (`test`, `audit`, `deployment audit`), what
@@ -70,40 +69,7 @@ pub fn record_run(
 }
 
 /// A check's newest recorded result.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct CheckStatus {
-    /// `test` or `audit`.
-    pub kind: String,
-    pub name: String,
-    /// `passed`, `warning`, `failed`, `error`, `deferred`; `never_run` when the project
-    /// has it and no record does.
-    pub status: String,
-    pub severity: Option<String>,
-    pub failure_count: u64,
-    /// What ran it: `manual`, `build`, `deployment`, `scheduled`, `dev_server`.
-    pub trigger: Option<String>,
-    pub completed_at: Option<String>,
-    pub error_message: Option<String>,
-    /// The record's own details (sample rows, differences, checked rows).
-    pub payload: Option<serde_json::Value>,
-}
-
-/// One result row (`node_kind, node_name, status, severity, failures, trigger, completed,
-/// error, payload`) as a check's status.
-fn status_of(rows: &stb_warehouse::Rows, row: usize) -> CheckStatus {
-    let text = |column: &str| rows.text(row, column).filter(|t| !t.is_empty());
-    CheckStatus {
-        kind: text("node_kind").unwrap_or_default(),
-        name: text("node_name").unwrap_or_default(),
-        status: text("status").unwrap_or_default(),
-        severity: text("severity"),
-        failure_count: text("failures").and_then(|f| f.parse().ok()).unwrap_or(0),
-        trigger: text("trigger"),
-        completed_at: text("completed"),
-        error_message: text("error"),
-        payload: text("payload").and_then(|p| serde_json::from_str(&p).ok()),
-    }
-}
+pub use stb_warehouse::results::CheckStatus;
 
 /// The newest result of every check in `checks` (kind and name) for `target`, from the
 /// records; a check without one is `never_run` (neither passing nor failing).
@@ -116,23 +82,11 @@ pub fn latest(
     target: &str,
     checks: &[(&str, &str)],
 ) -> Result<Vec<CheckStatus>, WarehouseError> {
-    let mut found: BTreeMap<(String, String), CheckStatus> = BTreeMap::new();
-    if client.table_exists(database, "_streambuild_node_results")? {
-        let rows = client.query(&format!(
-            "SELECT node_kind, node_name, \
-             argMax(status, completed_at) AS status, argMax(severity, completed_at) AS severity, \
-             toString(argMax(failure_count, completed_at)) AS failures, \
-             argMax(trigger, completed_at) AS trigger, toString(max(completed_at)) AS completed, \
-             argMax(error_message, completed_at) AS error, argMax(payload_json, completed_at) AS payload \
-             FROM {} WHERE target_identity = {} GROUP BY node_kind, node_name",
-            stb_ddl::QualifiedName::new(database, "_streambuild_node_results"),
-            stb_ddl::string_literal(target),
-        ))?;
-        for row in 0..rows.data.len() {
-            let status = status_of(&rows, row);
-            found.insert((status.kind.clone(), status.name.clone()), status);
-        }
-    }
+    let mut found: BTreeMap<(String, String), CheckStatus> =
+        stb_warehouse::results::latest_results(client, database, target)?
+            .into_iter()
+            .map(|status| ((status.kind.clone(), status.name.clone()), status))
+            .collect();
     Ok(checks
         .iter()
         .map(|(kind, name)| {
@@ -167,20 +121,5 @@ pub fn history(
     name: &str,
     limit: usize,
 ) -> Result<Vec<CheckStatus>, WarehouseError> {
-    if !client.table_exists(database, "_streambuild_node_results")? {
-        return Ok(Vec::new());
-    }
-    let rows = client.query(&format!(
-        "SELECT node_kind, node_name, status, severity, toString(failure_count) AS failures, trigger, \
-         toString(completed_at) AS completed, error_message AS error, payload_json AS payload \
-         FROM {} WHERE target_identity = {} AND node_kind = {} AND node_name = {} \
-         ORDER BY completed_at DESC LIMIT {limit}",
-        stb_ddl::QualifiedName::new(database, "_streambuild_node_results"),
-        stb_ddl::string_literal(target),
-        stb_ddl::string_literal(kind),
-        stb_ddl::string_literal(name),
-    ))?;
-    Ok((0..rows.data.len())
-        .map(|row| status_of(&rows, row))
-        .collect())
+    stb_warehouse::results::result_history(client, database, target, (kind, name), limit)
 }

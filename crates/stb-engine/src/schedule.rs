@@ -114,50 +114,11 @@ pub fn observe(client: &Client, database: &str, target: &str) -> Result<Observed
         now_ms,
         ..Observed::default()
     };
-    let results = "_streambuild_node_results";
-    if client
-        .table_exists(database, results)
-        .map_err(|e| engine(&e))?
-    {
-        let rows = client
-            .query(&format!(
-                "SELECT node_name, toString(toUnixTimestamp64Milli(max(scheduled_for))) AS slot, \
-                 argMax(status, scheduled_for) AS status FROM {} \
-                 WHERE node_kind = 'audit' AND trigger = 'scheduled' AND scheduled_for IS NOT NULL \
-                 AND target_identity = {} GROUP BY node_name",
-                stb_ddl::QualifiedName::new(database, results),
-                stb_ddl::string_literal(target),
-            ))
+    observed.last = stb_warehouse::results::scheduled_slots(client, database, target)
+        .map_err(|e| engine(&e))?;
+    observed.last_build_ms =
+        stb_warehouse::results::last_successful_build_ms(client, database, target)
             .map_err(|e| engine(&e))?;
-        for row in 0..rows.data.len() {
-            if let (Some(name), Some(slot)) = (
-                rows.text(row, "node_name"),
-                rows.text(row, "slot").and_then(|s| s.parse().ok()),
-            ) {
-                let status = rows.text(row, "status").unwrap_or_default();
-                observed.last.insert(name, (slot, status));
-            }
-        }
-    }
-    let invocations = "_streambuild_invocations";
-    if client
-        .table_exists(database, invocations)
-        .map_err(|e| engine(&e))?
-    {
-        let rows = client
-            .query(&format!(
-                "SELECT toString(toUnixTimestamp64Milli(max(completed_at))) AS built, count() AS n \
-                 FROM {} WHERE command = 'build' AND outcome = 'succeeded' AND target_identity = {}",
-                stb_ddl::QualifiedName::new(database, invocations),
-                stb_ddl::string_literal(target),
-            ))
-            .map_err(|e| engine(&e))?;
-        let any = rows.text(0, "n").is_some_and(|n| n != "0");
-        observed.last_build_ms = rows
-            .text(0, "built")
-            .and_then(|t| t.parse().ok())
-            .filter(|_| any);
-    }
     Ok(observed)
 }
 

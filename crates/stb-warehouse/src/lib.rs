@@ -17,6 +17,7 @@ pub mod fingerprints;
 mod lock;
 pub mod metadata;
 pub mod records;
+pub mod results;
 pub mod runs;
 pub mod statements;
 

@@ -14,6 +14,13 @@ use crate::error::{ErrorKind, WarehouseError};
 /// The metadata schema this build writes.
 pub const SCHEMA_VERSION: u64 = 7;
 
+/// Whether `relation` is one of StreamBuild's lifecycle tables (`_streambuild_*`): never a
+/// project's, never dropped with one.
+#[must_use]
+pub fn is_lifecycle_table(relation: &str) -> bool {
+    relation.starts_with("_streambuild_")
+}
+
 const LC: &str = "LowCardinality(String)";
 const N: &str = "Nullable(String)";
 const S: &str = "String";

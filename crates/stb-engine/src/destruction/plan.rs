@@ -74,7 +74,7 @@ pub fn plan(
     let mut relations: Vec<Doomed> = live
         .relations
         .iter()
-        .filter(|r| !r.name.starts_with("_streambuild_"))
+        .filter(|r| !stb_warehouse::metadata::is_lifecycle_table(&r.name))
         .filter_map(|r| {
             let (pipeline, role) = owned.get(&r.name)?;
             let is_view = matches!(r.engine.as_str(), "View" | "MaterializedView" | "LiveView");
