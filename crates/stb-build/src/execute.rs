@@ -174,6 +174,43 @@ pub fn planned_statements(workflow: &Workflow) -> Vec<PlannedStatement> {
         .collect()
 }
 
+/// The insert recording what `capture` found for `watermark`'s root: the planner says what
+/// is recorded, the records' owner writes the statement.
+fn boundary_insert(
+    database: &str,
+    watermark: &stb_plan::watermark::Watermark,
+    capture: &Capture,
+) -> String {
+    use stb_warehouse::deployments::boundaries::{Boundary, BoundaryRow, Relation, insert};
+    fn relation(named: &stb_plan::watermark::Named) -> Relation<'_> {
+        Relation {
+            database: named.database.as_deref(),
+            name: named.name.as_str(),
+        }
+    }
+    let rows = watermark
+        .rows(capture)
+        .into_iter()
+        .map(|(partition, lower, cutoff)| BoundaryRow {
+            partition,
+            lower,
+            cutoff,
+        })
+        .collect();
+    insert(
+        database,
+        &Boundary {
+            deployment_id: &watermark.deployment_id,
+            root_table: relation(&watermark.root_table),
+            anchor: relation(&watermark.anchor),
+            boundary_kind: watermark.mode.as_str(),
+            value_kind: watermark.value_kind(),
+            rows,
+            captured_at: capture.captured_at(),
+        },
+    )
+}
+
 /// A replay, seed or watermark statement, rendered from its root's capture.
 fn runtime_statement(
     workflow: &Workflow,
@@ -185,7 +222,7 @@ fn runtime_statement(
             let watermark = &workflow.watermarks[*index];
             return captures[watermark.root]
                 .as_ref()
-                .map(|capture| watermark.render(&workflow.database, capture))
+                .map(|capture| boundary_insert(&workflow.database, watermark, capture))
                 .ok_or_else(|| "the boundary this step records was not captured".into());
         }
         Action::Replay(root) | Action::Seed(root) => *root,

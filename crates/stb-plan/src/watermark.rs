@@ -1,7 +1,7 @@
-//! What a virtual deployment records of each replay root's boundary, in
-//! `_streambuild_virtual_replay_boundaries`: one row per partition (offsets mode) or one
-//! row (timestamp, landed-at and cursor modes), written by a step of its own once the
-//! captures of its stage are taken. The step is part of the workflow, so the build's step files
+//! What a virtual deployment records of each replay root's boundary (the warehouse's
+//! replay-boundary records, whose insert `stb_warehouse::deployments::boundaries` renders):
+//! one row per partition (offsets mode) or one row (timestamp, landed-at and cursor
+//! modes), written by a step of its own once the captures of its stage are taken. The step is part of the workflow, so the build's step files
 //! hold it, and a rerun of an incomplete deployment records its own capture again (the
 //! row with the latest `captured_at` is the one its replay used).
 
@@ -9,13 +9,8 @@ use std::collections::BTreeMap;
 
 use stb_model::planning::{PlanModel, PlanSource};
 
-use crate::replay::{BoundaryMode, Capture, time_literal};
+use crate::replay::{BoundaryMode, Capture};
 use crate::workflow::{Action, Phase, Step, Workflow};
-
-/// The table the records go to, in the target database.
-pub const TABLE: &str = "_streambuild_virtual_replay_boundaries";
-
-const COLUMNS: &str = "deployment_id, root_database_name, root_object_type, root_object_name, anchor_database_name, anchor_object_type, anchor_object_name, boundary_kind, value_kind, partition_value, lower_value, cutoff_value, cutoff_inclusive, captured_at";
 
 /// A relation a record names: the root's table, or the anchor its replay reads.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -44,62 +39,25 @@ impl Watermark {
     #[must_use]
     pub fn placeholder(&self, model: &str) -> String {
         format!(
-            "-- capture_watermark_{model}: INSERT INTO {TABLE} the {} boundary capture_replay_{model} found; rendered at runtime",
+            "-- capture_watermark_{model}: INSERT INTO the deployment's replay-boundary records the {} boundary capture_replay_{model} found; rendered at runtime",
             self.mode.as_str()
         )
     }
 
-    /// The insert of what `capture` found. A capture that found nothing to replay records
-    /// no row (the statement inserts nothing), as the reference does for an empty anchor.
+    /// What its values are: `integer` (offsets, cursor) or `timestamp`.
     #[must_use]
-    pub fn render(&self, database: &str, capture: &Capture) -> String {
-        let table = stb_ddl::QualifiedName::new(database, TABLE);
-        let rows = self.rows(capture);
-        let captured_at = capture
-            .captured_at()
-            .map_or_else(|| "now64(3, 'UTC')".to_owned(), time_literal);
-        let tuple = |(partition, lower, cutoff): &(Option<String>, Option<String>, String)| {
-            [
-                literal(&self.deployment_id),
-                optional(self.root_table.database.as_deref()),
-                literal("table"),
-                literal(&self.root_table.name),
-                optional(self.anchor.database.as_deref()),
-                literal("table"),
-                literal(&self.anchor.name),
-                literal(self.mode.as_str()),
-                literal(self.value_kind()),
-                optional(partition.as_deref()),
-                optional(lower.as_deref()),
-                literal(cutoff),
-                "true".to_owned(),
-                captured_at.clone(),
-            ]
-            .join(", ")
-        };
-        if rows.is_empty() {
-            let nothing = (None, None, String::new());
-            return format!(
-                "INSERT INTO {table} ({COLUMNS}) SELECT {} WHERE 0",
-                tuple(&nothing)
-            );
-        }
-        let values: Vec<String> = rows.iter().map(|row| format!("({})", tuple(row))).collect();
-        format!(
-            "INSERT INTO {table} ({COLUMNS}) VALUES {}",
-            values.join(", ")
-        )
-    }
-
-    fn value_kind(&self) -> &'static str {
+    pub fn value_kind(&self) -> &'static str {
         match self.mode {
             BoundaryMode::Offsets | BoundaryMode::Cursor => "integer",
             BoundaryMode::Timestamp | BoundaryMode::LandedAt => "timestamp",
         }
     }
 
-    /// (partition, lower bound, cutoff) of each row to record.
-    fn rows(&self, capture: &Capture) -> Vec<(Option<String>, Option<String>, String)> {
+    /// (partition, lower bound, cutoff) of each row to record of what `capture` found:
+    /// one per partition in offsets mode (its lowest and highest offset), else one, and
+    /// none when the capture found nothing to replay.
+    #[must_use]
+    pub fn rows(&self, capture: &Capture) -> Vec<(Option<String>, Option<String>, String)> {
         match capture {
             Capture::Offsets { runs, .. } => {
                 let mut partitions: BTreeMap<i128, (i128, i128)> = BTreeMap::new();
@@ -127,14 +85,6 @@ impl Watermark {
                 .collect(),
         }
     }
-}
-
-fn literal(text: &str) -> String {
-    stb_ddl::string_literal(text)
-}
-
-fn optional(text: Option<&str>) -> String {
-    text.map_or_else(|| "NULL".to_owned(), literal)
 }
 
 /// Adds a `capture_watermark_<root>` step for each capture of `workflow`, after the run of
@@ -261,14 +211,22 @@ mod tests {
             ],
             captured_at: Some("2026-07-28 00:00:03.000".into()),
         };
-        let sql = watermark(BoundaryMode::Offsets, false).render("shop", &capture);
+        let row = |partition: &str, lower: Option<&str>, cutoff: &str| {
+            (
+                Some(partition.to_owned()),
+                lower.map(str::to_owned),
+                cutoff.to_owned(),
+            )
+        };
         assert_eq!(
-            sql,
-            "INSERT INTO shop._streambuild_virtual_replay_boundaries (deployment_id, root_database_name, root_object_type, root_object_name, anchor_database_name, anchor_object_type, anchor_object_name, boundary_kind, value_kind, partition_value, lower_value, cutoff_value, cutoff_inclusive, captured_at) VALUES ('d1', 'shop', 'table', 'tbl__orders__d1', 'landing', 'table', 'events', 'offsets', 'integer', '0', NULL, '19', true, toDateTime64('2026-07-28 00:00:03.000', 3, 'UTC')), ('d1', 'shop', 'table', 'tbl__orders__d1', 'landing', 'table', 'events', 'offsets', 'integer', '1', NULL, '9', true, toDateTime64('2026-07-28 00:00:03.000', 3, 'UTC'))"
+            watermark(BoundaryMode::Offsets, false).rows(&capture),
+            [row("0", None, "19"), row("1", None, "9")]
         );
-        let bounded = watermark(BoundaryMode::Offsets, true).render("shop", &capture);
-        assert!(bounded.contains("'0', '10', '19'"), "{bounded}");
-        assert!(bounded.contains("'1', '0', '9'"), "{bounded}");
+        // A replay that starts at a lower bound records where, per partition.
+        assert_eq!(
+            watermark(BoundaryMode::Offsets, true).rows(&capture),
+            [row("0", Some("10"), "19"), row("1", Some("0"), "9")]
+        );
     }
 
     #[test]
@@ -280,21 +238,19 @@ mod tests {
             last: None,
             captured_at: None,
         };
-        let cursor =
-            watermark(BoundaryMode::Cursor, true).render("shop", &capture(Some("3"), Some("2")));
-        assert!(
-            cursor.ends_with("'cursor', 'integer', NULL, '2', '3', true, now64(3, 'UTC'))"),
-            "{cursor}"
+        let cursor = watermark(BoundaryMode::Cursor, true);
+        assert_eq!(
+            cursor.rows(&capture(Some("3"), Some("2"))),
+            [(None, Some("2".to_owned()), "3".to_owned())]
         );
-        let time = watermark(BoundaryMode::Timestamp, false)
-            .render("shop", &capture(Some("2026-07-28 00:00:03.000"), None));
-        assert!(
-            time.contains("'timestamp', 'timestamp', NULL, NULL, '2026-07-28 00:00:03.000', true"),
-            "{time}"
+        assert_eq!(cursor.value_kind(), "integer");
+        let time = watermark(BoundaryMode::Timestamp, false);
+        assert_eq!(
+            time.rows(&capture(Some("2026-07-28 00:00:03.000"), None)),
+            [(None, None, "2026-07-28 00:00:03.000".to_owned())]
         );
-        let empty = watermark(BoundaryMode::Timestamp, false).render("shop", &capture(None, None));
-        assert!(empty.ends_with(" WHERE 0"), "{empty}");
-        assert!(!empty.contains("VALUES"), "{empty}");
+        assert_eq!(time.value_kind(), "timestamp");
+        assert!(time.rows(&capture(None, None)).is_empty());
     }
 
     #[test]

@@ -2,6 +2,8 @@
 //! from one relation) in the catalog, and the object-state rows each deployment recorded
 //! in `_streambuild_virtual_object_state`.
 
+pub mod boundaries;
+
 use std::collections::BTreeMap;
 
 use crate::catalog::Catalog;

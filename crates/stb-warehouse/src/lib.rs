@@ -16,6 +16,8 @@ pub mod events;
 pub mod fingerprints;
 mod lock;
 pub mod metadata;
+#[cfg(test)]
+mod ownership_tests;
 pub mod records;
 pub mod results;
 pub mod runs;
