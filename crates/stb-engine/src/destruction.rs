@@ -198,7 +198,8 @@ pub fn execute(
                 DESTRUCTION_CODE,
                 "the target changed since the plan was reviewed: nothing was dropped",
                 "run the command again and review the new plan",
-            ))
+            )
+            .of_kind(crate::ErrorKind::Conflict))
         }
     });
     let released = lock.release();

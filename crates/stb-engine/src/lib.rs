@@ -29,7 +29,7 @@ pub mod status;
 pub mod unlock;
 pub mod validation;
 
-pub use error::EngineError;
+pub use error::{EngineError, ErrorKind};
 
 /// Discovers and compiles a project written from `files` into a temporary directory.
 #[cfg(test)]

@@ -375,7 +375,8 @@ pub fn check_plan_hash(expected: Option<&str>, parts: &[&Prepared]) -> Result<()
             "the plan changed since it was reviewed (reviewed {expected}, now {actual}): the project or the warehouse changed; nothing was changed"
         ),
         "plan again, review what changed, and build with the new plan's hash",
-    ))
+    )
+    .of_kind(crate::ErrorKind::Conflict))
 }
 
 /// The record of a build the validation stopped: how many statements the warehouse refused

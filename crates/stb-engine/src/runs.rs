@@ -239,6 +239,7 @@ pub fn show(
                 format!("no run '{invocation}' in '{database}'"),
                 "`stb runs list` shows the recent runs and their ids",
             )
+            .of_kind(crate::ErrorKind::NotFound)
         })?;
     let events = events_of(client, database, invocation).map_err(|e| EngineError::from(&e))?;
     Ok(RunDetail {
@@ -282,7 +283,8 @@ pub fn resolve_invocation(
             format!(
                 "give the run's id, or at least its first {MIN_PREFIX} characters (`stb runs list` shows them)"
             ),
-        ));
+        )
+        .of_kind(crate::ErrorKind::NotFound));
     }
     let matches =
         stb_warehouse::runs::ids_starting_with(client, database, given, 6).map_err(error)?;
@@ -292,7 +294,8 @@ pub fn resolve_invocation(
             RUN_CODE,
             format!("no run '{given}' in '{database}'"),
             "`stb runs list` shows the recent runs and their ids",
-        )),
+        )
+        .of_kind(crate::ErrorKind::NotFound)),
         several => Err(EngineError::new(
             RUN_CODE,
             format!(
@@ -391,7 +394,8 @@ pub fn cancel(
                 detail.run.status
             ),
             "`stb runs list` shows which runs are still running",
-        ));
+        )
+        .of_kind(crate::ErrorKind::Conflict));
     }
     let query_id = detail
         .statements

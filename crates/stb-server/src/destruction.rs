@@ -130,17 +130,6 @@ fn plan_now(
     })
 }
 
-fn refused(error: &stb_engine::EngineError) -> ApiError {
-    if error.code == stb_engine::destruction::DESTRUCTION_CODE {
-        ApiError {
-            status: StatusCode::CONFLICT,
-            detail: serde_json::json!({"message": error.message, "code": error.code, "hint": error.hint}),
-        }
-    } else {
-        ApiError::engine(error)
-    }
-}
-
 /// The plan as the API shows it.
 fn view(stored: &StoredPlan) -> serde_json::Value {
     let plan = &stored.payload["plan"];
@@ -225,7 +214,7 @@ pub(crate) async fn create(
     let plan = state
         .warehouse
         .read(move |client| {
-            plan_now(client, &database, &planning, &frozen).map_err(|e| refused(&e))
+            plan_now(client, &database, &planning, &frozen).map_err(|e| ApiError::engine(&e))
         })
         .await?;
     authorize(&state, &principal, request.operation, &plan.pipelines).await?;
@@ -299,7 +288,7 @@ pub(crate) async fn review(
     let again = state
         .warehouse
         .read(move |client| {
-            plan_now(client, &database, &compilation, &request).map_err(|e| refused(&e))
+            plan_now(client, &database, &compilation, &request).map_err(|e| ApiError::engine(&e))
         })
         .await?;
     if again.fingerprint != plan.fingerprint {

@@ -42,14 +42,15 @@ impl ApiError {
         )
     }
 
-    /// An engine error: an unknown run 404, the warehouse 502, anything else 400; the
-    /// detail keeps its code and hint.
+    /// An engine error, by its kind: invalid 400, not found 404, a conflict with the
+    /// target's state 409, the warehouse 502; the detail keeps its code and hint.
     #[must_use]
     pub fn engine(error: &stb_engine::EngineError) -> Self {
-        let status = match error.code {
-            stb_engine::runs::RUN_CODE => StatusCode::NOT_FOUND,
-            code if code.starts_with("STB-WAREHOUSE") => StatusCode::BAD_GATEWAY,
-            _ => StatusCode::BAD_REQUEST,
+        let status = match error.kind {
+            stb_engine::ErrorKind::Invalid => StatusCode::BAD_REQUEST,
+            stb_engine::ErrorKind::NotFound => StatusCode::NOT_FOUND,
+            stb_engine::ErrorKind::Conflict => StatusCode::CONFLICT,
+            stb_engine::ErrorKind::Warehouse => StatusCode::BAD_GATEWAY,
         };
         Self {
             status,
@@ -107,5 +108,39 @@ where
             Ok(axum::Json(value)) => Ok(Self(value)),
             Err(rejection) => Err(ApiError::new(rejection.status(), rejection.body_text())),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use stb_engine::{EngineError, ErrorKind};
+
+    #[test]
+    fn an_engine_error_answers_by_its_kind_and_keeps_its_code_and_hint() {
+        let error = EngineError::new("STB-RUNS-001", "no run 'x'", "list the runs");
+        for (kind, status) in [
+            (ErrorKind::Invalid, StatusCode::BAD_REQUEST),
+            (ErrorKind::NotFound, StatusCode::NOT_FOUND),
+            (ErrorKind::Conflict, StatusCode::CONFLICT),
+            (ErrorKind::Warehouse, StatusCode::BAD_GATEWAY),
+        ] {
+            let answer = ApiError::engine(&error.clone().of_kind(kind));
+            assert_eq!(answer.status, status, "{kind:?}");
+            assert_eq!(
+                answer.detail,
+                serde_json::json!({"message": "no run 'x'", "code": "STB-RUNS-001", "hint": "list the runs"})
+            );
+        }
+        // A warehouse failure is the warehouse's whatever its code says.
+        let refused = stb_warehouse::WarehouseError {
+            kind: stb_warehouse::ErrorKind::Other,
+            message: "Code: 60".into(),
+            server_code: Some(60),
+        };
+        assert_eq!(
+            ApiError::engine(&EngineError::from(&refused)).status,
+            StatusCode::BAD_GATEWAY
+        );
     }
 }

@@ -241,17 +241,6 @@ async fn landing(
     Ok(QualifiedName::new(&state.database, &landing.raw_table))
 }
 
-fn read_error(error: &stb_engine::EngineError) -> ApiError {
-    if error.code == stb_engine::messages::MESSAGES_CODE {
-        ApiError {
-            status: StatusCode::BAD_REQUEST,
-            detail: serde_json::json!({"message": error.message, "code": error.code, "hint": error.hint}),
-        }
-    } else {
-        ApiError::engine(error)
-    }
-}
-
 /// `POST /api/sources/{name}/messages`: a page of landed messages, newest first.
 pub(crate) async fn messages(
     State(state): Shared,
@@ -264,7 +253,8 @@ pub(crate) async fn messages(
     let page = state
         .warehouse
         .read(move |client| {
-            stb_engine::messages::list(client, &relation, &request).map_err(|e| read_error(&e))
+            stb_engine::messages::list(client, &relation, &request)
+                .map_err(|e| ApiError::engine(&e))
         })
         .await?;
     Ok(Json(page))
@@ -290,7 +280,7 @@ pub(crate) async fn record(
         .warehouse
         .read(move |client| {
             stb_engine::messages::record(client, &relation, request.partition, request.offset)
-                .map_err(|e| read_error(&e))
+                .map_err(|e| ApiError::engine(&e))
         })
         .await?;
     found.map(Json).ok_or_else(|| {
@@ -328,7 +318,7 @@ pub(crate) async fn facets(
         .warehouse
         .read(move |client| {
             stb_engine::messages::facets(client, &relation, &selection, &path)
-                .map_err(|e| read_error(&e))
+                .map_err(|e| ApiError::engine(&e))
         })
         .await?;
     Ok(Json(facets))

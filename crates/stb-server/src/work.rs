@@ -613,14 +613,8 @@ pub(crate) async fn cancel(
     let detail = state
         .warehouse
         .read(move |client| {
-            stb_engine::runs::show(client, &database, &id, windows).map_err(|e| {
-                let status = if e.code == stb_engine::runs::RUN_CODE {
-                    StatusCode::NOT_FOUND
-                } else {
-                    StatusCode::BAD_GATEWAY
-                };
-                ApiError::new(status, e.message)
-            })
+            stb_engine::runs::show(client, &database, &id, windows)
+                .map_err(|e| ApiError::engine(&e))
         })
         .await?;
     let models = detail
@@ -642,14 +636,7 @@ pub(crate) async fn cancel(
                 windows,
                 Duration::from_secs(15),
             )
-            .map_err(|e| {
-                let status = if e.code == stb_engine::runs::CANCEL_CODE {
-                    StatusCode::CONFLICT
-                } else {
-                    StatusCode::BAD_GATEWAY
-                };
-                ApiError::new(status, e.message)
-            })
+            .map_err(|e| ApiError::engine(&e))
         })
         .await?;
     state.builds.reap();

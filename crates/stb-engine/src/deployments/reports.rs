@@ -77,6 +77,7 @@ pub fn show(client: &Client, database: &str, id: &str) -> Result<Shown, EngineEr
                 format!("no deployment {id} in '{database}'"),
                 "`stb deployment list` shows the deployments",
             )
+            .of_kind(crate::ErrorKind::NotFound)
         })?;
     Ok(Shown {
         database: database.to_owned(),

@@ -25,8 +25,9 @@ pub struct Request<'a> {
     pub max_table_size_to_drop: Option<u64>,
 }
 
+/// A destruction the target's state refuses (readers left, a size limit, production).
 fn refuse(message: String, hint: &str) -> EngineError {
-    EngineError::new(DESTRUCTION_CODE, message, hint)
+    EngineError::new(DESTRUCTION_CODE, message, hint).of_kind(crate::ErrorKind::Conflict)
 }
 
 /// Plans the destruction `request` asks for.

@@ -181,9 +181,10 @@ fn read_routes_answer_in_process_with_the_commands_documents() {
         .await;
         assert_eq!(status, 200, "{diff}");
         assert_eq!(diff, cli(dir.path(), &["deployment", "diff", &deployment]));
+        // An unknown deployment is not found (by the error's kind, not its text).
         let (status, unknown) =
             call(&app, Method::GET, "/deployments/20200101T000000Z_none", "").await;
-        assert_eq!(status, 400, "{unknown}");
+        assert_eq!(status, 404, "{unknown}");
         assert_eq!(unknown["detail"]["code"], "STB-DEPLOY-001", "{unknown}");
 
         // The janitor's dry run: the active deployment is kept, nothing is dropped.
