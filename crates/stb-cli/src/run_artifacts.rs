@@ -210,6 +210,19 @@ impl PlanFile for serde_json::Value {
     }
 }
 
+/// A direct plan's document: written as its JSON value is (the workflow's steps among its
+/// members, in key order).
+impl PlanFile for stb_engine::direct::json::DirectJson<'_> {
+    fn write(
+        &self,
+        out: &mut dyn std::io::Write,
+        steps: StepsJson<'_>,
+        step_files: bool,
+    ) -> serde_json::Result<()> {
+        serde_json::to_value(self)?.write(out, steps, step_files)
+    }
+}
+
 /// `plan.json`: the plan's members and the workflow's steps, serialised as they are
 /// written (a 10,000-model plan's steps are tens of megabytes of SQL), keys in the order
 /// a JSON value's map keeps them (sorted).

@@ -190,13 +190,13 @@ impl Plan {
                 }
                 None => Document::Direct(crate::direct::json::json(&one.planned)),
             },
-            Self::Mixed { staged, direct } => Document::Mixed(MixedJson {
+            Self::Mixed { staged, direct } => Document::Mixed(Box::new(MixedJson {
                 direct: crate::direct::json::json(&direct.planned),
                 execution_order: ["virtual", "direct"],
                 mode: "mixed",
                 plan_hash: self.hash(),
                 staged: staged.staged.as_ref().map(crate::staged::json::json),
-            }),
+            })),
         }
     }
 }
@@ -220,9 +220,9 @@ fn staged_has_work(part: &Prepared) -> bool {
 
 /// A plan's JSON document, whatever its kind.
 pub enum Document<'a> {
-    Direct(serde_json::Value),
+    Direct(crate::direct::json::DirectJson<'a>),
     Virtual(crate::staged::json::VirtualJson<'a>),
-    Mixed(MixedJson<'a>),
+    Mixed(Box<MixedJson<'a>>),
 }
 
 impl Serialize for Document<'_> {
@@ -239,7 +239,7 @@ impl Serialize for Document<'_> {
 /// was sorted them.
 #[derive(Serialize)]
 pub struct MixedJson<'a> {
-    direct: serde_json::Value,
+    direct: crate::direct::json::DirectJson<'a>,
     execution_order: [&'static str; 2],
     mode: &'static str,
     plan_hash: String,

@@ -567,7 +567,12 @@ fn record_in_workflow(
             ),
         );
     }
-    stb_plan::watermark::record_boundaries(workflow, deployment.id.as_str(), models, sources);
+    stb_plan::watermark::record_boundaries(
+        workflow,
+        deployment.id.as_str(),
+        (models, sources),
+        stb_warehouse::deployments::boundaries::TABLE,
+    );
     // Hashed one statement at a time: holding them all is a second copy of the workflow.
     let fingerprint = stb_warehouse::statements::workflow_sha256_of(
         workflow

@@ -32,6 +32,8 @@ pub struct Watermark {
     /// The replay starts at a lower bound (`--start-time`): each row's `lower_value` says
     /// where. Without one it is `NULL`: the replay reads from the first retained row.
     pub bounded_below: bool,
+    /// The table the records go to (its owner, the warehouse adapter, names it).
+    pub table: String,
 }
 
 impl Watermark {
@@ -39,7 +41,8 @@ impl Watermark {
     #[must_use]
     pub fn placeholder(&self, model: &str) -> String {
         format!(
-            "-- capture_watermark_{model}: INSERT INTO the deployment's replay-boundary records the {} boundary capture_replay_{model} found; rendered at runtime",
+            "-- capture_watermark_{model}: INSERT INTO {} the {} boundary capture_replay_{model} found; rendered at runtime",
+            self.table,
             self.mode.as_str()
         )
     }
@@ -90,12 +93,12 @@ impl Watermark {
 /// Adds a `capture_watermark_<root>` step for each capture of `workflow`, after the run of
 /// captures it belongs to, recording it for deployment `deployment_id`. `models` are the
 /// deployment's (under their physical names); a root whose table or anchor relation is
-/// unknown (a table function) is left without a record.
+/// unknown (a table function) is left without a record. The records go to `table`.
 pub fn record_boundaries(
     workflow: &mut Workflow,
     deployment_id: &str,
-    models: &[PlanModel],
-    sources: &[PlanSource],
+    (models, sources): (&[PlanModel], &[PlanSource]),
+    table: &str,
 ) {
     let database = workflow.database.clone();
     let in_target = |name: &str| Named {
@@ -144,6 +147,7 @@ pub fn record_boundaries(
             anchor,
             mode: replay.template.anchor.mode,
             bounded_below: replay.start_time.is_some(),
+            table: table.to_owned(),
         });
         records.push(Step::of(
             format!("capture_watermark_{}", replay.model),
@@ -186,6 +190,7 @@ mod tests {
             anchor: named("`landing`.`events`"),
             mode,
             bounded_below,
+            table: "records".into(),
         }
     }
 
