@@ -11,7 +11,7 @@
 use std::collections::BTreeSet;
 use std::sync::Arc;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use stb_compile::Compiled;
 use stb_diagnostics::Diagnostics;
 use stb_project::Project;
@@ -192,8 +192,8 @@ impl Plan {
             },
             Self::Mixed { staged, direct } => Document::Mixed(Box::new(MixedJson {
                 direct: crate::direct::json::json(&direct.planned),
-                execution_order: ["virtual", "direct"],
-                mode: "mixed",
+                execution_order: ["virtual".into(), "direct".into()],
+                mode: "mixed".into(),
                 plan_hash: self.hash(),
                 staged: staged.staged.as_ref().map(crate::staged::json::json),
             })),
@@ -218,33 +218,29 @@ fn staged_has_work(part: &Prepared) -> bool {
     }
 }
 
-/// A plan's JSON document, whatever its kind.
+/// A plan's JSON document, whatever its kind: borrowed from the plan when it is written,
+/// owned when it is read back (each kind is told by its members).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(untagged)]
 pub enum Document<'a> {
     Direct(crate::direct::json::DirectJson<'a>),
     Virtual(crate::staged::json::VirtualJson<'a>),
     Mixed(Box<MixedJson<'a>>),
 }
 
-impl Serialize for Document<'_> {
-    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        match self {
-            Self::Direct(value) => value.serialize(serializer),
-            Self::Virtual(document) => document.serialize(serializer),
-            Self::Mixed(document) => document.serialize(serializer),
-        }
-    }
-}
-
 /// A mixed plan: both phases under one hash. Members in key order, as the JSON value it
 /// was sorted them.
-#[derive(Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct MixedJson<'a> {
-    direct: crate::direct::json::DirectJson<'a>,
-    execution_order: [&'static str; 2],
-    mode: &'static str,
-    plan_hash: String,
+    pub direct: crate::direct::json::DirectJson<'a>,
+    /// `["virtual", "direct"]`: the virtual phase is staged first.
+    pub execution_order: [std::borrow::Cow<'a, str>; 2],
+    /// `mixed`.
+    pub mode: std::borrow::Cow<'a, str>,
+    pub plan_hash: String,
     #[serde(rename = "virtual")]
-    staged: Option<crate::staged::json::VirtualJson<'a>>,
+    pub staged: Option<crate::staged::json::VirtualJson<'a>>,
 }
 
 /// Connects nothing: plans one kind's `scope` (direct or virtual; a mixed scope is
@@ -434,3 +430,6 @@ fn plan_deployment(
     crate::staged::refuse_complete(client, database, &planned.deployment)?;
     Ok(planned)
 }
+
+#[cfg(test)]
+mod examples_tests;

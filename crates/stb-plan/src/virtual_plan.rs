@@ -75,7 +75,7 @@ pub enum ChangeType {
     NoOp,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, serde::Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum SchemaChange {
     /// Columns were only added.
@@ -84,7 +84,7 @@ pub enum SchemaChange {
     Breaking,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, serde::Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Seeding {
     Seedable,

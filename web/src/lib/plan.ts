@@ -1,17 +1,157 @@
-// Whether a plan (`/api/plan`, any mode) changes anything; the server refuses a build of
-// one that does not (it would record no run), and the page says so first.
+// A plan as `/api/plan` answers it (and `stb plan --json` prints it): the TypeScript mirror
+// of stb-engine's `plan::Document`. `plan-examples.ts` holds every example project's plan as
+// the engine writes it today, checked against these types by `npm run check`, so a member
+// added or dropped on either side fails the build.
 
-type Json = Record<string, unknown>;
+export interface RelationChange {
+  kind: string;
+  relation: string;
+}
 
-const nonEmpty = (value: unknown) => Array.isArray(value) && value.length > 0;
+export interface SqlChange {
+  current_hash: string;
+  previous_hash: string | null;
+  status: string;
+  unified_diff: string;
+}
 
-export function hasWork(plan: Json): boolean {
+export interface DirectEntry {
+  is_replay_root: boolean;
+  model: string;
+  reason: string;
+  relation_names: string[];
+  sql_change: SqlChange;
+}
+
+export interface ReplayWindow {
+  model: string;
+  driving_input: string;
+  basis: string;
+  group_key?: string;
+  live_table_exists: boolean;
+  live_rows: number;
+  input_rows: number;
+  history_rows: number;
+  retained_rows: number;
+  replayable_rows: number;
+  lost_rows: number;
+  query_changed: boolean;
+  [measure: string]: unknown;
+}
+
+export interface ReplayRoot {
+  bounded: boolean;
+  driving_input: string;
+  driving_input_relation: string;
+  model: string;
+  model_key: { name: string };
+  propagated_models: string[];
+  reason: "driving_input_not_rebuilt" | "side_input_rebuilt";
+  replay_boundary_mode: string;
+  replay_window: ReplayWindow | null;
+  settings: { name: string; value: string }[];
+  skips_keys_already_written: string[] | null;
+  stage: number;
+  start_time_column: string | null;
+  waits_for: string[];
+}
+
+export interface Validation {
+  checked: number;
+  unchecked: { model: string; reason: string }[];
+  elapsed_ms: number;
+}
+
+export interface DirectPlan {
+  adapter: string;
+  creation: RelationChange[];
+  database: string;
+  entries: DirectEntry[];
+  execution_scope: string[];
+  landing_repairs: { missing: string[]; source: string }[];
+  mode: "direct";
+  plan_hash: string;
+  prerequisite_scope: { framework_managed: boolean; name: string; present: boolean }[];
+  replay_roots: ReplayRoot[];
+  selection_mode: string;
+  shrink: { needs_allow_shrink: boolean; lost_rows: number; models: string[]; discarded_by_start_time: number };
+  source_recreations: { changes: string[]; source: string }[];
+  start_time: string | null;
+  teardown: RelationChange[];
+  validation: Validation | null;
+  warnings: string[];
+}
+
+export interface ObjectKey {
+  database: string;
+  name: string;
+  object_type: string;
+}
+
+export interface ObjectChange {
+  active_deployment_id: string | null;
+  change_type: "create" | "rebuild" | "no_op";
+  force_full_refresh: boolean;
+  forced_start_time: string | null;
+  key: ObjectKey;
+  model: string;
+  root_state: string;
+  schema_change_kind: "non_breaking" | "breaking" | null;
+  seed_compatibility: "seedable" | "non_seedable" | null;
+}
+
+export interface RebuildSubtree {
+  affected_keys: string[];
+  configured_backfill_mode: string | null;
+  execution_lookback_seconds: number | null;
+  execution_mode: "full_rebuild" | "seeded_bounded_rebuild" | "unseeded_bounded_rebuild" | "deploy";
+  execution_start_time: string | null;
+  forced_full_refresh: boolean;
+  forced_start_time: string | null;
+  history_preserving_bounded_supported: boolean;
+  replay_required: boolean;
+  resolved_bounded_replay_fallback: string | null;
+  root_key: string;
+  strategy: string;
+  upstream_boundary_key: string | null;
+}
+
+export interface VirtualPlan {
+  adapter: string;
+  database: string;
+  deployment_created_at: string;
+  deployment_id: string;
+  mode: "virtual environments";
+  object_changes: ObjectChange[];
+  plan_hash?: string;
+  prepared_shadow_objects: { logical_key: string; logical_model_name: string; object_type: string; physical_name: string }[];
+  rebuild_subtrees: RebuildSubtree[];
+  sql_diffs: { diff_lines: string[]; key: ObjectKey; name: string; object_type: string }[];
+  steps: string[];
+  warnings: string[];
+}
+
+export interface MixedPlan {
+  direct: DirectPlan;
+  execution_order: ["virtual", "direct"];
+  mode: "mixed";
+  plan_hash: string;
+  virtual: VirtualPlan | null;
+}
+
+export type Plan = DirectPlan | VirtualPlan | MixedPlan;
+
+const nonEmpty = (value: readonly unknown[]) => value.length > 0;
+
+// Whether a plan changes anything; the server refuses a build of one that does not (it
+// would record no run), and the page says so first.
+export function hasWork(plan: Plan): boolean {
   switch (plan.mode) {
     case "mixed":
-      return hasWork((plan.virtual ?? {}) as Json) || hasWork((plan.direct ?? {}) as Json);
+      return (plan.virtual !== null && hasWork(plan.virtual)) || hasWork(plan.direct);
     case "virtual environments":
       return nonEmpty(plan.steps);
     default:
-      return ["entries", "creation", "teardown", "source_recreations", "landing_repairs"].some((key) => nonEmpty(plan[key]));
+      return [plan.entries, plan.creation, plan.teardown, plan.source_recreations, plan.landing_repairs].some(nonEmpty);
   }
 }

@@ -2,10 +2,14 @@
 //! additions: each object's model, root state and active deployment): `stb plan --json`,
 //! `target/run/plan/plan.json` and the dev server's `/api/plan` all print this document.
 
-use serde::Serialize;
+use std::borrow::Cow;
+
+use serde::{Deserialize, Serialize};
 use stb_plan::virtual_plan::{ChangeType, ExecutionMode};
 
 use super::Planned;
+
+type Text<'a> = Cow<'a, str>;
 
 /// The step names a build of each subtree would run, subtree by subtree, in order: its
 /// objects' preparations, then its backfill, audit and publish.
@@ -61,91 +65,104 @@ pub fn mode_label(mode: ExecutionMode) -> &'static str {
 }
 
 /// A database object as the reference's JSON names it.
-#[derive(Serialize)]
-struct KeyJson<'a> {
-    database: &'a str,
-    name: &'a str,
-    object_type: &'a str,
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct KeyJson<'a> {
+    pub database: Text<'a>,
+    pub name: Text<'a>,
+    pub object_type: Text<'a>,
 }
 
-/// One object change. Fields (here and below) in alphabetical order: the order the JSON
+/// One object change. Members (here and below) in alphabetical order: the order the JSON
 /// had when it was a `serde_json::Value`, whose maps sort their keys.
-#[derive(Serialize)]
-struct ObjectChangeJson<'a> {
-    active_deployment_id: Option<&'a str>,
-    change_type: &'static str,
-    force_full_refresh: bool,
-    forced_start_time: Option<&'a str>,
-    key: KeyJson<'a>,
-    model: &'a str,
-    root_state: &'a str,
-    schema_change_kind: Option<stb_plan::virtual_plan::SchemaChange>,
-    seed_compatibility: Option<stb_plan::virtual_plan::Seeding>,
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ObjectChangeJson<'a> {
+    pub active_deployment_id: Option<Text<'a>>,
+    /// `create`, `rebuild` or `no_op`.
+    pub change_type: Text<'a>,
+    pub force_full_refresh: bool,
+    pub forced_start_time: Option<Text<'a>>,
+    pub key: KeyJson<'a>,
+    pub model: Text<'a>,
+    pub root_state: Text<'a>,
+    pub schema_change_kind: Option<stb_plan::virtual_plan::SchemaChange>,
+    pub seed_compatibility: Option<stb_plan::virtual_plan::Seeding>,
 }
 
-#[derive(Serialize)]
-struct SubtreeJson<'a> {
-    affected_keys: &'a [String],
-    configured_backfill_mode: Option<&'a str>,
-    execution_lookback_seconds: Option<u64>,
-    execution_mode: &'static str,
-    execution_start_time: Option<String>,
-    forced_full_refresh: bool,
-    forced_start_time: Option<&'a str>,
-    history_preserving_bounded_supported: bool,
-    replay_required: bool,
-    resolved_bounded_replay_fallback: Option<&'a str>,
-    root_key: &'a str,
-    strategy: &'a str,
-    upstream_boundary_key: Option<&'a str>,
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SubtreeJson<'a> {
+    pub affected_keys: Cow<'a, [String]>,
+    pub configured_backfill_mode: Option<Text<'a>>,
+    pub execution_lookback_seconds: Option<u64>,
+    /// `full_rebuild`, `seeded_bounded_rebuild`, `unseeded_bounded_rebuild` or `deploy`.
+    pub execution_mode: Text<'a>,
+    pub execution_start_time: Option<String>,
+    pub forced_full_refresh: bool,
+    pub forced_start_time: Option<Text<'a>>,
+    pub history_preserving_bounded_supported: bool,
+    pub replay_required: bool,
+    pub resolved_bounded_replay_fallback: Option<Text<'a>>,
+    pub root_key: Text<'a>,
+    pub strategy: Text<'a>,
+    pub upstream_boundary_key: Option<Text<'a>>,
 }
 
-#[derive(Serialize)]
-struct ShadowObjectJson<'a> {
-    logical_key: &'a str,
-    logical_model_name: &'a str,
-    object_type: &'a str,
-    physical_name: &'a str,
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ShadowObjectJson<'a> {
+    pub logical_key: Text<'a>,
+    pub logical_model_name: Text<'a>,
+    pub object_type: Text<'a>,
+    pub physical_name: Text<'a>,
 }
 
-#[derive(Serialize)]
-struct SqlDiffJson<'a> {
-    diff_lines: &'a [String],
-    key: KeyJson<'a>,
-    name: &'a str,
-    object_type: &'a str,
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SqlDiffJson<'a> {
+    pub diff_lines: Cow<'a, [String]>,
+    pub key: KeyJson<'a>,
+    pub name: Text<'a>,
+    pub object_type: Text<'a>,
 }
 
 /// The members of a virtual plan's JSON up to `sql_diffs`: `plan.json` puts `step_files`
 /// after them.
-#[derive(Serialize)]
-struct HeadJson<'a> {
-    adapter: &'static str,
-    database: &'a str,
-    deployment_created_at: String,
-    deployment_id: &'a str,
-    mode: &'static str,
-    object_changes: Vec<ObjectChangeJson<'a>>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    plan_hash: Option<String>,
-    prepared_shadow_objects: Vec<ShadowObjectJson<'a>>,
-    rebuild_subtrees: Vec<SubtreeJson<'a>>,
-    sql_diffs: Vec<SqlDiffJson<'a>>,
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HeadJson<'a> {
+    pub adapter: Text<'a>,
+    pub database: Text<'a>,
+    pub deployment_created_at: String,
+    pub deployment_id: Text<'a>,
+    /// `virtual environments`.
+    pub mode: Text<'a>,
+    pub object_changes: Vec<ObjectChangeJson<'a>>,
+    /// A plan on its own carries it; a mixed plan's virtual part does not.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub plan_hash: Option<String>,
+    pub prepared_shadow_objects: Vec<ShadowObjectJson<'a>>,
+    pub rebuild_subtrees: Vec<SubtreeJson<'a>>,
+    pub sql_diffs: Vec<SqlDiffJson<'a>>,
 }
 
 /// The members after `step_files`; `plan.json` puts `workflow_steps` after them.
-#[derive(Serialize)]
-struct TailJson<'a> {
-    steps: Vec<String>,
-    warnings: &'a [String],
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TailJson<'a> {
+    /// The step names a build of each subtree would run, subtree by subtree.
+    pub steps: Vec<String>,
+    pub warnings: Cow<'a, [String]>,
 }
 
-/// A virtual plan as `stb plan --json` prints it: typed and borrowed, serialised as it is
-/// written (at 10,000 models a JSON value tree of it, and its copy, were a third of the
-/// plan's peak memory).
+/// A virtual plan as `stb plan --json` prints it: typed, borrowed when written (at 10,000
+/// models a JSON value tree of it, and its copy, were a third of the plan's peak memory)
+/// and owned when read.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct VirtualJson<'a> {
-    head: HeadJson<'a>,
-    tail: TailJson<'a>,
+    #[serde(flatten)]
+    pub head: HeadJson<'a>,
+    #[serde(flatten)]
+    pub tail: TailJson<'a>,
 }
 
 impl VirtualJson<'_> {
@@ -171,18 +188,6 @@ impl VirtualJson<'_> {
     }
 }
 
-impl serde::Serialize for VirtualJson<'_> {
-    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        Document::<()> {
-            head: &self.head,
-            step_files: None,
-            tail: &self.tail,
-            workflow_steps: None,
-        }
-        .serialize(serializer)
-    }
-}
-
 /// The members in key order, with the workflow's members where `plan.json` has them.
 #[derive(Serialize)]
 struct Document<'d, S> {
@@ -196,26 +201,32 @@ struct Document<'d, S> {
     workflow_steps: Option<S>,
 }
 
+/// `text`, borrowed.
+fn b(text: &str) -> Text<'_> {
+    Cow::Borrowed(text)
+}
+
 /// The plan as JSON.
 #[must_use]
 pub fn json(planned: &Planned) -> VirtualJson<'_> {
     let plan = &planned.plan;
     let database = planned.database.as_str();
+    let key = |name, object_type| KeyJson {
+        database: b(database),
+        name: b(name),
+        object_type: b(object_type),
+    };
     let object_changes = plan
         .object_changes
         .iter()
         .map(|c| ObjectChangeJson {
-            active_deployment_id: c.active_deployment_id.as_deref(),
-            change_type: change_label(c.change_type),
+            active_deployment_id: c.active_deployment_id.as_deref().map(b),
+            change_type: b(change_label(c.change_type)),
             force_full_refresh: c.force_full_refresh,
-            forced_start_time: c.forced_start_time.as_deref(),
-            key: KeyJson {
-                database,
-                name: &c.name,
-                object_type: c.object_type,
-            },
-            model: &c.model,
-            root_state: c.root_state.as_str(),
+            forced_start_time: c.forced_start_time.as_deref().map(b),
+            key: key(&c.name, c.object_type),
+            model: b(&c.model),
+            root_state: b(c.root_state.as_str()),
             schema_change_kind: c.schema_change_kind,
             seed_compatibility: c.seed_compatibility,
         })
@@ -224,56 +235,52 @@ pub fn json(planned: &Planned) -> VirtualJson<'_> {
         .rebuild_subtrees
         .iter()
         .map(|s| SubtreeJson {
-            affected_keys: &s.affected,
-            configured_backfill_mode: s.configured_backfill_mode.as_deref(),
+            affected_keys: Cow::Borrowed(&s.affected),
+            configured_backfill_mode: s.configured_backfill_mode.as_deref().map(b),
             execution_lookback_seconds: s.execution_lookback_seconds,
-            execution_mode: mode_label(s.execution_mode),
+            execution_mode: b(mode_label(s.execution_mode)),
             execution_start_time: planned
                 .root_starts
                 .get(&s.root)
                 .map(ToString::to_string)
                 .or_else(|| s.forced_start_time.clone()),
             forced_full_refresh: s.forced_full_refresh,
-            forced_start_time: s.forced_start_time.as_deref(),
+            forced_start_time: s.forced_start_time.as_deref().map(b),
             history_preserving_bounded_supported: s.history_preserving_bounded_supported,
             replay_required: s.replay_required,
-            resolved_bounded_replay_fallback: s.resolved_bounded_replay_fallback.as_deref(),
-            root_key: &s.root,
-            strategy: s.strategy,
-            upstream_boundary_key: s.upstream_boundary_key.as_deref(),
+            resolved_bounded_replay_fallback: s.resolved_bounded_replay_fallback.as_deref().map(b),
+            root_key: b(&s.root),
+            strategy: b(s.strategy),
+            upstream_boundary_key: s.upstream_boundary_key.as_deref().map(b),
         })
         .collect();
     let prepared_shadow_objects = planned
         .shadow_objects
         .iter()
         .map(|o| ShadowObjectJson {
-            logical_key: &o.logical_key,
-            logical_model_name: &o.logical_model_name,
-            object_type: o.object_type,
-            physical_name: &o.physical_name,
+            logical_key: b(&o.logical_key),
+            logical_model_name: b(&o.logical_model_name),
+            object_type: b(o.object_type),
+            physical_name: b(&o.physical_name),
         })
         .collect();
     let sql_diffs = plan
         .sql_diffs
         .iter()
         .map(|d| SqlDiffJson {
-            diff_lines: &d.diff_lines,
-            key: KeyJson {
-                database,
-                name: &d.key,
-                object_type: d.object_type,
-            },
-            name: &d.name,
-            object_type: d.object_type,
+            diff_lines: Cow::Borrowed(&d.diff_lines),
+            key: key(&d.key, d.object_type),
+            name: b(&d.name),
+            object_type: b(d.object_type),
         })
         .collect();
     VirtualJson {
         head: HeadJson {
-            adapter: "clickhouse",
-            database,
+            adapter: b("clickhouse"),
+            database: b(database),
             deployment_created_at: planned.deployment.created_at(),
-            deployment_id: planned.deployment.as_str(),
-            mode: "virtual environments",
+            deployment_id: b(planned.deployment.as_str()),
+            mode: b("virtual environments"),
             object_changes,
             plan_hash: None,
             prepared_shadow_objects,
@@ -282,7 +289,7 @@ pub fn json(planned: &Planned) -> VirtualJson<'_> {
         },
         tail: TailJson {
             steps: steps(planned).into_iter().flatten().collect(),
-            warnings: &planned.warnings,
+            warnings: Cow::Borrowed(&planned.warnings),
         },
     }
 }
