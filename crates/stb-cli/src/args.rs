@@ -25,11 +25,6 @@ pub(crate) struct ProjectArgs {
 }
 
 impl ProjectArgs {
-    /// `--vars` as given.
-    pub(crate) fn vars_json(&self) -> Option<&str> {
-        self.vars.as_deref()
-    }
-
     /// Discovers the project, or reports why not and returns the exit code. (Commands that
     /// connect compile through [`Self::compile`], or [`pin_database`] first.)
     pub(crate) fn discover(&self, json: bool) -> Result<(DiscoverOptions, Project), ExitCode> {

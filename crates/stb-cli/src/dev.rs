@@ -52,7 +52,6 @@ pub(crate) fn run(args: &DevArgs) -> ExitCode {
     crate::args::pin_database(&mut project, args.connection.database.as_deref());
     let config = ServeConfig {
         connect: args.connection.connector(&project),
-        launcher: args.connection.launcher(&project, args.project.vars_json()),
         run_windows: crate::run_context::windows(&project),
         store_url: args.control.url(&project.root),
         rediscover,

@@ -45,21 +45,3 @@ pub(crate) fn authorised_pipelines() -> Option<Vec<String>> {
     // Unreadable means nothing is authorised: the build is refused, never widened.
     Some(serde_json::from_str(&text).unwrap_or_default())
 }
-
-/// Refuses `scope` when the dev server authorised fewer pipelines than it touches.
-pub(crate) fn check_authorised(
-    compiled: &stb_compile::Compiled,
-    scope: &stb_engine::admission::Scope,
-) -> Result<(), stb_engine::EngineError> {
-    let Some(authorised) = authorised_pipelines() else {
-        return Ok(());
-    };
-    let pipeline_of = |model: &str| {
-        compiled
-            .plan_models
-            .iter()
-            .find(|m| m.name == model)
-            .map(|m| m.pipeline.clone())
-    };
-    stb_engine::admission::within_authorised(scope, &pipeline_of, &authorised)
-}

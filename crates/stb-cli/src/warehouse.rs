@@ -81,36 +81,6 @@ impl ConnectionArgs {
                 .map_err(|failure| failure.message)
         })
     }
-
-    /// How the dev server runs `stb build` as a child: this binary, pinned to `project`,
-    /// its target and database, with `vars`; these flags passed as variables (never on
-    /// the command line, where a password would show).
-    pub(crate) fn launcher(
-        &self,
-        project: &Project,
-        vars: Option<&str>,
-    ) -> stb_server::launch::Launcher {
-        let env = [
-            ("STREAMBUILD_CLICKHOUSE_HOST", self.host.clone()),
-            (
-                "STREAMBUILD_CLICKHOUSE_PORT",
-                self.port.map(|p| p.to_string()),
-            ),
-            ("STREAMBUILD_CLICKHOUSE_USERNAME", self.username.clone()),
-            ("STREAMBUILD_CLICKHOUSE_PASSWORD", self.password.clone()),
-        ]
-        .into_iter()
-        .filter_map(|(name, value)| value.map(|v| (name.to_owned(), v)))
-        .collect();
-        stb_server::launch::Launcher {
-            exe: std::env::current_exe().unwrap_or_else(|_| "stb".into()),
-            project_dir: project.root.clone(),
-            target: project.target.clone(),
-            database: stb_server::serve::database_of(project),
-            vars: vars.map(str::to_owned),
-            env,
-        }
-    }
 }
 
 impl From<&stb_warehouse::WarehouseError> for Failure {

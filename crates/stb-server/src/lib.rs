@@ -10,13 +10,13 @@
 mod admin;
 pub mod auth;
 pub mod authz;
+pub mod builder;
 mod cleanup;
 pub mod definitions;
 mod destruction;
 pub mod error;
 mod headers;
 pub mod inventory;
-pub mod launch;
 mod planning;
 mod quality;
 mod routes;
@@ -95,9 +95,8 @@ pub struct AppState {
     pub throttle: Mutex<throttle::Throttle>,
     pub warehouse: Arc<warehouse::Warehouse>,
     pub run_windows: stb_engine::runs::Windows,
-    /// Runs `stb build` as a child for builds started from the API.
-    pub launcher: launch::Launcher,
-    pub builds: launch::Builds,
+    /// Builds started from the API, run in this process.
+    pub builds: builder::Builds,
     /// `GET /api/state`'s snapshot.
     pub snapshots: snapshot::Snapshots,
     /// The audit scheduler's health.
@@ -146,4 +145,33 @@ pub fn is_loopback(host: &str) -> bool {
         || host
             .parse::<std::net::IpAddr>()
             .is_ok_and(|ip| ip.is_loopback())
+}
+
+#[cfg(test)]
+mod tests {
+    /// Everything the server does runs in its own process, through the functions the
+    /// commands call: no source of it starts a process.
+    #[test]
+    fn no_handler_starts_a_process() {
+        let src = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+        let mut read = 0;
+        for entry in std::fs::read_dir(&src).expect("the sources").flatten() {
+            let text = std::fs::read_to_string(entry.path()).unwrap_or_default();
+            read += 1;
+            // Spelt in parts, so this test does not find itself.
+            for needle in [
+                ["process::", "Command"],
+                ["Command", "::new"],
+                ["current", "_exe"],
+            ] {
+                let needle = needle.concat();
+                assert!(
+                    !text.contains(&needle),
+                    "{} uses {needle}",
+                    entry.path().display()
+                );
+            }
+        }
+        assert!(read > 20, "the sources were read: {read}");
+    }
 }

@@ -60,8 +60,6 @@ pub struct ServeConfig {
     /// Recompile when a project file changes.
     pub watch: bool,
     pub run_windows: stb_engine::runs::Windows,
-    /// How builds run `stb build` as a child.
-    pub launcher: crate::launch::Launcher,
 }
 
 /// What the server says once it listens.
@@ -317,8 +315,7 @@ pub async fn serve(
         throttle: Mutex::default(),
         warehouse: Arc::new(crate::warehouse::Warehouse::new(config.connect, &database)),
         run_windows: config.run_windows,
-        launcher: config.launcher,
-        builds: crate::launch::Builds::default(),
+        builds: crate::builder::Builds::default(),
         snapshots: crate::snapshot::Snapshots::default(),
         scheduler: crate::scheduler::Scheduler::default(),
     });
@@ -366,6 +363,10 @@ pub async fn serve(
     }
     snapshots.abort();
     scheduler.abort();
+    // A build still running is stopped at its next statement boundary and gives the
+    // target back before the process ends.
+    let builds = Arc::clone(&state);
+    let _ = tokio::task::spawn_blocking(move || builds.builds.stop()).await;
     state.store.close().await;
     served.map_err(|error| {
         ServeError::config(

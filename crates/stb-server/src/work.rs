@@ -164,31 +164,6 @@ pub(crate) fn pipelines_of(
     Ok((direct.into_iter().collect(), staged.into_iter().collect()))
 }
 
-/// A scope as the build child's arguments (`--select` repeatable, `--start-time`,
-/// `--deployment-id`, `--changed`, `--full-refresh`).
-fn scope_args(scope: &Scope) -> Result<Vec<String>, ApiError> {
-    let mut args = Vec::new();
-    for selector in &scope.select {
-        args.push("--select".to_owned());
-        args.push(value("selector", selector)?);
-    }
-    if let Some(start) = &scope.start_time {
-        args.push("--start-time".to_owned());
-        args.push(value("start time", start)?);
-    }
-    if let Some(id) = &scope.deployment_id {
-        args.push("--deployment-id".to_owned());
-        args.push(value("deployment id", id)?);
-    }
-    if scope.changed {
-        args.push("--changed".to_owned());
-    }
-    if scope.full_refresh {
-        args.push("--full-refresh".to_owned());
-    }
-    Ok(args)
-}
-
 /// The scope `GET /api/plan` asks for: `select` (repeatable), `start`, `deployment`,
 /// `changed=true`, `full_refresh=true`.
 fn query_scope(query: Option<&str>) -> Result<Scope, ApiError> {
@@ -265,7 +240,6 @@ pub(crate) async fn build(
         full_refresh: request.full_refresh,
         include_missing_upstream: false,
     };
-    let mut args = scope_args(&scope)?;
     if precheck(&state, &principal, "build.direct.run")
         .await
         .is_err()
@@ -274,7 +248,7 @@ pub(crate) async fn build(
     }
     // Authorise the plan the server makes for this scope, not what the client says it is:
     // direct pipelines need build.direct.run, virtual ones deployment.create.
-    let plan = crate::planning::preview(&state, scope).await?;
+    let plan = crate::planning::preview(&state, scope.clone()).await?;
     if !plan.has_work {
         return Err(ApiError {
             status: StatusCode::CONFLICT,
@@ -324,25 +298,20 @@ pub(crate) async fn build(
             }),
         });
     }
-    args.push("--plan-hash".to_owned());
-    args.push(value("plan hash", &reviewed)?);
-    if request.allow_shrink {
-        args.push("--allow-shrink".to_owned());
-    }
-    for token in &request.confirm {
-        args.push("--confirm".to_owned());
-        args.push(value("confirmation token", token)?);
-    }
-    state.builds.reap();
     let invocation_id = uuid::Uuid::new_v4().to_string();
-    let authorised: Vec<String> = direct.iter().chain(&staged).cloned().collect();
-    state.launcher.start_build(
-        &state.builds,
-        &invocation_id,
-        &principal.username,
-        &authorised,
-        &args,
-    )?;
+    state.builds.start(crate::builder::Job {
+        compilation: state.compilation()?,
+        connect: Arc::clone(&state.warehouse.connect),
+        database: state.database.clone(),
+        invocation_id: invocation_id.clone(),
+        owner: principal.username.clone(),
+        scope,
+        plan_hash: reviewed,
+        authorised: direct.iter().chain(&staged).cloned().collect(),
+        windows: state.run_windows,
+        allow_shrink: request.allow_shrink,
+        tokens: request.confirm.clone(),
+    })?;
     Ok((
         StatusCode::ACCEPTED,
         Json(serde_json::json!({
@@ -353,16 +322,9 @@ pub(crate) async fn build(
 }
 
 /// `GET /api/build/current`: the last build this server started: running or its exit code,
-/// and its stderr's tail (why a build that recorded nothing did not start).
+/// and its messages (why a build that recorded nothing did not start).
 pub(crate) async fn current_build(State(state): Shared) -> Json<serde_json::Value> {
-    let hide: Vec<&str> = state
-        .launcher
-        .env
-        .iter()
-        .filter(|(name, _)| name.ends_with("PASSWORD"))
-        .map(|(_, value)| value.as_str())
-        .collect();
-    Json(serde_json::json!({"build": state.builds.current(&hide)}))
+    Json(serde_json::json!({"build": state.builds.current()}))
 }
 
 /// `POST /api/deployments/{id}/promote`: as `stb deployment promote <id> --json`.
@@ -639,7 +601,6 @@ pub(crate) async fn cancel(
             .map_err(|e| ApiError::engine(&e))
         })
         .await?;
-    state.builds.reap();
     Ok(Json(serde_json::json!({"cancellation": cancelled})))
 }
 

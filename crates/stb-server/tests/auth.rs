@@ -69,16 +69,7 @@ async fn app_with(
             signal_ms: 45_000,
             presumed_failed_ms: 600_000,
         },
-        // Never reached here: these tests stop at authentication.
-        launcher: stb_server::launch::Launcher {
-            exe: "/nonexistent/stb".into(),
-            project_dir: "/nonexistent".into(),
-            target: "dev".into(),
-            database: "shop_dev".into(),
-            vars: None,
-            env: Vec::new(),
-        },
-        builds: stb_server::launch::Builds::default(),
+        builds: stb_server::builder::Builds::default(),
         snapshots: stb_server::snapshot::Snapshots::default(),
         scheduler: stb_server::scheduler::Scheduler::default(),
     });

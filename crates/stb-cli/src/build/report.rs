@@ -1,73 +1,130 @@
-//! What a finished build prints: the text report and the `--json` summary.
+//! What a finished build prints as text (its `--json` summary is the engine's).
 
 use std::io::Write;
 
 use stb_build::execute::{Execution, Status};
+use stb_engine::build::operation::{PhaseOutcome, PhaseResult, SKIPPED};
+use stb_engine::build::{AUDIT_CODE, FAILED_CODE};
+use stb_engine::plan::{Plan, Prepared};
 
-use stb_engine::plan::Prepared;
+use super::{BuildArgs, warn};
 
-pub(super) fn summary(
-    prepared: &Prepared,
-    execution: &Execution,
-    audits: &[stb_engine::audits::AuditResult],
-) -> serde_json::Value {
-    let plan = &prepared.planned.plan;
-    let deployment = prepared.planned.deployment.as_ref();
-    serde_json::json!({
-        "mode": if deployment.is_some() { "virtual environments" } else { "direct" },
-        "deployment_id": deployment.map(|d| d.id.as_str()),
-        "deployment_created_at": deployment.map(|d| d.id.created_at()),
-        "adapter": "clickhouse",
-        "database": prepared.planned.workflow.database,
-        "status": execution.status,
-        "start_time": prepared.planned.start_time.as_ref().map(|s| s.as_str().to_owned()),
-        // What holds at the end: nothing, once a stopped build was undone.
-        "dropped": plan.teardown.iter().filter(|_| applied(execution)).map(|(_, r)| r).collect::<Vec<_>>(),
-        "created": plan.creation.iter().filter(|_| applied(execution)).map(|(_, r)| r).collect::<Vec<_>>(),
-        "restored": execution.restored,
-        "boundary_time": execution.captured_roots.first().and_then(|c| c.captured_at.clone()),
-        "boundaries": execution.captured_roots,
-        "replays": execution.replays.iter().map(|(model, rows)| serde_json::json!({
-            "model": model, "written_rows": rows,
-        })).collect::<Vec<_>>(),
-        "seeds": execution.seeds.iter().map(|(model, rows)| serde_json::json!({
-            "model": model, "written_rows": rows,
-        })).collect::<Vec<_>>(),
-        "completed_steps": execution.completed_steps.len(),
-        "failed_step": execution.failed_step,
-        "error_message": execution.error_message,
-        "warnings": execution.warnings,
-        "replay_windows": prepared.planned.replay_windows,
-        "shrink": accepted_shrink(prepared),
-        "audits": {
-            "results": audits,
-            "errors": audits.iter().filter(|a| a.is_error()).count(),
-            "warnings": audits.iter().filter(|a| a.is_warning()).count(),
-            "error_failure_count": audits.iter().filter(|a| a.is_error()).count(),
-            "warning_failure_count": audits.iter().filter(|a| a.is_warning()).count(),
-            "over_empty_relations": stb_engine::audits::over_empty_relations(audits),
-        },
-    })
-}
-
-/// True when the build's relations stand at the end: it succeeded, or it stopped after
-/// every replay and was finished.
-fn applied(execution: &Execution) -> bool {
-    execution.status == Status::Succeeded
-        || execution
-            .restored
-            .as_ref()
-            .is_some_and(|r| r.finished && r.errors.is_empty())
-}
-
-/// The shrink guard's numbers; a build that ran past the guard with a loss accepted it.
-fn accepted_shrink(prepared: &Prepared) -> serde_json::Value {
-    let mut shrink = serde_json::to_value(prepared.planned.shrink_summary()).unwrap_or_default();
-    if let Some(fields) = shrink.as_object_mut() {
-        let accepted = !prepared.planned.shrinking().is_empty();
-        fields.insert("accepted".into(), accepted.into());
+/// A direct or virtual build that ran: its summary (`--json`), or its report (text), and
+/// the errors a failed step or failed build audits leave on stderr.
+pub(super) fn single(args: &BuildArgs, prepared: &Prepared, result: &PhaseResult) {
+    let PhaseResult::Ran {
+        ran,
+        audits,
+        summary,
+        ended,
+        notes,
+    } = result
+    else {
+        return;
+    };
+    if args.json {
+        crate::output::print_json(summary);
+    } else if !args.events {
+        print_result(prepared, &ran.execution, audits, notes);
     }
-    shrink
+    if !notes.is_empty() && (args.json || args.events) {
+        for note in notes {
+            warn(note);
+        }
+    }
+    let execution = &ran.execution;
+    if execution.status == Status::Failed {
+        crate::output::eprint_styled(&format!(
+            "error[{FAILED_CODE}]: step {} failed: {}\n  hint: fix the cause and rerun the same build; a rerun rebuilds the whole scope from retained history\n",
+            execution.failed_step.as_deref().unwrap_or("?"),
+            execution.error_message.as_deref().unwrap_or("")
+        ));
+    }
+    if !ended.audit_failures.is_empty() {
+        crate::output::eprint_styled(&format!(
+            "error[{AUDIT_CODE}]: build audits failed: {}\n  hint: the build itself is applied; fix the data or the model and rebuild, or see `stb audit`\n",
+            ended.audit_failures.join(", ")
+        ));
+    }
+}
+
+/// A mixed build that ran: each phase's report in order (text), or both summaries under
+/// one document (`--json`).
+pub(super) fn mixed(args: &BuildArgs, plan: &Plan, phases: &[PhaseOutcome]) {
+    let machine = args.json || args.events;
+    let mut summaries = serde_json::Map::new();
+    summaries.insert(
+        "virtual".into(),
+        serde_json::json!({"status": "nothing_changed", "message": stb_engine::build::operation::NO_DEPLOYMENT}),
+    );
+    for phase in phases {
+        let Some(prepared) = plan.part(phase.kind) else {
+            continue;
+        };
+        let summary = match &phase.result {
+            PhaseResult::Failed(error) => {
+                serde_json::json!({"status": "failed", "error": {"code": error.code, "message": error.message}})
+            }
+            PhaseResult::Skipped => {
+                if !machine {
+                    let _ = writeln!(std::io::stdout().lock(), "\n{SKIPPED}");
+                }
+                serde_json::json!({"status": "skipped", "message": SKIPPED})
+            }
+            PhaseResult::Ran {
+                ran,
+                audits,
+                summary,
+                notes,
+                ..
+            } => {
+                if machine {
+                    notes.iter().for_each(|note| warn(note));
+                } else {
+                    let _ = writeln!(
+                        std::io::stdout().lock(),
+                        "\nPhase {} {}",
+                        if phase.kind == "virtual" {
+                            "1/2"
+                        } else {
+                            "2/2"
+                        },
+                        phase.kind.to_uppercase()
+                    );
+                    print_result(prepared, &ran.execution, audits, notes);
+                }
+                let staged = phases
+                    .iter()
+                    .find(|p| p.kind == "virtual")
+                    .and_then(|p| plan.part(p.kind))
+                    .and_then(|p| p.planned.deployment.as_ref());
+                if phase.kind == "direct"
+                    && ran.execution.status != Status::Succeeded
+                    && let Some(deployment) = staged
+                {
+                    warn(&format!(
+                        "the direct phase did not succeed; deployment {} remains staged",
+                        deployment.id
+                    ));
+                }
+                summary.clone()
+            }
+        };
+        summaries.insert(phase.kind.into(), summary);
+    }
+    if args.json {
+        crate::output::print_json(&serde_json::json!({
+            "mode": "mixed",
+            "execution_order": ["virtual", "direct"],
+            "virtual": summaries.remove("virtual"),
+            "direct": summaries.remove("direct"),
+        }));
+    } else if !phases.iter().any(|p| p.kind == "virtual") {
+        let _ = writeln!(
+            std::io::stdout().lock(),
+            "\nPhase 1/2 VIRTUAL: no changes, the active deployment matches the project; no deployment was built."
+        );
+    }
 }
 
 pub(super) fn print_result(

@@ -2,6 +2,7 @@
 //! target lock, and record how it ended. The caller confirms with its user in between
 //! (the CLI asks at a terminal; the dev server will ask through its API) and renders.
 
+pub mod operation;
 pub mod records;
 pub mod watch;
 

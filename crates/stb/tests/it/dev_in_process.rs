@@ -1,7 +1,7 @@
-//! The dev server's read routes run in its own process: a server whose build launcher
-//! points at no binary at all still previews plans, lists, shows and compares deployments
-//! and runs the janitor's dry run, and each answer is the document the matching command
-//! prints with `--json` (one function behind both).
+//! The dev server works in its own process, through the functions the commands call: its
+//! plan previews, deployment reads and janitor dry run are the matching command's `--json`
+//! document, and a build started from the API records the statements `stb build` records
+//! for the same scope.
 
 use std::sync::{Arc, Mutex};
 
@@ -16,7 +16,7 @@ use tower::ServiceExt as _;
 use crate::deployments::{events_table, insert, project};
 
 /// The server's router over the project in `dir`, compiled here, with the test stack as
-/// its warehouse, authentication off (a local admin) and a build launcher that cannot run.
+/// its warehouse and authentication off (a local admin).
 async fn server(dir: &std::path::Path, database: &str) -> axum::Router {
     let project = stb_project::discover(&stb_project::DiscoverOptions {
         project_dir: Some(dir.to_path_buf()),
@@ -53,16 +53,7 @@ async fn server(dir: &std::path::Path, database: &str) -> axum::Router {
             signal_ms: 45_000,
             presumed_failed_ms: 600_000,
         },
-        // Nothing here may run `stb`: a read that spawned it would fail.
-        launcher: stb_server::launch::Launcher {
-            exe: "/nonexistent/stb".into(),
-            project_dir: dir.to_path_buf(),
-            target: "dev".into(),
-            database: database.to_owned(),
-            vars: None,
-            env: Vec::new(),
-        },
-        builds: stb_server::launch::Builds::default(),
+        builds: stb_server::builder::Builds::default(),
         snapshots: stb_server::snapshot::Snapshots::default(),
         scheduler: stb_server::scheduler::Scheduler::default(),
     });
@@ -121,7 +112,8 @@ fn read_routes_answer_in_process_with_the_commands_documents() {
         .enable_all()
         .build()
         .expect("runtime");
-    runtime.block_on(async {
+    let api_id = "20261205T130000Z_apibld";
+    let invocation = runtime.block_on(async {
         let app = server(dir.path(), &db.name).await;
         // The preview of a full refresh under a fixed deployment id is `stb plan --json`'s
         // document for the same scope, member for member.
@@ -196,5 +188,103 @@ fn read_routes_answer_in_process_with_the_commands_documents() {
             deployment.as_str()
         );
         assert_eq!(cleanup["candidates"][0]["delete"], false, "{cleanup}");
+
+        // A build from the API: the reviewed plan, run in the server's process.
+        let (status, reviewed) = call(
+            &app,
+            Method::GET,
+            &format!("/plan?select=pipeline%3Apl__v&full_refresh=true&deployment={api_id}"),
+            "",
+        )
+        .await;
+        assert_eq!(status, 200, "{reviewed}");
+        let body = serde_json::json!({
+            "select": ["pipeline:pl__v"],
+            "fullRefresh": true,
+            "deploymentId": api_id,
+            "planHash": reviewed["plan_hash"],
+        });
+        let (status, started) = call(&app, Method::POST, "/build", &body.to_string()).await;
+        assert_eq!(status, 202, "{started}");
+        let invocation = started["invocationId"].as_str().expect("a run").to_owned();
+        let ended = loop {
+            let (_, current) = call(&app, Method::GET, "/build/current", "").await;
+            if current["build"]["running"] == false {
+                break current;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+        };
+        assert_eq!(
+            ended["build"]["invocationId"],
+            invocation.as_str(),
+            "{ended}"
+        );
+        assert_eq!(ended["build"]["exitCode"], 0, "{ended}");
+        let (_, run) = call(&app, Method::GET, &format!("/runs/{invocation}"), "").await;
+        assert_eq!(run["run"]["status"], "succeeded", "{run}");
+        assert_eq!(run["run"]["deployment_id"], api_id, "{run}");
+        assert_eq!(run["run"]["owner"], "local", "{run}");
+        invocation
     });
+
+    // The same scope from the command line: the same statements, in the same order,
+    // with its own deployment id and capture times.
+    let cli_id = "20261205T130000Z_clibld";
+    let cli_run = "cli-build-of-the-same-scope";
+    let built = stb_test_support::stb_on_project_with(
+        dir.path(),
+        &[
+            "build",
+            "--auto-approve",
+            "--select",
+            "pipeline:pl__v",
+            "--full-refresh",
+            "--deployment-id",
+            cli_id,
+        ],
+        "",
+        &[("STREAMBUILD_RUN_INVOCATION_ID", cli_run)],
+    );
+    assert!(built.status.success(), "{built:?}");
+    let api = recorded(&db.name, &invocation, api_id);
+    assert!(api.len() > 5, "{api:?}");
+    assert_eq!(api, recorded(&db.name, cli_run, cli_id));
+}
+
+/// The statements run `invocation` recorded (step and SQL, in order), with what differs
+/// from one run of the same plan to the next made neutral: its deployment `id`, the hashes
+/// made with it (state ids, the workflow's fingerprint) and the capture times.
+fn recorded(database: &str, invocation: &str, id: &str) -> Vec<String> {
+    let text = stb_test_support::execute(&format!(
+        "SELECT step_id, sql FROM {database}._streambuild_run_statements FINAL WHERE invocation_id = '{invocation}' ORDER BY statement_sequence FORMAT JSONEachRow"
+    ));
+    text.lines()
+        .map(|line| neutral(&line.replace(id, "<deployment>")))
+        .collect()
+}
+
+/// `line` with every 64-digit hex hash and every `toDateTime64('…'` time replaced.
+fn neutral(line: &str) -> String {
+    let mut out = String::with_capacity(line.len());
+    let mut rest = line;
+    while let Some(at) = rest.find("toDateTime64('") {
+        out.push_str(&rest[..at]);
+        let after = &rest[at + "toDateTime64('".len()..];
+        out.push_str("toDateTime64(<time>");
+        rest = &after[after.find('\'').unwrap_or(after.len())..];
+    }
+    out.push_str(rest);
+    let mut hashless = String::with_capacity(out.len());
+    let mut hex = String::new();
+    for c in out.chars() {
+        if c.is_ascii_hexdigit() {
+            hex.push(c);
+            continue;
+        }
+        hashless.push_str(if hex.len() == 64 { "<hash>" } else { &hex });
+        hex.clear();
+        hashless.push(c);
+    }
+    hashless.push_str(if hex.len() == 64 { "<hash>" } else { &hex });
+    hashless
 }
