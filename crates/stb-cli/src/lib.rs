@@ -5,6 +5,7 @@ mod args;
 mod audit;
 mod auth_args;
 mod build;
+mod build_render;
 mod compile;
 mod control;
 mod deployment;

@@ -1,13 +1,16 @@
 //! The terminal's side of a build: progress on stderr (or `--events` lines on stdout), the
-//! plan shown before the question, the questions themselves, Ctrl-C pointed at the build
-//! once it runs, and `target/run/build/` kept beside the records.
+//! plan shown before the question, the questions themselves (the shrink guard's, protected
+//! pipelines' tokens, else a yes/no; unattended, the engine's rules decide alone), Ctrl-C
+//! pointed at the build once it runs, and `target/run/build/` kept beside the records.
 
 use std::io::Write;
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
 
 use stb_engine::build::Ran;
-use stb_engine::build::operation::{Approval, Frontend};
+use stb_engine::build::operation::{
+    Approval, Frontend, missing_token, protected, unattended_shrink,
+};
 use stb_engine::build::records::{EventHook, WarningHook};
 use stb_engine::plan::{Plan, Prepared};
 
@@ -20,11 +23,11 @@ pub(super) struct Terminal<'a> {
 
 impl Frontend for Terminal<'_> {
     fn event_hook(&self) -> Option<EventHook> {
-        super::progress::event_hook(self.args.events, self.args.json)
+        crate::build_render::event_hook(self.args.events, self.args.json)
     }
 
     fn warning_hook(&self) -> WarningHook {
-        Box::new(super::warn)
+        Box::new(crate::build_render::warn)
     }
 
     fn show(&self, plan: &Plan) {
@@ -44,11 +47,11 @@ impl Frontend for Terminal<'_> {
     }
 
     fn accept_shrink(&self, prepared: &Prepared) -> Approval {
-        super::confirm::accept_shrink(self.args, prepared)
+        accept_shrink(self.args, prepared)
     }
 
     fn confirm(&self, prepared: &Prepared) -> Approval {
-        super::confirm::confirm(self.args, self.project, prepared)
+        confirm(self.args, self.project, prepared)
     }
 
     fn executing(&self, cancel: &Arc<AtomicBool>) {
@@ -77,4 +80,70 @@ impl Frontend for Terminal<'_> {
         .err()
         .map(|failure| failure.message)
     }
+}
+
+fn unattended(args: &BuildArgs) -> bool {
+    args.auto_approve || args.json || args.events
+}
+
+/// The shrink guard: a rebuild that would lose rows retained history cannot restore goes on
+/// only with `--allow-shrink` or, at a terminal, a yes to a question that shows the numbers.
+fn accept_shrink(args: &BuildArgs, prepared: &Prepared) -> Approval {
+    let decided = unattended_shrink(prepared, args.allow_shrink);
+    if unattended(args) || matches!(decided, Approval::Go) {
+        return decided;
+    }
+    let lines: Vec<String> = prepared
+        .planned
+        .shrinking()
+        .iter()
+        .map(|w| format!("  {}", w.describe()))
+        .collect();
+    let _ = writeln!(
+        std::io::stderr().lock(),
+        "\nThis rebuild loses rows that retained history cannot restore:\n{}",
+        lines.join("\n")
+    );
+    yes(&ask("Rebuild anyway and lose these rows? [y/N] "))
+}
+
+/// The answer to `prompt`, trimmed (a token typed with a stray space still counts).
+fn ask(prompt: &str) -> String {
+    crate::output::ask(prompt)
+        .unwrap_or_default()
+        .trim()
+        .to_owned()
+}
+
+fn yes(reply: &str) -> Approval {
+    if matches!(reply.to_ascii_lowercase().as_str(), "y" | "yes") {
+        Approval::Go
+    } else {
+        Approval::Declined
+    }
+}
+
+/// Asks for what the build needs: each protected pipeline's token, else a yes/no.
+fn confirm(args: &BuildArgs, project: &stb_project::Project, prepared: &Prepared) -> Approval {
+    let protected = protected(project, prepared);
+    for (name, guard) in &protected {
+        let _ = writeln!(
+            std::io::stderr().lock(),
+            "PROTECTED PIPELINE: {name}\n{}",
+            guard.warning
+        );
+        if args.confirm.iter().any(|t| t == &guard.confirmation) {
+            continue;
+        }
+        if unattended(args) {
+            return Approval::Failed(missing_token(&guard.confirmation));
+        }
+        if ask(&format!("Type {} to confirm: ", guard.confirmation)) != guard.confirmation {
+            return Approval::Declined;
+        }
+    }
+    if !protected.is_empty() || args.auto_approve {
+        return Approval::Go;
+    }
+    yes(&ask("Proceed with build? [y/N] "))
 }

@@ -3,23 +3,19 @@
 //! confirm, take the target lock, run the workflow statement by statement, record every
 //! step), answering its questions at the terminal; then print how it ended.
 
-mod confirm;
 mod frontend;
-mod progress;
-mod report;
 
-use std::io::Write;
 use std::process::ExitCode;
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
 use std::time::Instant;
 
 use clap::Args;
-use stb_engine::build::operation::{Outcome, PhaseOutcome, Request};
+use stb_engine::build::operation::Request;
 use stb_engine::build::{APPROVAL_CODE, RunIdentity, Timings};
 
 use crate::args::{ConnectionArgs, ProjectArgs, ScopeArgs};
-use crate::output::{Failure, fail, print_json, report};
+use crate::output::{Failure, fail, report};
 
 #[derive(Debug, Args)]
 pub(crate) struct BuildArgs {
@@ -52,11 +48,6 @@ pub(crate) struct BuildArgs {
     /// plan that differs now (the project or the warehouse changed) is refused.
     #[arg(long, value_name = "HASH")]
     plan_hash: Option<String>,
-}
-
-/// Prints a warning the build survives on stderr.
-fn warn(message: &str) {
-    let _ = writeln!(std::io::stderr().lock(), "warning: {message}");
 }
 
 pub(crate) fn run(args: &BuildArgs) -> ExitCode {
@@ -119,45 +110,9 @@ pub(crate) fn run(args: &BuildArgs) -> ExitCode {
     };
     let cancel = Arc::new(AtomicBool::new(false));
     let outcome = stb_engine::build::operation::build(&request, &frontend, &cancel);
-    render(args, &request.database, outcome)
-}
-
-/// How the build ended, as text or JSON, and its exit code.
-fn render(args: &BuildArgs, database: &str, outcome: Outcome) -> ExitCode {
-    let exit = |code: i32| u8::try_from(code).map_or(ExitCode::from(1), ExitCode::from);
-    match outcome {
-        Outcome::Stopped { error, exit_code } => {
-            let failed = fail(&Failure::from(error), args.json);
-            u8::try_from(exit_code).map_or(failed, ExitCode::from)
-        }
-        Outcome::Invalid(invalid) => report(invalid, args.json),
-        Outcome::NothingChanged { mode, message } => {
-            if args.json {
-                print_json(
-                    &serde_json::json!({"mode": mode, "database": database, "status": "nothing_changed", "message": message}),
-                );
-            } else {
-                let _ = writeln!(std::io::stdout().lock(), "{message}");
-            }
-            ExitCode::SUCCESS
-        }
-        Outcome::Declined => {
-            let _ = writeln!(std::io::stdout().lock(), "Build cancelled.");
-            ExitCode::from(1)
-        }
-        Outcome::Ran {
-            plan,
-            phases,
-            exit_code,
-        } => {
-            if let stb_engine::plan::Plan::Mixed { .. } = *plan {
-                report::mixed(args, &plan, &phases);
-            } else if let [PhaseOutcome { kind, result }] = phases.as_slice()
-                && let Some(prepared) = plan.part(kind)
-            {
-                report::single(args, prepared, result);
-            }
-            exit(exit_code)
-        }
-    }
+    let output = crate::build_render::Output {
+        json: args.json,
+        events: args.events,
+    };
+    crate::build_render::outcome(output, &request.database, outcome)
 }

@@ -1,17 +1,75 @@
-//! What a finished build prints as text (its `--json` summary is the engine's).
+//! How a build reads: what a finished build prints (its report as text; its `--json`
+//! summary is the engine's), and what it shows while it runs (with `--events`, every event
+//! as a JSON line on stdout; at a terminal, a live line on stderr for a long statement:
+//! rows read of the warehouse's estimate, the share done, for an offsets replay the share
+//! of its window written and an ETA, and the time so far).
 
-use std::io::Write;
+use std::io::{IsTerminal, Write};
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use stb_build::execute::{Execution, Status};
-use stb_engine::build::operation::{PhaseOutcome, PhaseResult, SKIPPED};
+use std::process::ExitCode;
+
+use stb_engine::build::operation::{Outcome, PhaseOutcome, PhaseResult, SKIPPED};
+use stb_engine::build::records::EventHook;
 use stb_engine::build::{AUDIT_CODE, FAILED_CODE};
 use stb_engine::plan::{Plan, Prepared};
 
-use super::{BuildArgs, warn};
+/// What the renderings need of `stb build`'s flags.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Output {
+    pub(crate) json: bool,
+    pub(crate) events: bool,
+}
+
+/// Prints a warning the build survives on stderr.
+pub(crate) fn warn(message: &str) {
+    let _ = writeln!(std::io::stderr().lock(), "warning: {message}");
+}
+
+/// How the build ended, as text or JSON, and its exit code.
+pub(crate) fn outcome(args: Output, database: &str, outcome: Outcome) -> ExitCode {
+    let exit = |code: i32| u8::try_from(code).map_or(ExitCode::from(1), ExitCode::from);
+    match outcome {
+        Outcome::Stopped { error, exit_code } => {
+            let failed = crate::output::fail(&crate::output::Failure::from(error), args.json);
+            u8::try_from(exit_code).map_or(failed, ExitCode::from)
+        }
+        Outcome::Invalid(invalid) => crate::output::report(invalid, args.json),
+        Outcome::NothingChanged { mode, message } => {
+            if args.json {
+                crate::output::print_json(
+                    &serde_json::json!({"mode": mode, "database": database, "status": "nothing_changed", "message": message}),
+                );
+            } else {
+                let _ = writeln!(std::io::stdout().lock(), "{message}");
+            }
+            ExitCode::SUCCESS
+        }
+        Outcome::Declined => {
+            let _ = writeln!(std::io::stdout().lock(), "Build cancelled.");
+            ExitCode::from(1)
+        }
+        Outcome::Ran {
+            plan,
+            phases,
+            exit_code,
+        } => {
+            if let Plan::Mixed { .. } = *plan {
+                mixed(args, &plan, &phases);
+            } else if let [PhaseOutcome { kind, result }] = phases.as_slice()
+                && let Some(prepared) = plan.part(kind)
+            {
+                single(args, prepared, result);
+            }
+            exit(exit_code)
+        }
+    }
+}
 
 /// A direct or virtual build that ran: its summary (`--json`), or its report (text), and
 /// the errors a failed step or failed build audits leave on stderr.
-pub(super) fn single(args: &BuildArgs, prepared: &Prepared, result: &PhaseResult) {
+pub(crate) fn single(args: Output, prepared: &Prepared, result: &PhaseResult) {
     let PhaseResult::Ran {
         ran,
         audits,
@@ -50,7 +108,7 @@ pub(super) fn single(args: &BuildArgs, prepared: &Prepared, result: &PhaseResult
 
 /// A mixed build that ran: each phase's report in order (text), or both summaries under
 /// one document (`--json`).
-pub(super) fn mixed(args: &BuildArgs, plan: &Plan, phases: &[PhaseOutcome]) {
+pub(crate) fn mixed(args: Output, plan: &Plan, phases: &[PhaseOutcome]) {
     let machine = args.json || args.events;
     let mut summaries = serde_json::Map::new();
     summaries.insert(
@@ -127,7 +185,7 @@ pub(super) fn mixed(args: &BuildArgs, plan: &Plan, phases: &[PhaseOutcome]) {
     }
 }
 
-pub(super) fn print_result(
+pub(crate) fn print_result(
     prepared: &Prepared,
     execution: &Execution,
     audits: &[stb_engine::audits::AuditResult],
@@ -282,4 +340,57 @@ fn describe_coverage(covered: &stb_plan::replay::Coverage) -> String {
         ),
         _ => format!("{scope}nothing: the window was empty"),
     }
+}
+
+/// The hook for `args`: JSON lines, a progress line, or nothing (`--json`, or no
+/// terminal).
+pub(crate) fn event_hook(events: bool, json: bool) -> Option<EventHook> {
+    if events {
+        return Some(Box::new(|line: &serde_json::Value| {
+            let _ = writeln!(std::io::stdout().lock(), "{line}");
+        }));
+    }
+    if json || !std::io::stderr().is_terminal() {
+        return None;
+    }
+    // A progress line is open until its statement completes.
+    let open = AtomicBool::new(false);
+    Some(Box::new(move |line: &serde_json::Value| {
+        let mut err = std::io::stderr().lock();
+        match line["event"].as_str() {
+            Some("statement_progress") => {
+                let percent = line["percent"]
+                    .as_f64()
+                    .map(|p| format!(" ({p:.0}%)"))
+                    .unwrap_or_default();
+                let _ = write!(
+                    err,
+                    "\r\x1b[K  {}: {} of ~{} rows read{percent}{}, {:.0} s",
+                    line["displayName"].as_str().unwrap_or("statement"),
+                    line["readRows"],
+                    line["totalRowsApprox"],
+                    replayed(line),
+                    line["elapsedMs"].as_f64().unwrap_or(0.0) / 1000.0
+                );
+                let _ = err.flush();
+                open.store(true, Ordering::SeqCst);
+            }
+            Some("statement_completed") if open.swap(false, Ordering::SeqCst) => {
+                let _ = writeln!(err);
+            }
+            _ => {}
+        }
+    }))
+}
+
+/// `, 38% of the replay window written, ETA 4 s` for an offsets replay's progress.
+fn replayed(line: &serde_json::Value) -> String {
+    let Some(percent) = line["replayPercent"].as_f64() else {
+        return String::new();
+    };
+    let eta = line["etaMs"]
+        .as_f64()
+        .map(|ms| format!(", ETA {:.0} s", ms / 1000.0))
+        .unwrap_or_default();
+    format!(", {percent:.0}% of the replay window written{eta}")
 }
