@@ -146,16 +146,27 @@ pub(crate) struct ScopeArgs {
 }
 
 impl ScopeArgs {
-    /// The scope these flags ask for, parsed once and handed to the engine whole.
-    pub(crate) fn scope(&self) -> stb_engine::scope::Scope {
-        stb_engine::scope::Scope {
+    /// The scope these flags ask for, read once (the start time here, and never again)
+    /// and handed to the engine whole.
+    pub(crate) fn scope(&self) -> Result<stb_engine::scope::Scope, crate::output::Failure> {
+        let start_time = self
+            .start_time
+            .as_deref()
+            .map(stb_plan::options::parse_start_time)
+            .transpose()
+            .map_err(|e| crate::output::Failure {
+                code: stb_plan::options::FLAG_CODE,
+                message: e.message,
+                hint: e.hint.to_owned(),
+            })?;
+        Ok(stb_engine::scope::Scope {
             select: self.select.clone(),
-            start_time: self.start_time.clone(),
+            start_time,
             changed: self.changed,
             include_missing_upstream: self.include_missing_upstream,
             full_refresh: self.full_refresh,
             deployment_id: self.deployment_id.clone(),
-        }
+        })
     }
 }
 

@@ -28,6 +28,10 @@ pub(crate) struct PlanArgs {
 }
 
 pub(crate) fn run(args: &PlanArgs) -> ExitCode {
+    let scope = match args.scope.scope() {
+        Ok(scope) => scope,
+        Err(failure) => return fail(&failure, args.json),
+    };
     let (project, compiled) = match args.project.compile_for(
         args.json,
         args.connection.database.as_deref(),
@@ -38,7 +42,7 @@ pub(crate) fn run(args: &PlanArgs) -> ExitCode {
     };
     let plan = match args
         .connection
-        .plan(&project, &compiled, &args.scope.scope(), Purpose::Show)
+        .plan(&project, &compiled, &scope, Purpose::Show)
     {
         Ok(plan) => plan,
         Err(failure) => return fail(&failure, args.json),

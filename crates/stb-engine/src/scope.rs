@@ -20,8 +20,9 @@ use crate::direct::Resolved;
 pub struct Scope {
     /// Selectors (`name`, `model:name`, `pipeline:name`); empty: every model.
     pub select: Vec<String>,
-    /// `--start-time`, as typed.
-    pub start_time: Option<String>,
+    /// `--start-time`, read where it entered (a flag, a request body) and never again:
+    /// a scope cannot hold one that does not read.
+    pub start_time: Option<StartTime>,
     /// `--changed`: the models whose query or identity differs from their last build.
     pub changed: bool,
     pub include_missing_upstream: bool,
@@ -124,11 +125,14 @@ mod tests {
             scope,
             Scope {
                 select: vec!["pipeline:orders".to_owned()],
-                start_time: Some("2026-01-01".to_owned()),
+                start_time: stb_plan::options::parse_start_time("2026-01-01").ok(),
                 full_refresh: true,
                 ..Scope::default()
             }
         );
+        // The start time is read with the body: one that does not read is refused there.
+        let bad = serde_json::from_str::<Scope>(r#"{"select": ["a"], "startTime": "yesterday"}"#);
+        assert!(bad.is_err_and(|e| e.to_string().contains("is not a date")));
         let back: Scope =
             serde_json::from_value(serde_json::to_value(&scope).expect("json")).expect("scope");
         assert_eq!(back, scope);

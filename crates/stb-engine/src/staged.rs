@@ -25,7 +25,7 @@ use crate::direct::VIRTUAL_CODE;
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Request {
     pub select: Vec<String>,
-    pub start_time: Option<String>,
+    pub start_time: Option<stb_plan::options::StartTime>,
     pub full_refresh: bool,
     pub deployment_id: Option<String>,
 }

@@ -10,14 +10,14 @@ pub enum Mode {
     Virtual,
 }
 
-/// The flags as given.
+/// The flags as given; the start time already read (where it entered: a flag, a request).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ScopeFlags {
     pub select: Vec<String>,
     pub changed: bool,
     pub include_missing_upstream: bool,
     pub full_refresh: bool,
-    pub start_time: Option<String>,
+    pub start_time: Option<StartTime>,
     pub deployment_id: Option<String>,
 }
 
@@ -29,6 +29,39 @@ impl StartTime {
     #[must_use]
     pub fn as_str(&self) -> &str {
         &self.0
+    }
+}
+
+/// Written as ClickHouse reads it (`2026-11-30 08:15:00.000`).
+impl serde::Serialize for StartTime {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(&self.0)
+    }
+}
+
+/// Read as `--start-time` reads it, or in the form it is written in.
+impl<'de> serde::Deserialize<'de> for StartTime {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let text = String::deserialize(deserializer)?;
+        StartTime::read(&text).map_err(serde::de::Error::custom)
+    }
+}
+
+impl StartTime {
+    /// `text` as `--start-time` reads it ([`parse_start_time`]), or exactly in the form a
+    /// start time is written in (`YYYY-MM-DD HH:MM:SS.mmm`, what a serialised scope holds).
+    ///
+    /// # Errors
+    /// Neither.
+    pub fn read(text: &str) -> Result<Self, FlagError> {
+        let written = text.len() == 23
+            && text.as_bytes()[10] == b' '
+            && text.as_bytes()[19] == b'.'
+            && text[20..].bytes().all(|b| b.is_ascii_digit());
+        if written {
+            return parse_start_time(&text.replacen(' ', "T", 1));
+        }
+        parse_start_time(text)
     }
 }
 
@@ -182,11 +215,7 @@ pub fn validate(flags: &ScopeFlags, mode: Mode) -> Result<Option<StartTime>, Fla
             ));
         }
     }
-    flags
-        .start_time
-        .as_deref()
-        .map(parse_start_time)
-        .transpose()
+    Ok(flags.start_time.clone())
 }
 
 #[cfg(test)]
@@ -214,6 +243,15 @@ mod tests {
             ok("2026-01-01T00:00:00.5").as_deref(),
             Ok("2026-01-01 00:00:00.500")
         );
+        // Written and read back.
+        let written = parse_start_time("2026-11-30T08:15:07.25Z").expect("a time");
+        let json = serde_json::to_string(&written).expect("json");
+        assert_eq!(json, "\"2026-11-30 08:15:07.250\"");
+        assert_eq!(
+            serde_json::from_str::<StartTime>(&json).expect("read"),
+            written
+        );
+        assert!(serde_json::from_str::<StartTime>("\"2026-11-30 08:15:07\"").is_err());
         for bad in [
             "2026-02-29",
             "2026-13-01",
@@ -260,7 +298,7 @@ mod tests {
         assert!(
             refused(
                 ScopeFlags {
-                    start_time: Some("2026-11-30".into()),
+                    start_time: parse_start_time("2026-11-30").ok(),
                     ..flags()
                 },
                 Mode::Direct
@@ -271,7 +309,7 @@ mod tests {
             refused(
                 ScopeFlags {
                     full_refresh: true,
-                    start_time: Some("2026-11-30".into()),
+                    start_time: parse_start_time("2026-11-30").ok(),
                     ..selected.clone()
                 },
                 Mode::Virtual
@@ -306,7 +344,7 @@ mod tests {
         let with_start = ScopeFlags {
             changed: true,
             include_missing_upstream: true,
-            start_time: Some("2026-11-30T01:02:03Z".into()),
+            start_time: parse_start_time("2026-11-30T01:02:03Z").ok(),
             ..flags()
         };
         assert_eq!(

@@ -177,7 +177,10 @@ fn display_command(scope: &Scope) -> String {
     let mut parts = vec!["stb build".to_owned()];
     parts.extend(scope.select.iter().map(|s| format!("--select {s}")));
     if let Some(start) = &scope.start_time {
-        parts.push(format!("--start-time '{start}'"));
+        parts.push(format!(
+            "--start-time '{}'",
+            start.as_str().replacen(' ', "T", 1)
+        ));
     }
     if let Some(id) = &scope.deployment_id {
         parts.push(format!("--deployment-id {id}"));

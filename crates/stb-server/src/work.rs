@@ -164,6 +164,20 @@ pub(crate) fn pipelines_of(
     Ok((direct.into_iter().collect(), staged.into_iter().collect()))
 }
 
+/// A start time from a request, read here and never again: one that does not read is
+/// refused (400, `STB-PLAN-001`) before anything is planned.
+fn start_time(text: Option<&str>) -> Result<Option<stb_plan::options::StartTime>, ApiError> {
+    text.map(stb_plan::options::parse_start_time)
+        .transpose()
+        .map_err(|e| {
+            ApiError::engine(&stb_engine::EngineError::new(
+                stb_plan::options::FLAG_CODE,
+                e.message,
+                e.hint,
+            ))
+        })
+}
+
 /// The scope `GET /api/plan` asks for: `select` (repeatable), `start`, `deployment`,
 /// `changed=true`, `full_refresh=true`.
 fn query_scope(query: Option<&str>) -> Result<Scope, ApiError> {
@@ -179,7 +193,7 @@ fn query_scope(query: Option<&str>) -> Result<Scope, ApiError> {
     let one = |key: &str| all(key).into_iter().next();
     Ok(Scope {
         select: all("select"),
-        start_time: one("start"),
+        start_time: start_time(one("start").as_deref())?,
         deployment_id: one("deployment"),
         changed: one("changed").is_some_and(|v| v == "true"),
         full_refresh: one("full_refresh").is_some_and(|v| v == "true"),
@@ -234,7 +248,7 @@ pub(crate) async fn build(
 ) -> Result<(StatusCode, Json<serde_json::Value>), ApiError> {
     let scope = Scope {
         select: request.select.clone(),
-        start_time: request.start_time.clone(),
+        start_time: start_time(request.start_time.as_deref())?,
         deployment_id: request.deployment_id.clone(),
         changed: request.changed,
         full_refresh: request.full_refresh,

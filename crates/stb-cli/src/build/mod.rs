@@ -65,7 +65,10 @@ pub(crate) fn run(args: &BuildArgs) -> ExitCode {
         return fail(&failure, args.json);
     }
     // Flags that cannot mean anything are refused before anything is read or written.
-    let scope = args.scope.scope();
+    let scope = match args.scope.scope() {
+        Ok(scope) => scope,
+        Err(failure) => return fail(&failure, args.json),
+    };
     if let Err(error) = scope.check_any() {
         return fail(&Failure::from(error), args.json);
     }

@@ -412,7 +412,7 @@ fn refusals_come_with_their_codes() {
     .expect_err("an unknown selector");
     assert!(unknown.code.starts_with("STB-SELECT-"), "{unknown:?}");
     let unbounded = Scope {
-        start_time: Some("2026-11-01".into()),
+        start_time: stb_plan::options::parse_start_time("2026-11-01").ok(),
         ..Scope::default()
     }
     .resolve(&compiled)

@@ -154,6 +154,22 @@ fn read_routes_answer_in_process_with_the_commands_documents() {
             "{refused}"
         );
 
+        // A start time is read where the request enters, once: one that does not read is
+        // refused before anything is planned.
+        let (status, unread) = call(
+            &app,
+            Method::GET,
+            "/plan?select=pipeline%3Apl__v&start=yesterday",
+            "",
+        )
+        .await;
+        assert_eq!(status, 400, "{unread}");
+        assert_eq!(unread["detail"]["code"], "STB-PLAN-001", "{unread}");
+        let body = r#"{"select": ["pipeline:pl__v"], "startTime": "2026-13-01", "planHash": "x"}"#;
+        let (status, unread) = call(&app, Method::POST, "/build", body).await;
+        assert_eq!(status, 400, "{unread}");
+        assert_eq!(unread["detail"]["code"], "STB-PLAN-001", "{unread}");
+
         // Deployments: the list, one deployment, what promoting it would change.
         let (status, list) = call(&app, Method::GET, "/deployments", "").await;
         assert_eq!(status, 200, "{list}");
