@@ -21,8 +21,8 @@ pub(crate) fn local_user() -> String {
     format!("{user}@{host}")
 }
 
-/// The owner a build records in its `run_started` event: `STREAMBUILD_RUN_OWNER` (the dev
-/// server names its signed-in user), else `user@host (pid N)`.
+/// The owner a build records in its `run_started` event: `STREAMBUILD_RUN_OWNER` (a caller
+/// that starts `stb build` for someone names them), else `user@host (pid N)`.
 pub(crate) fn run_owner() -> String {
     std::env::var("STREAMBUILD_RUN_OWNER")
         .ok()

@@ -12,9 +12,10 @@ use stb_plan::options::{FLAG_CODE, Mode as FlagMode, ScopeFlags, StartTime, vali
 use crate::EngineError;
 use crate::direct::Resolved;
 
-/// The scope of a plan or a build. Its JSON (the dev server's request bodies) names the
-/// members in camelCase (`startTime`, `includeMissingUpstream`, `fullRefresh`,
-/// `deploymentId`); a member left out takes its default (every model, no flag).
+/// The scope of a plan or a build. Serialised, it names the members in camelCase (as the
+/// dev server's request bodies do: `startTime`, `includeMissingUpstream`, `fullRefresh`,
+/// `deploymentId`); a member left out takes its default (every model, no flag), and a start
+/// time that does not read is refused as the document is read.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", default, deny_unknown_fields)]
 pub struct Scope {

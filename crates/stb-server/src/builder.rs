@@ -201,18 +201,37 @@ fn run(job: &Job, cancel: &Arc<AtomicBool>, progress: &Arc<Mutex<Progress>>) {
             progress.say(line);
         }
     };
-    let exit_code = match build(job, cancel, progress) {
-        Ok(exit_code) => exit_code,
-        Err(error) => {
-            say(format!("error[{}]: {}", error.code, error.message));
-            if !error.hint.is_empty() {
-                say(format!("  hint: {}", error.hint));
-            }
+    // A panic ends this build, never the server: it is said, with the exit code a
+    // panicking `stb build` would have had.
+    let built = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        build(job, cancel, progress)
+    }));
+    let exit_code = match built {
+        Ok(Ok(exit_code)) => exit_code,
+        Ok(Err(error)) => {
+            say_error(&say, &error);
             1
+        }
+        Err(panic) => {
+            let what = panic
+                .downcast_ref::<String>()
+                .map(String::as_str)
+                .or_else(|| panic.downcast_ref::<&str>().copied())
+                .unwrap_or("unknown");
+            say(format!("the build stopped unexpectedly: {what}"));
+            101
         }
     };
     if let Ok(mut progress) = progress.lock() {
         progress.exit_code = Some(exit_code);
+    }
+}
+
+/// `error[CODE]: message` and its hint, as `stb build` prints them.
+fn say_error(say: &dyn Fn(String), error: &EngineError) {
+    say(format!("error[{}]: {}", error.code, error.message));
+    if !error.hint.is_empty() {
+        say(format!("  hint: {}", error.hint));
     }
 }
 
@@ -258,7 +277,7 @@ fn build(
     Ok(
         match stb_engine::build::operation::build(&request, &frontend, cancel) {
             Outcome::Stopped { error, exit_code } => {
-                frontend.say(format!("error[{}]: {}", error.code, error.message));
+                say_error(&|line| frontend.say(line), &error);
                 exit_code
             }
             Outcome::Invalid(invalid) => {
@@ -274,11 +293,7 @@ fn build(
                 phases, exit_code, ..
             } => {
                 for phase in &phases {
-                    if let PhaseResult::Ran { notes, .. } = &phase.result {
-                        notes
-                            .iter()
-                            .for_each(|note| frontend.say(format!("warning: {note}")));
-                    }
+                    frontend.said(&phase.result);
                 }
                 exit_code
             }
@@ -296,6 +311,38 @@ impl Unattended<'_> {
     fn say(&self, line: String) {
         if let Ok(mut progress) = self.progress.lock() {
             progress.say(line);
+        }
+    }
+
+    /// What `stb build` says of a phase beside its report: its warnings, a failed step,
+    /// failed build audits, a phase that did not run.
+    fn said(&self, result: &PhaseResult) {
+        match result {
+            PhaseResult::Ran {
+                ran, ended, notes, ..
+            } => {
+                for note in notes {
+                    self.say(format!("warning: {note}"));
+                }
+                let execution = &ran.execution;
+                if execution.status == stb_build::execute::Status::Failed {
+                    self.say(format!(
+                        "error[{}]: step {} failed: {}",
+                        stb_engine::build::FAILED_CODE,
+                        execution.failed_step.as_deref().unwrap_or("?"),
+                        execution.error_message.as_deref().unwrap_or("")
+                    ));
+                }
+                if !ended.audit_failures.is_empty() {
+                    self.say(format!(
+                        "error[{}]: build audits failed: {}",
+                        stb_engine::build::AUDIT_CODE,
+                        ended.audit_failures.join(", ")
+                    ));
+                }
+            }
+            PhaseResult::Failed(error) => say_error(&|line| self.say(line), error),
+            PhaseResult::Skipped => self.say(stb_engine::build::operation::SKIPPED.to_owned()),
         }
     }
 }

@@ -1,7 +1,7 @@
 //! The audit scheduler inside `stb dev`: every 10 s it runs the audits whose slot is due
 //! (see [`stb_engine::schedule`]) against the live relations, recorded as `audit` runs
-//! with the trigger `scheduled`. It waits while a build runs (this server's child, or any
-//! live run of the target) so audits never read a half-built relation. Its health is
+//! with the trigger `scheduled`. It waits while a build runs (one this server started, or
+//! any live run of the target) so audits never read a half-built relation. Its health is
 //! `GET /api/audit-scheduler`. Enabled by `[audit_scheduler] enabled = true`.
 
 use std::sync::atomic::Ordering;

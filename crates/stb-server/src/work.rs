@@ -1,8 +1,8 @@
 //! The routes that plan, build and promote, and the live feed of a run's events.
 //!
 //! Mutations are authorised on the pipelines the server derives itself: a build on the
-//! plan it makes for the scope, a promotion on the deployment's own records. Every value
-//! that reaches the child's command line is checked to be a value, never a flag.
+//! plan it makes for the scope, a promotion on the deployment's own records. Everything
+//! runs in this process, through the functions the commands call.
 
 use std::convert::Infallible;
 use std::sync::Arc;
@@ -23,7 +23,8 @@ use stb_engine::scope::Scope;
 
 type Shared = State<Arc<AppState>>;
 
-/// Refuses a value that the build child would read as a flag.
+/// A deployment id from a path, trimmed; an empty one, or one that reads as a flag, is
+/// refused (400).
 fn value(name: &str, text: &str) -> Result<String, ApiError> {
     let text = text.trim();
     if text.is_empty() || text.starts_with('-') || text.contains('\0') {
@@ -239,17 +240,22 @@ pub(crate) struct BuildRequest {
     plan_hash: Option<String>,
 }
 
-/// `POST /api/build`: starts `stb build --events` for the scope as a new run; 202 with its
-/// invocation id (follow it at `/api/runs/{id}/events`).
+/// `POST /api/build`: starts the build of the scope (the function `stb build` calls, in
+/// this process) as a new run; 202 with its invocation id (follow it at
+/// `/api/runs/{id}/events`).
 pub(crate) async fn build(
     State(state): Shared,
     axum::Extension(principal): axum::Extension<Principal>,
     Json(request): Json<BuildRequest>,
 ) -> Result<(StatusCode, Json<serde_json::Value>), ApiError> {
+    // Read as the preview reads its query: trimmed, so both plan the same scope.
     let scope = Scope {
-        select: request.select.clone(),
+        select: request.select.iter().map(|s| s.trim().to_owned()).collect(),
         start_time: start_time(request.start_time.as_deref())?,
-        deployment_id: request.deployment_id.clone(),
+        deployment_id: request
+            .deployment_id
+            .as_deref()
+            .map(|id| id.trim().to_owned()),
         changed: request.changed,
         full_refresh: request.full_refresh,
         include_missing_upstream: false,

@@ -3,7 +3,8 @@
 //! the workflow under the target lock, the build audits and the records. Whoever calls it
 //! (the CLI; the dev server's build) supplies a [`Frontend`]: how progress is shown, how the
 //! plan is approved, what is kept beside the records; it gets back an [`Outcome`] to
-//! render. Every way a build ends is recorded here, so no caller can forget one.
+//! render. Every way a build that opened its records ends is recorded here, so no caller
+//! can forget one.
 
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
@@ -234,6 +235,13 @@ pub fn build(request: &Request<'_>, frontend: &dyn Frontend, cancel: &Arc<Atomic
         }
     };
     timings.planning_ms = planning.elapsed().as_millis();
+    // A mixed build's first invocation is its virtual phase's: recorded with its deployment
+    // whatever ends it (a single build records its own once the plan passed its checks).
+    if let Plan::Mixed { staged, .. } = &plan
+        && let Some(deployment) = &staged.staged
+    {
+        let _ = recorder.deployment.set(deployment.deployment.to_string());
+    }
     if let Some(invalid) = plan.refused() {
         let summary = crate::plan::invalid_summary(&invalid);
         finish(
