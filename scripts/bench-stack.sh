@@ -1,3 +1,4 @@
+#!/usr/bin/env bash
 # Sourced by the benchmarks that plan against the local stack (bench-plan.sh, bench-dev.sh):
 # builds the release `stb` and the bench tools, starts the local stack if needed (left
 # running), and sets `stb`, `url` (its ClickHouse HTTP address), the connection variables

@@ -154,11 +154,7 @@ impl ScopeArgs {
             .as_deref()
             .map(stb_plan::options::parse_start_time)
             .transpose()
-            .map_err(|e| crate::output::Failure {
-                code: stb_plan::options::FLAG_CODE,
-                message: e.message,
-                hint: e.hint.to_owned(),
-            })?;
+            .map_err(|e| crate::output::Failure::from(stb_engine::EngineError::from(e)))?;
         Ok(stb_engine::scope::Scope {
             select: self.select.clone(),
             start_time,

@@ -62,6 +62,13 @@ impl From<&stb_warehouse::WarehouseError> for EngineError {
     }
 }
 
+/// Flags (or a request's scope) that cannot mean anything: `STB-PLAN-001`.
+impl From<stb_plan::options::FlagError> for EngineError {
+    fn from(error: stb_plan::options::FlagError) -> Self {
+        Self::new(stb_plan::options::FLAG_CODE, error.message, error.hint)
+    }
+}
+
 impl From<stb_diagnostics::Diagnostic> for EngineError {
     fn from(diagnostic: stb_diagnostics::Diagnostic) -> Self {
         Self::new(diagnostic.code, diagnostic.message, diagnostic.hint)

@@ -7,7 +7,7 @@ use std::collections::BTreeSet;
 use serde::{Deserialize, Serialize};
 use stb_compile::Compiled;
 use stb_plan::direct::model_graph;
-use stb_plan::options::{FLAG_CODE, Mode as FlagMode, ScopeFlags, StartTime, validate};
+use stb_plan::options::{Mode as FlagMode, ScopeFlags, StartTime, validate};
 
 use crate::EngineError;
 use crate::direct::Resolved;
@@ -53,7 +53,7 @@ impl Scope {
     pub fn check_any(&self) -> Result<(), EngineError> {
         validate(&self.flags(), FlagMode::Virtual)
             .map(|_| ())
-            .map_err(|e| EngineError::new(FLAG_CODE, e.message, e.hint))
+            .map_err(EngineError::from)
     }
 
     /// Refuses flag combinations that cannot mean anything for direct pipelines.
@@ -61,8 +61,7 @@ impl Scope {
     /// # Errors
     /// `STB-PLAN-001` and its message and hint.
     pub fn check(&self) -> Result<Option<StartTime>, EngineError> {
-        validate(&self.flags(), FlagMode::Direct)
-            .map_err(|e| EngineError::new(FLAG_CODE, e.message, e.hint))
+        validate(&self.flags(), FlagMode::Direct).map_err(EngineError::from)
     }
 
     /// Checks the flags and resolves the selectors against the compiled models, before

@@ -250,7 +250,7 @@ pub fn prepare(
         },
         FlagMode::Virtual,
     )
-    .map_err(|e| EngineError::new(FLAG_CODE, e.message, e.hint))?;
+    .map_err(EngineError::from)?;
     let deployment = match &request.deployment_id {
         Some(text) => DeploymentId::parse(text).map_err(|e| {
             EngineError::new(

@@ -170,13 +170,7 @@ pub(crate) fn pipelines_of(
 fn start_time(text: Option<&str>) -> Result<Option<stb_plan::options::StartTime>, ApiError> {
     text.map(stb_plan::options::parse_start_time)
         .transpose()
-        .map_err(|e| {
-            ApiError::engine(&stb_engine::EngineError::new(
-                stb_plan::options::FLAG_CODE,
-                e.message,
-                e.hint,
-            ))
-        })
+        .map_err(|e| ApiError::engine(&stb_engine::EngineError::from(e)))
 }
 
 /// The scope `GET /api/plan` asks for: `select` (repeatable), `start`, `deployment`,

@@ -93,12 +93,7 @@ fn accept_shrink(args: &BuildArgs, prepared: &Prepared) -> Approval {
     if unattended(args) || matches!(decided, Approval::Go) {
         return decided;
     }
-    let lines: Vec<String> = prepared
-        .planned
-        .shrinking()
-        .iter()
-        .map(|w| format!("  {}", w.describe()))
-        .collect();
+    let lines = stb_engine::build::operation::shrink_lines(prepared);
     let _ = writeln!(
         std::io::stderr().lock(),
         "\nThis rebuild loses rows that retained history cannot restore:\n{}",

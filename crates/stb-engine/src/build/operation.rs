@@ -864,14 +864,13 @@ fn accepted_shrink(prepared: &Prepared) -> serde_json::Value {
 /// refused unless `allow_shrink` accepts it (a deployment drops nothing readers see).
 #[must_use]
 pub fn unattended_shrink(prepared: &Prepared, allow_shrink: bool) -> Approval {
-    let shrinking = prepared.planned.shrinking();
-    if shrinking.is_empty() || allow_shrink || prepared.planned.deployment.is_some() {
+    if prepared.planned.shrinking().is_empty()
+        || allow_shrink
+        || prepared.planned.deployment.is_some()
+    {
         return Approval::Go;
     }
-    let lines: Vec<String> = shrinking
-        .iter()
-        .map(|w| format!("  {}", w.describe()))
-        .collect();
+    let lines = shrink_lines(prepared);
     Approval::Refused(EngineError::new(
         SHRINK_CODE,
         format!(
@@ -880,6 +879,18 @@ pub fn unattended_shrink(prepared: &Prepared, allow_shrink: bool) -> Approval {
         ),
         "nothing was dropped; rerun with --allow-shrink to accept the loss (protected pipelines still need --confirm), or restore the history (re-land the source, or choose a later --start-time) first",
     ))
+}
+
+/// What `prepared` would lose that retained history cannot restore, a line per model, as
+/// the refusal and the question show it.
+#[must_use]
+pub fn shrink_lines(prepared: &Prepared) -> Vec<String> {
+    prepared
+        .planned
+        .shrinking()
+        .iter()
+        .map(|w| format!("  {}", w.describe()))
+        .collect()
 }
 
 /// The protected pipelines `prepared` rebuilds, with their guards.

@@ -181,8 +181,7 @@ fn policy_start(
         .unwrap_or(i64::MAX / 2_000)
         .saturating_mul(1000);
     let text = stb_plan::deployment::utc_text(instant.saturating_sub(back)).replacen(' ', "T", 1);
-    stb_plan::options::parse_start_time(&format!("{text}Z"))
-        .map_err(|e| EngineError::new(FLAG_CODE, e.message, e.hint))
+    stb_plan::options::parse_start_time(&format!("{text}Z")).map_err(EngineError::from)
 }
 
 /// Where each seeded root's rows before its start come from: its active copy, and the
