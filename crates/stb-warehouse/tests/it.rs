@@ -373,6 +373,8 @@ fn a_plan_read_takes_unchanged_views_from_the_cache_and_reads_changed_ones() {
         .expect("a kept")
         .to_owned();
     saved["views"]["a"]["as_select"] = kept.replace(".t1", ".t9").into();
+    // Likewise its columns: the columns read leaves out the views the cache holds.
+    saved["views"]["a"]["columns"][0]["data_type"] = "FixedString(9)".into();
     let mut loaded: stb_warehouse::ViewCache = serde_json::from_value(saved).expect("loaded");
     assert!(!loaded.changed());
     let before = client.requests();
@@ -383,6 +385,20 @@ fn a_plan_read_takes_unchanged_views_from_the_cache_and_reads_changed_ones() {
         "time zone, relations, the views' list (their definitions all kept), columns, refreshable views"
     );
     assert_eq!(as_select(&served, "a"), format!("SELECT * FROM {name}.t9"));
+    let columns = &served.relation("a").expect("a").columns;
+    assert_eq!(
+        columns
+            .iter()
+            .map(|c| (c.name.as_str(), c.data_type.as_str()))
+            .collect::<Vec<_>>(),
+        [("id", "FixedString(9)")],
+        "the view's columns come from the cache"
+    );
+    assert_eq!(
+        served.relation("t1").expect("t1").columns,
+        first.relation("t1").expect("t1").columns,
+        "tables' columns are read"
+    );
     assert!(!loaded.changed(), "nothing new to save");
 
     // Replaced, exchanged and dropped views are read again (or forgotten) at once.
