@@ -38,6 +38,16 @@ def engine_error(error: Exception) -> EngineError:
     return EngineError(text)
 
 
+def drain(connection) -> None:
+    """Leaves a connection clean after a failed query. A query that fails after sending
+    some rows leaves them in its connection, and the engine puts them in front of the next
+    query's answer there (whatever that query's format). One throwaway query takes them."""
+    try:
+        connection.query("SELECT 1", "TabSeparated")
+    except RuntimeError as error:
+        log.warning("could not drain a connection after a failed query: %s", error)
+
+
 def _unescape_file_name(name: str) -> str:
     """ClickHouse escapes table names in metadata file names as %XX."""
     return urllib.parse.unquote(name)

@@ -13,7 +13,7 @@ import uuid
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 from . import errors, execute, request, sqltext
-from .engine import Engine, EngineError, engine_error, quote_string
+from .engine import Engine, EngineError, drain, engine_error, quote_string
 from .request import Credentials
 
 log = logging.getLogger("chhttp.server")
@@ -245,9 +245,14 @@ class Handler(BaseHTTPRequestHandler):
 
         def work():
             prepare_session(connection, session, settings, parsed.params.get("database"))
-            outcome = execute.run_statement(
-                self.server.engine, connection, statement, full_text, parsed.text, parsed, default_format
-            )
+            try:
+                outcome = execute.run_statement(
+                    self.server.engine, connection, statement, full_text, parsed.text, parsed, default_format
+                )
+            except (EngineError, RuntimeError):
+                # The session keeps this connection for its next request.
+                drain(connection)
+                raise
             # What a SET or USE statement itself changes belongs to the session and stays
             # (a failed one changed nothing: the exception above skips this).
             if statement.kind == "SET":
