@@ -19,6 +19,14 @@ KAFKA_SETTINGS = {
 }
 
 
+# A cluster of one shard whose one replica is the engine itself, so that `Distributed`
+# tables, `cluster()` and the `{cluster}`/`{shard}`/`{replica}` macros of cluster DDL run
+# here (docs/clusters.md). The engine never listens on a TCP port: `tcp_port` only tells it
+# that the replica at that port is itself, which it then reads and writes without a network.
+LOCAL_CLUSTER = "stb_local"
+LOCAL_CLUSTER_PORT = 9000
+
+
 # Which system logs the engine keeps, by `--system-logs` choice. `all` is the default;
 # the others exist so tests can see how StreamBuild does on a server that keeps less.
 SYSTEM_LOGS = {
@@ -41,6 +49,20 @@ def render(system_logs: str = "all") -> str:
   <kafka>
 {kafka}
   </kafka>
+  <tcp_port>{LOCAL_CLUSTER_PORT}</tcp_port>
+  <macros>
+    <cluster>{LOCAL_CLUSTER}</cluster>
+    <shard>01</shard>
+    <replica>local</replica>
+  </macros>
+  <remote_servers>
+    <{LOCAL_CLUSTER}>
+      <shard>
+        <internal_replication>true</internal_replication>
+        <replica><host>127.0.0.1</host><port>{LOCAL_CLUSTER_PORT}</port></replica>
+      </shard>
+    </{LOCAL_CLUSTER}>
+  </remote_servers>
 </clickhouse>
 """
 

@@ -20,3 +20,11 @@ def test_no_logs_keeps_the_kafka_settings():
     rendered = config.render("none")
     assert "<table>" not in rendered
     assert "<session_timeout_ms>6000</session_timeout_ms>" in rendered
+
+
+def test_the_engine_is_a_cluster_of_one():
+    rendered = config.render("none")
+    assert "<remote_servers>\n    <stb_local>" in rendered
+    assert "<host>127.0.0.1</host><port>9000</port>" in rendered
+    assert "<tcp_port>9000</tcp_port>" in rendered
+    assert "<cluster>stb_local</cluster>" in rendered

@@ -3,6 +3,7 @@
 
 mod audits;
 mod blocks;
+mod cluster;
 mod graph;
 pub mod incremental;
 mod manifest;
@@ -27,6 +28,7 @@ pub mod codes {
     pub const GRAPH: &str = "STB-COMPILE-004";
     pub const SOURCE: &str = "STB-COMPILE-005";
     pub const PUBLISH: &str = "STB-COMPILE-007";
+    pub const CLUSTER: &str = "STB-COMPILE-010";
 }
 
 /// Everything compile produces, before it is written.
@@ -183,7 +185,16 @@ pub(crate) fn compile_recording(
     let mut compiled_models = Vec::new();
     for (item, result) in analysed.iter().zip(realised) {
         match result {
-            Ok(compiled) => compiled_models.push((item, compiled)),
+            Ok(compiled) => {
+                if let Some(problem) = project
+                    .cluster
+                    .as_ref()
+                    .and_then(|cluster| cluster::check(cluster, item, &compiled))
+                {
+                    diagnostics.push(problem);
+                }
+                compiled_models.push((item, compiled));
+            }
             Err(problems) => problems.into_iter().for_each(|p| diagnostics.push(p)),
         }
     }

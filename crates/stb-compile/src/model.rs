@@ -21,9 +21,14 @@ pub(crate) struct AnalysedModel<'p> {
     pub query_offset: usize,
     pub columns: Vec<OutputColumn>,
     pub relation: String,
+    /// Where the header's body starts.
+    pub header_offset: usize,
+    /// Where the header's `engine` value starts (the header's start without one): what a
+    /// cluster's check of the engine points at.
+    pub engine_offset: usize,
 }
 
-fn at(model: &Model, offset: usize) -> Location {
+pub(crate) fn at(model: &Model, offset: usize) -> Location {
     Location::at(&model.file, Position::of_offset(&model.text, offset))
 }
 
@@ -98,9 +103,16 @@ pub(crate) fn analyse<'p>(
     check_relation_name(&model.name, &relation).map_err(|(code, message, hint)| {
         vec![Diagnostic::new(code, message, hint).at(Location::file(&model.file))]
     })?;
+    let engine_offset = file
+        .header
+        .value
+        .get("engine")
+        .map_or(file.header_offset, |v| file.header_offset + v.offset);
     Ok(AnalysedModel {
         model,
         pipeline,
+        engine_offset,
+        header_offset: file.header_offset,
         header,
         query: file.query,
         query_offset: file.query_offset,

@@ -6,6 +6,8 @@
 
 use std::fmt::Write as _;
 
+pub mod cluster;
+
 /// `database.name`
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
 pub struct QualifiedName {
@@ -101,6 +103,11 @@ impl KafkaTable {
     }
 
     fn render_with(&self, audience: Audience, create: &str) -> String {
+        self.render_named(audience, create, &self.name.to_string())
+    }
+
+    /// The statement with `name` written after `create` (a cluster adds `ON CLUSTER`).
+    fn render_named(&self, audience: Audience, create: &str, name: &str) -> String {
         let redact = audience == Audience::Artifact;
         // A broker list with credentials (user:pass@host) never reaches an artifact.
         let hidden = |key: &str| self.hidden.iter().any(|h| h == key);
@@ -128,8 +135,7 @@ impl KafkaTable {
             .map(|(k, v)| format!("{k} = {}", string_literal(v)))
             .collect();
         format!(
-            "{create} {} (\n    message String\n) ENGINE = Kafka\nSETTINGS {}",
-            self.name,
+            "{create} {name} (\n    message String\n) ENGINE = Kafka\nSETTINGS {}",
             rendered.join(", ")
         )
     }
@@ -193,12 +199,7 @@ impl Table {
 
     fn render_named(&self, create: &str, name: &str) -> String {
         let mut text = format!("{create} {name} (\n");
-        let columns: Vec<String> = self
-            .columns
-            .iter()
-            .map(|c| format!("    {} {}", c.name, c.data_type))
-            .collect();
-        text.push_str(&columns.join(",\n"));
+        text.push_str(&column_lines(&self.columns));
         let _ = write!(
             text,
             "\n) ENGINE = {}\nORDER BY ({})",
@@ -220,6 +221,15 @@ impl Table {
         }
         text
     }
+}
+
+/// A column list's lines, one column each, without the parentheses.
+fn column_lines(columns: &[Column]) -> String {
+    columns
+        .iter()
+        .map(|c| format!("    {} {}", c.name, c.data_type))
+        .collect::<Vec<_>>()
+        .join(",\n")
 }
 
 /// `REFRESH EVERY <interval> [APPEND]` for models fed by scheduled pulls.
@@ -252,7 +262,12 @@ impl MaterializedView {
     }
 
     fn render_with(&self, create: &str) -> String {
-        let mut text = format!("{create} {}\n", self.name);
+        self.render_named(create, &self.name.to_string())
+    }
+
+    /// The statement with `name` written after `create` (a cluster adds `ON CLUSTER`).
+    fn render_named(&self, create: &str, name: &str) -> String {
+        let mut text = format!("{create} {name}\n");
         if let Some(refresh) = &self.refresh {
             let _ = writeln!(
                 text,

@@ -44,6 +44,14 @@ pub const CODES: &[(&str, &str)] = &[
         "STB-BUILD-007",
         "the plan changed since it was reviewed (--plan-hash); nothing was changed",
     ),
+    (
+        "STB-CLUSTER-001",
+        "the target's cluster topology (on_cluster, sharded) cannot be planned or built yet",
+    ),
+    (
+        "STB-CLUSTER-002",
+        "a replicated target whose database is not a Replicated database",
+    ),
     ("STB-COMPILE-001", "a MODEL header is invalid"),
     (
         "STB-COMPILE-002",
@@ -66,6 +74,10 @@ pub const CODES: &[(&str, &str)] = &[
     (
         "STB-COMPILE-009",
         "an audit file or a generic audit instance is invalid",
+    ),
+    (
+        "STB-COMPILE-010",
+        "a table model the target's cluster cannot hold (an engine without a replicated form, no sharding key)",
     ),
     (
         "STB-CONFIG-001",

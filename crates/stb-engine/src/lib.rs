@@ -10,6 +10,7 @@ pub mod activity;
 pub mod admission;
 pub mod audits;
 pub mod build;
+pub mod cluster;
 pub mod deployments;
 pub mod destruction;
 pub mod direct;

@@ -267,6 +267,7 @@ pub fn prepare(
             ..
         } => return Err(crate::staged::mixed_refusal(&direct, &virtual_pipelines)),
     };
+    crate::cluster::check_target(project, client, database)?;
     let reads = {
         let mut views = ViewCache::load(&project.root);
         let reads = read(

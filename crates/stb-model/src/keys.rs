@@ -18,6 +18,7 @@ const TABLE_ONLY: &[&str] = &[
     "replay_anchor",
     "replay_on_change",
     "bounded_replay_fallback",
+    "sharding_key",
 ];
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -70,6 +71,9 @@ pub struct ModelHeader {
     pub replay_anchor_never: bool,
     pub replay_on_change: Option<(Option<String>, Option<String>)>,
     pub bounded_replay_fallback: Option<String>,
+    /// The expression that places the model's rows on a sharded cluster's shards (a
+    /// StreamBuild key: the reference has no clusters).
+    pub sharding_key: Option<String>,
 }
 
 /// A problem with a header key, at a byte offset of the header body.
@@ -238,6 +242,7 @@ pub fn validate(header: &Spanned<HeaderValue>, file: &str) -> Result<ModelHeader
     let engine = get("engine").and_then(|v| check.string(v, "engine"));
     let partition_by = get("partition_by").and_then(|v| check.string(v, "partition_by"));
     let ttl = get("ttl").and_then(|v| check.string(v, "ttl"));
+    let sharding_key = get("sharding_key").and_then(|v| check.string(v, "sharding_key"));
     let order_by = get("order_by").and_then(|v| order_by(&mut check, v));
     let retention = get("retention").and_then(|v| retention(&mut check, v));
     if let (Some(_), Some(value)) = (&ttl, get("retention")) {
@@ -289,6 +294,7 @@ pub fn validate(header: &Spanned<HeaderValue>, file: &str) -> Result<ModelHeader
         replay_anchor_never,
         replay_on_change,
         bounded_replay_fallback,
+        sharding_key,
     })
 }
 

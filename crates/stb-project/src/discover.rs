@@ -52,6 +52,9 @@ pub struct Project {
     pub audit_scheduler_enabled: bool,
     /// `[targets.X.destruction] max_table_size_to_drop`, in bytes.
     pub max_table_size_to_drop: Option<u64>,
+    /// `[targets.X.cluster]`: the cluster the target's objects are spread over.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cluster: Option<crate::cluster::ClusterConfig>,
     pub pipelines: Vec<Pipeline>,
     /// `access.yml`: the project roles `stb dev` authorises with.
     pub access: Option<crate::access::AccessPolicy>,
@@ -401,6 +404,7 @@ pub fn discover(options: &DiscoverOptions) -> Result<Project, Diagnostics> {
     let production = target_config.is_some_and(|t| t.production)
         || matches!(target.to_ascii_lowercase().as_str(), "prod" | "production");
     let max_table_size_to_drop = target_config.and_then(|t| t.max_table_size_to_drop);
+    let cluster = target_config.and_then(|t| t.cluster.clone());
     // The local file's target, then the project file's target, then its top level.
     let audit_scheduler_enabled = local
         .targets
@@ -413,6 +417,7 @@ pub fn discover(options: &DiscoverOptions) -> Result<Project, Diagnostics> {
         audit_scheduler_enabled,
         production,
         max_table_size_to_drop,
+        cluster,
         name: config.name,
         root,
         target,

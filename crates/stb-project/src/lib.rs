@@ -2,6 +2,7 @@
 //! opening a connection: configuration, targets, pipelines, models, sources, macros.
 
 pub mod access;
+pub mod cluster;
 pub mod codes;
 pub mod connection;
 mod discover;

@@ -36,6 +36,7 @@ const TARGET_KEYS: &[&str] = &[
     "build",
     "destruction",
     "production",
+    "cluster",
 ];
 const DEFAULTS_KEYS: &[&str] = &[
     "managed_source_ttl",
@@ -96,6 +97,8 @@ pub struct TargetConfig {
     pub connection: Option<Node>,
     /// `[targets.<name>.audit_scheduler] enabled`.
     pub audit_scheduler: Option<bool>,
+    /// `[targets.<name>.cluster]`, when valid.
+    pub cluster: Option<crate::cluster::ClusterConfig>,
 }
 
 /// `[dependencies]`.
@@ -408,6 +411,9 @@ fn targets(reader: &mut Reader<'_>, node: &Node) -> BTreeMap<String, TargetConfi
                 &format!("targets.{}.audit_scheduler", key.name),
             )
         });
+        let cluster = target
+            .get("cluster")
+            .and_then(|table| crate::cluster::cluster(reader, table, &key.name));
         if let Some(table) = target.get("sensors") {
             scheduler_table(reader, table, &format!("targets.{}.sensors", key.name));
         }
@@ -422,6 +428,7 @@ fn targets(reader: &mut Reader<'_>, node: &Node) -> BTreeMap<String, TargetConfi
                 max_table_size_to_drop,
                 connection: target.get("connection").cloned(),
                 audit_scheduler,
+                cluster,
             },
         );
     }

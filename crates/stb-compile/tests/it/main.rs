@@ -2,6 +2,7 @@
 
 mod artifacts;
 mod audits;
+mod cluster;
 mod engine;
 mod errors;
 mod examples;

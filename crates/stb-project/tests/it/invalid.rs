@@ -680,3 +680,84 @@ invalid!(
     "STB-DISCOVER-010",
     "sources/pg.yml:2:5"
 );
+
+// --- [targets.<name>.cluster] -----------------------------------------------------------------
+
+invalid!(
+    cluster_topology_unknown,
+    [(
+        PROJECT,
+        project_with("\n[targets.dev.cluster]\ntopology = \"shards\"\n")
+    )],
+    "STB-CONFIG-006",
+    "streambuild_project.toml:8:12"
+);
+invalid!(
+    cluster_topology_missing,
+    [(
+        PROJECT,
+        project_with("\n[targets.dev.cluster]\nname = \"analytics\"\n")
+    )],
+    "STB-CONFIG-012",
+    "streambuild_project.toml:7:1"
+);
+invalid!(
+    cluster_name_missing_for_on_cluster,
+    [(
+        PROJECT,
+        project_with("\n[targets.dev.cluster]\ntopology = \"on_cluster\"\n")
+    )],
+    "STB-CONFIG-012",
+    "streambuild_project.toml:7:1"
+);
+invalid!(
+    cluster_shards_sharing_one_path,
+    [(
+        PROJECT,
+        project_with(
+            "\n[targets.dev.cluster]\ntopology = \"sharded\"\nname = \"c\"\nsharding_key = \"rand()\"\nzookeeper_path = \"/t/{uuid}\"\n"
+        )
+    )],
+    "STB-CONFIG-006",
+    "streambuild_project.toml:11:18"
+);
+invalid!(
+    cluster_replica_without_a_macro,
+    [(
+        PROJECT,
+        project_with(
+            "\n[targets.dev.cluster]\ntopology = \"on_cluster\"\nname = \"c\"\nreplica = \"r1\"\n"
+        )
+    )],
+    "STB-CONFIG-006",
+    "streambuild_project.toml:10:11"
+);
+invalid!(
+    cluster_sharding_key_without_shards,
+    [(
+        PROJECT,
+        project_with(
+            "\n[targets.dev.cluster]\ntopology = \"replicated\"\nsharding_key = \"rand()\"\n"
+        )
+    )],
+    "STB-CONFIG-006",
+    "streambuild_project.toml:9:16"
+);
+invalid!(
+    cluster_interpolated,
+    [(
+        PROJECT,
+        project_with("\n[targets.dev.cluster]\ntopology = \"on_cluster\"\nname = \"${cluster}\"\n")
+    )],
+    "STB-CONFIG-011",
+    "streambuild_project.toml:9:8"
+);
+invalid!(
+    cluster_unknown_key,
+    [(
+        PROJECT,
+        project_with("\n[targets.dev.cluster]\ntopology = \"cloud\"\nshards = 3\n")
+    )],
+    "STB-CONFIG-004",
+    "streambuild_project.toml:9:1"
+);

@@ -496,3 +496,35 @@ fn project_dir_without_pipelines_is_an_error_not_a_guess() {
     assert_eq!(diagnostics.len(), 1, "{diagnostics:#?}");
     assert_eq!(diagnostics[0].code, "STB-DISCOVER-001");
 }
+
+#[test]
+fn a_target_on_a_cluster_gets_its_topology_with_the_default_path_and_replica() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    write(
+        dir.path(),
+        &[(
+            "streambuild_project.toml",
+            "name = \"shop\"\ndefault_target = \"dev\"\n\n[targets.dev]\ndatabase = \"shop_dev\"\n\n[targets.prod]\ndatabase = \"shop\"\n\n[targets.prod.cluster]\ntopology = \"sharded\"\nname = \"analytics\"\nsharding_key = \"cityHash64(id)\"\n",
+        )],
+    );
+    let dev = discover_in(dir.path(), None).unwrap_or_else(|d| panic!("{d:#?}"));
+    assert_eq!(
+        dev.cluster, None,
+        "a target without [cluster] is one server"
+    );
+    let prod = discover_in(dir.path(), Some("prod")).unwrap_or_else(|d| panic!("{d:#?}"));
+    let cluster = prod.cluster.expect("prod is on a cluster");
+    assert_eq!(
+        cluster.cluster(),
+        stb_ddl::cluster::Cluster {
+            topology: stb_ddl::cluster::Topology::Sharded,
+            name: "analytics".to_owned(),
+            zookeeper_path: "/clickhouse/tables/{uuid}/{shard}".to_owned(),
+            replica: "{replica}".to_owned(),
+        }
+    );
+    assert_eq!(cluster.sharding_key.as_deref(), Some("cityHash64(id)"));
+    // `discover --json` shows it in the project file's words.
+    let json = serde_json::to_value(&cluster).expect("JSON");
+    assert_eq!(json["topology"], "sharded");
+}

@@ -143,3 +143,56 @@ fn a_drifted_adopted_table_or_an_unknown_selector_stops_the_plan() {
     let json: Value = serde_json::from_slice(&output.stdout).expect("JSON");
     assert_eq!(json["error"]["code"], "STB-SELECT-002", "{json}");
 }
+
+/// The project with `[targets.dev.cluster]` holding `cluster`.
+fn project_on_cluster(database: &str, cluster: &str) -> tempfile::TempDir {
+    let dir = project(database);
+    let file = dir.path().join("streambuild_project.toml");
+    let mut text = std::fs::read_to_string(&file).expect("project file");
+    text.push_str(&format!("\n[targets.dev.cluster]\n{cluster}"));
+    std::fs::write(&file, text).expect("project file");
+    dir
+}
+
+#[test]
+fn a_cluster_target_is_planned_only_where_its_statements_are_the_single_server_s() {
+    let db = TestDatabase::create("plan_cluster");
+    execute(&format!(
+        "CREATE TABLE {}.customers_existing (id UInt64, name String, updated_at DateTime64(3)) ENGINE = MergeTree ORDER BY id",
+        db.name
+    ));
+    let before = tables(&db.name);
+    let refusal = |cluster: &str| {
+        let dir = project_on_cluster(&db.name, cluster);
+        let output = plan(&dir, &["--json"]);
+        assert!(!output.status.success(), "{cluster}");
+        let text = String::from_utf8_lossy(&output.stderr).into_owned()
+            + &String::from_utf8_lossy(&output.stdout);
+        assert_eq!(tables(&db.name), before, "nothing changed: {text}");
+        text
+    };
+    // ON CLUSTER and sharded statements are not written by the planner yet.
+    for cluster in [
+        "topology = \"on_cluster\"\nname = \"stb_local\"\n",
+        "topology = \"sharded\"\nname = \"stb_local\"\nsharding_key = \"rand()\"\n",
+    ] {
+        let text = refusal(cluster);
+        assert!(text.contains("STB-CLUSTER-001"), "{cluster}: {text}");
+    }
+    // A replicated target on a database that is not a Replicated database.
+    let text = refusal("topology = \"replicated\"\n");
+    assert!(
+        text.contains("STB-CLUSTER-002") && text.contains("has the Atomic engine"),
+        "{text}"
+    );
+    // The cloud takes the single server's statements: the plan is the same.
+    let cloud = project_on_cluster(&db.name, "topology = \"cloud\"\n");
+    let output = plan(&cloud, &["--json"]);
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let json: Value = serde_json::from_slice(&output.stdout).expect("JSON");
+    assert_eq!(json["entries"][0]["model"], "customer_names");
+}

@@ -1,0 +1,335 @@
+//! The same objects on a ClickHouse cluster: one statement per object and topology, from
+//! the single-server types of this crate.
+//!
+//! - [`Topology::ReplicatedDatabase`] and [`Topology::Cloud`]: the statements a single
+//!   server gets. A `Replicated` database runs each DDL statement on every replica and
+//!   makes `MergeTree`-family tables replicated itself; ClickHouse Cloud stores every table
+//!   replicated (`SharedMergeTree`).
+//! - [`Topology::OnCluster`]: every statement `ON CLUSTER <name>`, `MergeTree`-family
+//!   engines in their `Replicated` form, with a path and replica name made of macros.
+//! - [`Topology::Sharded`]: [`Topology::OnCluster`], and each table split in two: its rows
+//!   in `<name>_local` on every shard, and `<name>` a `Distributed` table over them that
+//!   places each inserted row by the model's sharding key. Materialized views write
+//!   through the `Distributed` table (so a row reaches the shard its key names, where an
+//!   aggregate merges it with the rows of the same key) and read the local rows of the
+//!   shard they run on.
+
+use std::fmt::Write as _;
+
+use crate::{
+    Audience, KafkaTable, MaterializedView, QualifiedName, Table, View, identifier, string_literal,
+};
+
+/// Where a replicated table keeps its coordination state by default: ClickHouse's own
+/// `default_replica_path`. `{uuid}` is the table's identity, which `ON CLUSTER` and a
+/// `Replicated` database give every replica alike; unlike `{database}/{table}` it follows
+/// the table through `EXCHANGE TABLES` and `RENAME` (a build swaps tables), and a table
+/// created again after a drop never meets the state of the dropped one.
+pub const DEFAULT_ZOOKEEPER_PATH: &str = "/clickhouse/tables/{uuid}/{shard}";
+/// The replica's name, from each server's `<macros>`.
+pub const DEFAULT_REPLICA: &str = "{replica}";
+/// What a sharded table's local part is called: `<name>_local`.
+pub const LOCAL_SUFFIX: &str = "_local";
+
+/// The `MergeTree` family: the engines that have a `Replicated` form.
+const REPLICABLE: &[&str] = &[
+    "MergeTree",
+    "ReplacingMergeTree",
+    "SummingMergeTree",
+    "AggregatingMergeTree",
+    "CollapsingMergeTree",
+    "VersionedCollapsingMergeTree",
+    "GraphiteMergeTree",
+    "CoalescingMergeTree",
+];
+
+/// How a target spreads its objects over a cluster.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Topology {
+    ReplicatedDatabase,
+    OnCluster,
+    Sharded,
+    Cloud,
+}
+
+impl Topology {
+    /// The word a project file uses for it (`[targets.<name>.cluster] topology`).
+    #[must_use]
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::ReplicatedDatabase => "replicated",
+            Self::OnCluster => "on_cluster",
+            Self::Sharded => "sharded",
+            Self::Cloud => "cloud",
+        }
+    }
+
+    /// The topology a project file names, if any.
+    #[must_use]
+    pub fn parse(word: &str) -> Option<Self> {
+        [
+            Self::ReplicatedDatabase,
+            Self::OnCluster,
+            Self::Sharded,
+            Self::Cloud,
+        ]
+        .into_iter()
+        .find(|t| t.as_str() == word)
+    }
+
+    /// Whether statements name the cluster (`ON CLUSTER`), which then needs a name.
+    #[must_use]
+    pub fn names_cluster(self) -> bool {
+        matches!(self, Self::OnCluster | Self::Sharded)
+    }
+}
+
+/// A target's cluster, as the DDL needs it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Cluster {
+    pub topology: Topology,
+    /// The cluster's name in the servers' `<remote_servers>`; used when
+    /// [`Topology::names_cluster`].
+    pub name: String,
+    /// A replicated table's coordination path ([`DEFAULT_ZOOKEEPER_PATH`]).
+    pub zookeeper_path: String,
+    /// A replicated table's replica name ([`DEFAULT_REPLICA`]).
+    pub replica: String,
+}
+
+/// Why an object cannot be placed on a cluster.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ClusterError {
+    /// An engine outside the `MergeTree` family: its rows would live on one server only.
+    NotReplicable { engine: String },
+    /// A sharded table without a key that says which shard a row belongs to.
+    MissingShardingKey,
+}
+
+impl std::fmt::Display for ClusterError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::NotReplicable { engine } => write!(
+                f,
+                "engine {engine} cannot be replicated: only MergeTree-family engines keep their rows on every replica"
+            ),
+            Self::MissingShardingKey => {
+                f.write_str("a table on a sharded cluster needs a sharding key")
+            }
+        }
+    }
+}
+
+/// An engine expression split into its name and its arguments (`None` without
+/// parentheses).
+fn split_engine(engine: &str) -> (&str, Option<&str>) {
+    let engine = engine.trim();
+    match engine.find('(') {
+        Some(open) if engine.ends_with(')') => (
+            engine[..open].trim(),
+            Some(engine[open + 1..engine.len() - 1].trim()),
+        ),
+        _ => (engine, None),
+    }
+}
+
+impl Cluster {
+    /// A cluster of `topology` named `name` with the default path and replica.
+    #[must_use]
+    pub fn new(topology: Topology, name: &str) -> Self {
+        Self {
+            topology,
+            name: name.to_owned(),
+            zookeeper_path: DEFAULT_ZOOKEEPER_PATH.to_owned(),
+            replica: DEFAULT_REPLICA.to_owned(),
+        }
+    }
+
+    /// ` ON CLUSTER <name>` when the topology names the cluster, else nothing.
+    #[must_use]
+    pub fn on_cluster(&self) -> String {
+        if self.topology.names_cluster() {
+            format!(" ON CLUSTER {}", identifier(&self.name))
+        } else {
+            String::new()
+        }
+    }
+
+    /// `engine` as this topology stores it: the `Replicated` form where the statements
+    /// name the cluster, as written elsewhere. An engine outside the `MergeTree` family is
+    /// refused in every topology (a `Replicated` database and the cloud would keep its
+    /// rows on one replica).
+    ///
+    /// # Errors
+    /// [`ClusterError::NotReplicable`] for an engine outside the family.
+    pub fn engine(&self, engine: &str) -> Result<String, ClusterError> {
+        let (name, arguments) = split_engine(engine);
+        let base = name.strip_prefix("Replicated").unwrap_or(name);
+        let base = base.strip_prefix("Shared").unwrap_or(base);
+        if !REPLICABLE.contains(&base) {
+            return Err(ClusterError::NotReplicable {
+                engine: engine.trim().to_owned(),
+            });
+        }
+        if !self.topology.names_cluster() || name != base {
+            // Already replicated (or shared) as the author wrote it, or replicated by the
+            // database or the cloud.
+            return Ok(engine.trim().to_owned());
+        }
+        let mut parts = vec![
+            string_literal(&self.zookeeper_path),
+            string_literal(&self.replica),
+        ];
+        parts.extend(arguments.filter(|a| !a.is_empty()).map(str::to_owned));
+        Ok(format!("Replicated{base}({})", parts.join(", ")))
+    }
+
+    /// Where a table's rows live: `<name>_local` on a sharded cluster, else the table.
+    #[must_use]
+    pub fn storage_name(&self, name: &QualifiedName) -> QualifiedName {
+        if self.topology == Topology::Sharded {
+            QualifiedName::new(&name.database, &format!("{}{LOCAL_SUFFIX}", name.name))
+        } else {
+            name.clone()
+        }
+    }
+
+    /// The statements that create `table`, in order: on a sharded cluster its local part
+    /// and then the `Distributed` table over it (placing rows by `sharding_key`, which a
+    /// table written only on the shard that holds its rows, a landing, goes without).
+    ///
+    /// # Errors
+    /// The engine cannot be replicated, or a sharded table that rows are inserted into
+    /// through its `Distributed` table has no sharding key.
+    pub fn create_table(
+        &self,
+        table: &Table,
+        sharding_key: Option<&str>,
+        placement: Placement,
+    ) -> Result<Vec<String>, ClusterError> {
+        let engine = self.engine(&table.engine)?;
+        let storage = Table {
+            name: self.storage_name(&table.name),
+            engine,
+            ..table.clone()
+        };
+        let mut statements = vec![storage.render_named(
+            "CREATE TABLE",
+            &format!("{}{}", storage.name, self.on_cluster()),
+        )];
+        if self.topology == Topology::Sharded {
+            let key = match (placement, sharding_key.map(str::trim)) {
+                (_, Some(key)) if !key.is_empty() => Some(key),
+                (Placement::ByKey, _) => return Err(ClusterError::MissingShardingKey),
+                (Placement::WhereWritten, _) => None,
+            };
+            statements.push(self.distributed(table, &storage.name, key));
+        }
+        Ok(statements)
+    }
+
+    /// `CREATE TABLE <name> ON CLUSTER ... ENGINE = Distributed(...)` over `local`.
+    fn distributed(&self, table: &Table, local: &QualifiedName, key: Option<&str>) -> String {
+        let mut text = format!("CREATE TABLE {}{} (\n", table.name, self.on_cluster());
+        text.push_str(&crate::column_lines(&table.columns));
+        let _ = write!(
+            text,
+            "\n) ENGINE = Distributed({}, {}, {}{})",
+            string_literal(&self.name),
+            string_literal(&local.database),
+            string_literal(&local.name),
+            key.map(|k| format!(", {k}")).unwrap_or_default()
+        );
+        text
+    }
+
+    /// A materialized view on every server of the cluster, writing into its target (the
+    /// `Distributed` table on a sharded cluster, which places each row by its key). Its
+    /// query is the caller's: on a sharded cluster it reads the local parts of its
+    /// upstream tables, the rows of the shard it runs on.
+    #[must_use]
+    pub fn create_materialized_view(&self, view: &MaterializedView) -> String {
+        view.render_named(
+            "CREATE MATERIALIZED VIEW",
+            &format!("{}{}", view.name, self.on_cluster()),
+        )
+    }
+
+    /// A landing's materialized view: it writes the rows its server consumed into the
+    /// local part of the landing (each server of one consumer group lands what it reads).
+    #[must_use]
+    pub fn create_landing_view(&self, view: &MaterializedView) -> String {
+        self.create_materialized_view(&MaterializedView {
+            target: self.storage_name(&view.target),
+            ..view.clone()
+        })
+    }
+
+    /// A plain view on every server.
+    #[must_use]
+    pub fn create_view(&self, view: &View) -> String {
+        format!(
+            "CREATE VIEW {}{} AS\n{}",
+            view.name,
+            self.on_cluster(),
+            view.query
+        )
+    }
+
+    /// A stable view pointed at another relation (`CREATE OR REPLACE VIEW`), on every
+    /// server: a virtual deployment's binding.
+    #[must_use]
+    pub fn bind_view(&self, view: &QualifiedName, target: &QualifiedName) -> String {
+        format!(
+            "CREATE OR REPLACE VIEW {view}{} AS\nSELECT * FROM {target}",
+            self.on_cluster()
+        )
+    }
+
+    /// A Kafka table on every server, all in the table's one consumer group: the broker
+    /// gives each server some of the topic's partitions, so each message is read once
+    /// across the cluster.
+    #[must_use]
+    pub fn create_kafka_table(&self, table: &KafkaTable, audience: Audience) -> String {
+        table.render_named(
+            audience,
+            "CREATE TABLE",
+            &format!("{}{}", table.name, self.on_cluster()),
+        )
+    }
+
+    /// Two relations' names swapped on every server.
+    #[must_use]
+    pub fn exchange(&self, a: &QualifiedName, b: &QualifiedName) -> String {
+        format!("EXCHANGE TABLES {a} AND {b}{}", self.on_cluster())
+    }
+
+    /// A relation dropped on every server (`SYNC`: its replicated state goes with it).
+    #[must_use]
+    pub fn drop(&self, kind: DropKind, name: &QualifiedName) -> String {
+        let kind = match kind {
+            DropKind::Table => "TABLE",
+            DropKind::View => "VIEW",
+        };
+        format!("DROP {kind} IF EXISTS {name}{} SYNC", self.on_cluster())
+    }
+}
+
+/// How the rows of a sharded table reach their shard.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Placement {
+    /// Inserted through the `Distributed` table, which places them by the sharding key.
+    ByKey,
+    /// Written on the shard that holds them (a landing: what that server consumed).
+    WhereWritten,
+}
+
+/// What [`Cluster::drop`] drops.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DropKind {
+    Table,
+    View,
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,161 @@
+use super::{Cluster, ClusterError, DropKind, Placement, Topology};
+use crate::{
+    Audience, Column, KafkaSettings, MaterializedView, QualifiedName, Table, View, managed_source,
+};
+
+const TOPOLOGIES: [Topology; 4] = [
+    Topology::ReplicatedDatabase,
+    Topology::OnCluster,
+    Topology::Sharded,
+    Topology::Cloud,
+];
+
+fn totals(engine: &str) -> Table {
+    Table {
+        name: QualifiedName::new("shop", "tbl__order_totals"),
+        columns: vec![
+            Column::new("customer_id", "String"),
+            Column::new("amount", "Decimal(18, 4)"),
+            Column::new("updated_at", "DateTime64(3)"),
+        ],
+        engine: engine.to_owned(),
+        order_by: vec!["customer_id".to_owned()],
+        partition_by: Some("toYYYYMM(updated_at)".to_owned()),
+        ttl: None,
+        settings: vec![("index_granularity".to_owned(), "8192".to_owned())],
+    }
+}
+
+/// Every object a project creates, as `topology` creates it, one statement after another.
+fn everything(topology: Topology) -> String {
+    let cluster = Cluster::new(topology, "analytics");
+    let source = managed_source(
+        "shop",
+        "orders",
+        KafkaSettings {
+            broker_list: "kafka:9092".to_owned(),
+            topic: "shop.orders".to_owned(),
+            group: "streambuild_shop_orders".to_owned(),
+            format: "JSONAsString".to_owned(),
+            settings: Vec::new(),
+            hidden: Vec::new(),
+        },
+        None,
+    );
+    let mut statements = vec![cluster.create_kafka_table(&source.kafka, Audience::Artifact)];
+    statements.extend(
+        cluster
+            .create_table(&source.raw, None, Placement::WhereWritten)
+            .expect("a landing"),
+    );
+    statements.push(cluster.create_landing_view(&source.landing));
+    for engine in [
+        "MergeTree()",
+        "ReplacingMergeTree(updated_at)",
+        "AggregatingMergeTree",
+        "ReplicatedSummingMergeTree('/custom/{shard}/totals', '{replica}', amount)",
+    ] {
+        statements.extend(
+            cluster
+                .create_table(
+                    &totals(engine),
+                    Some("cityHash64(customer_id)"),
+                    Placement::ByKey,
+                )
+                .expect(engine),
+        );
+    }
+    statements.push(cluster.create_materialized_view(&MaterializedView {
+        name: QualifiedName::new("shop", "mv__order_totals"),
+        target: QualifiedName::new("shop", "tbl__order_totals"),
+        query:
+            "SELECT customer_id, amount, updated_at FROM shop.tbl__orders_clean_local".to_owned(),
+        refresh: None,
+    }));
+    statements.push(cluster.create_view(&View {
+        name: QualifiedName::new("shop", "view__revenue"),
+        query: "SELECT sum(amount) AS revenue FROM shop.tbl__order_totals".to_owned(),
+    }));
+    let stable = QualifiedName::new("shop", "tbl__order_totals");
+    let copy = QualifiedName::new("shop", "tbl__order_totals__20261205T000000Z_a1b2c3");
+    statements.push(cluster.bind_view(&stable, &copy));
+    statements.push(cluster.exchange(&stable, &copy));
+    statements.push(cluster.drop(DropKind::Table, &copy));
+    statements.push(cluster.drop(DropKind::View, &QualifiedName::new("shop", "view__revenue")));
+    statements.join(";\n\n")
+}
+
+#[test]
+fn every_object_in_every_topology() {
+    for topology in TOPOLOGIES {
+        insta::assert_snapshot!(
+            format!("cluster_{}", topology.as_str()),
+            everything(topology)
+        );
+    }
+}
+
+#[test]
+fn engines_outside_the_merge_tree_family_are_refused_in_every_topology() {
+    for topology in TOPOLOGIES {
+        let cluster = Cluster::new(topology, "analytics");
+        for engine in ["Memory", "Log()", "Null", "Join(ANY, LEFT, id)"] {
+            assert_eq!(
+                cluster.create_table(&totals(engine), Some("rand()"), Placement::ByKey),
+                Err(ClusterError::NotReplicable {
+                    engine: engine.to_owned()
+                }),
+                "{engine} on {topology:?}"
+            );
+        }
+    }
+}
+
+#[test]
+fn a_sharded_table_written_through_its_distributed_table_needs_a_key() {
+    let sharded = Cluster::new(Topology::Sharded, "analytics");
+    for key in [None, Some(""), Some("  ")] {
+        assert_eq!(
+            sharded.create_table(&totals("MergeTree"), key, Placement::ByKey),
+            Err(ClusterError::MissingShardingKey)
+        );
+    }
+    // Other topologies have one copy of every row per replica: no key is asked for.
+    let replicated = Cluster::new(Topology::OnCluster, "analytics");
+    assert!(
+        replicated
+            .create_table(&totals("MergeTree"), None, Placement::ByKey)
+            .is_ok()
+    );
+}
+
+#[test]
+fn engine_arguments_follow_the_path_and_replica() {
+    let mut cluster = Cluster::new(Topology::OnCluster, "c");
+    cluster.zookeeper_path = "/ch/{shard}/{database}/{table}".to_owned();
+    cluster.replica = "{replica}-x".to_owned();
+    assert_eq!(
+        cluster.engine(" VersionedCollapsingMergeTree(sign, version) "),
+        Ok("ReplicatedVersionedCollapsingMergeTree('/ch/{shard}/{database}/{table}', '{replica}-x', sign, version)".to_owned())
+    );
+    assert_eq!(
+        cluster.engine("MergeTree()"),
+        Ok("ReplicatedMergeTree('/ch/{shard}/{database}/{table}', '{replica}-x')".to_owned())
+    );
+    assert_eq!(
+        cluster.engine("SharedMergeTree"),
+        Ok("SharedMergeTree".to_owned()),
+        "the author's own form is kept"
+    );
+    let plain = Cluster::new(Topology::ReplicatedDatabase, "");
+    assert_eq!(plain.engine("MergeTree()"), Ok("MergeTree()".to_owned()));
+    assert_eq!(plain.on_cluster(), "");
+}
+
+#[test]
+fn topologies_read_back_from_their_words() {
+    for topology in TOPOLOGIES {
+        assert_eq!(Topology::parse(topology.as_str()), Some(topology));
+    }
+    assert_eq!(Topology::parse("shards"), None);
+}
