@@ -100,6 +100,8 @@ test("plan, build, follow live, promote, stage again and roll back", async ({ pa
   await page.getByRole("link", { name: "Catalog" }).click();
   await page.getByRole("link", { name: "order_events", exact: true }).click();
   await expect(page.getByRole("heading", { name: "order_events", exact: true })).toBeVisible();
+  // The MODEL header's description, as the author wrote it.
+  await expect(page.getByText("Every order event, parsed once from the landing table")).toBeVisible();
   await keep(page, "catalog");
   await page.getByRole("link", { name: "Sources" }).click();
   await expect(page.getByRole("cell", { name: project.topic })).toBeVisible();

@@ -165,6 +165,12 @@ struct Spec<'a> {
 
 #[derive(Serialize)]
 struct ModelEntry<'a> {
+    /// The header's column descriptions; absent when none.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    column_descriptions: &'a BTreeMap<String, String>,
+    /// The header's `description`; absent when none.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    description: Option<&'a str>,
     logical_key: String,
     name: &'a str,
     pipeline: &'a str,
@@ -488,6 +494,8 @@ fn model_entry<'a>(item: &'a AnalysedModel<'_>, compiled: &'a CompiledModel) -> 
     });
     let is_table = item.model.kind == ModelKind::Table;
     ModelEntry {
+        column_descriptions: &item.model.docs.columns,
+        description: item.model.docs.description.as_deref(),
         logical_key: format!("model:{}", item.model.name),
         name: &item.model.name,
         pipeline: &item.pipeline.name,

@@ -2,6 +2,7 @@
 //! elsewhere and never regenerated), and the compiled models and sources as the planner
 //! sees them.
 
+pub mod docs;
 pub mod file;
 pub mod header;
 pub mod keys;

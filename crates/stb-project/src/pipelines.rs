@@ -49,6 +49,10 @@ pub struct Model {
     /// The file's text, as read once by discovery.
     #[serde(skip)]
     pub text: String,
+    /// Its header's `description` and column descriptions (`description`,
+    /// `column_descriptions` in `stb discover --json`, absent when there are none).
+    #[serde(flatten)]
+    pub docs: stb_model::docs::ModelDocs,
 }
 
 #[derive(Debug, Clone, serde::Serialize)]
@@ -485,6 +489,7 @@ fn models(
         } else {
             None
         };
+        let docs = stb_model::docs::ModelDocs::of(&text);
         models.push(Model {
             name: stem,
             file,
@@ -492,6 +497,7 @@ fn models(
             driving_input,
             refs,
             text,
+            docs,
         });
     }
     models

@@ -106,11 +106,20 @@ pub fn of(project: &Project, compiled: &Compiled) -> (String, Value) {
             })
         })
         .collect();
+    let docs: std::collections::HashMap<&str, &stb_model::docs::ModelDocs> = project
+        .pipelines
+        .iter()
+        .flat_map(|p| &p.models)
+        .map(|m| (m.name.as_str(), &m.docs))
+        .collect();
     let models: Vec<Value> = compiled
         .plan_models
         .iter()
         .map(|model| {
+            let docs = docs.get(model.name.as_str());
             json!({
+                "description": docs.and_then(|d| d.description.as_deref()),
+                "columnDescriptions": docs.map(|d| &d.columns),
                 "name": model.name,
                 "pipeline": model.pipeline,
                 "kind": if model.is_table { "table" } else { "view" },
@@ -148,6 +157,57 @@ mod tests {
             value: value.to_owned(),
             from_environment,
         }
+    }
+
+    #[test]
+    fn models_carry_their_header_s_descriptions() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        for (path, text) in [
+            (
+                "streambuild_project.toml",
+                "name = \"shop\"\ndefault_target = \"dev\"\n[targets.dev]\ndatabase = \"shop\"\n",
+            ),
+            (
+                "sources/orders.yml",
+                "sources:\n  - name: orders\n    kind: stream_table\n    table_name: orders\n    replay_boundary:\n      mode: timestamp\n      columns:\n        _replay_timestamp: ts\n",
+            ),
+            (
+                "pipelines/pl__shop/revenue.sql",
+                "MODEL (\n  description \"Revenue per customer\",\n  order_by [\"customer_id\"],\n  columns (revenue_cents (description \"Sum of paid orders\")),\n);\nSELECT customer_id::UInt64 AS customer_id, sum(amount)::UInt64 AS revenue_cents FROM __source(\"orders\") GROUP BY customer_id\n",
+            ),
+            (
+                "pipelines/pl__shop/plain.sql",
+                "MODEL (kind view);\nSELECT count()::UInt64 AS n FROM __ref(\"revenue\")\n",
+            ),
+        ] {
+            let file = dir.path().join(path);
+            std::fs::create_dir_all(file.parent().expect("parent")).expect("mkdir");
+            std::fs::write(file, text).expect("write");
+        }
+        let project = stb_project::discover(&stb_project::DiscoverOptions {
+            project_dir: Some(dir.path().to_path_buf()),
+            cwd: dir.path().to_path_buf(),
+            ..Default::default()
+        })
+        .expect("discovers");
+        let compiled = stb_compile::compile(&project).expect("compiles");
+        let (_, definitions) = of(&project, &compiled);
+        let model = |name: &str| {
+            definitions["models"]
+                .as_array()
+                .and_then(|models| models.iter().find(|m| m["name"] == name))
+                .cloned()
+                .unwrap_or_else(|| panic!("{name} in {definitions}"))
+        };
+        let revenue = model("revenue");
+        assert_eq!(revenue["description"], "Revenue per customer");
+        assert_eq!(
+            revenue["columnDescriptions"],
+            json!({"revenue_cents": "Sum of paid orders"})
+        );
+        let plain = model("plain");
+        assert_eq!(plain["description"], Value::Null);
+        assert_eq!(plain["columnDescriptions"], json!({}));
     }
 
     #[test]

@@ -28,6 +28,10 @@ export interface Model {
   drivingInput: string | null;
   reference: string;
   outputColumns: { name: string; type: string }[];
+  /** The MODEL header's `description`, when it has one. */
+  description: string | null;
+  /** Column descriptions from the header's `columns (...)`, by column name. */
+  columnDescriptions: Record<string, string> | null;
 }
 
 export interface Definitions {

@@ -180,6 +180,8 @@ fn model_key(settings: &str, model: &Model) -> String {
         driving_input,
         refs,
         text,
+        // Read from the text, which is hashed below.
+        docs: _,
     } = model;
     let mut hasher = Hasher::new();
     for part in [

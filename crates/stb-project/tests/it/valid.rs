@@ -218,6 +218,11 @@ fn the_full_project_discovers_cleanly() {
         orders.models[0].driving_input.as_deref(),
         Some("orders_clean")
     );
+    // The header's description reaches `stb discover --json`; a model without one has none.
+    let clean = serde_json::to_value(&orders.models[1]).expect("JSON");
+    assert_eq!(clean["description"], "orders; cleaned );");
+    let totals = serde_json::to_value(&orders.models[0]).expect("JSON");
+    assert!(totals.get("description").is_none(), "{totals}");
 
     let reporting = &project.pipelines[2];
     assert_eq!(reporting.mode, Mode::Virtual);
