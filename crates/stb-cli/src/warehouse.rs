@@ -11,6 +11,8 @@ use crate::output::Failure;
 impl ConnectionArgs {
     /// A client without a default database (statements are qualified), and the database.
     pub(crate) fn connect(&self, project: &Project) -> Result<(Client, String), Failure> {
+        // Nothing is asked of a cluster the commands cannot yet work on safely.
+        stb_engine::cluster::supported(project)?;
         let env = |name: &str| std::env::var(name).ok();
         let resolved = project.connection.resolve(&env).map_err(|d| Failure {
             code: d.code,

@@ -29,10 +29,26 @@ pub(crate) fn check(
     let (message, hint, offset) = match error {
         ClusterError::NotReplicable { engine } => (
             format!(
-                "Model '{}' uses engine {engine}, which the {topology} cluster cannot replicate: its rows would live on one server",
+                "Model '{}' uses engine {engine}, which has no replicated form for the {topology} cluster",
                 model.name
             ),
-            "use a MergeTree-family engine (MergeTree, ReplacingMergeTree, AggregatingMergeTree, ...)".to_owned(),
+            "use a MergeTree-family engine (MergeTree, ReplacingMergeTree, AggregatingMergeTree, ...; names are case-sensitive)".to_owned(),
+            analysed.engine_offset,
+        ),
+        ClusterError::Unreadable { engine } => (
+            format!(
+                "Model '{}' engine {engine} is not one engine name with one argument list, which a cluster needs to write its replicated form",
+                model.name
+            ),
+            "write the engine alone, as \"ReplacingMergeTree(updated_at)\"; keys and partitions have their own MODEL keys (order_by, partition_by)".to_owned(),
+            analysed.engine_offset,
+        ),
+        ClusterError::SharedPath { path } => (
+            format!(
+                "Model '{}' engine's coordination path '{path}' would be shared by the build's copies of the table on the {topology} cluster",
+                model.name
+            ),
+            "put {uuid} in the path (or {database} and {table}; and {shard} on a sharded cluster), or leave the path out: the cluster's zookeeper_path is used".to_owned(),
             analysed.engine_offset,
         ),
         ClusterError::MissingShardingKey => (

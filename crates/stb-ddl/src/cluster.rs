@@ -100,8 +100,13 @@ pub struct Cluster {
 /// Why an object cannot be placed on a cluster.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ClusterError {
-    /// An engine outside the `MergeTree` family: its rows would live on one server only.
+    /// An engine outside the `MergeTree` family: it has no replicated form.
     NotReplicable { engine: String },
+    /// An engine expression that is not a name with one argument list.
+    Unreadable { engine: String },
+    /// A replicated engine written with a coordination path that more than one table
+    /// would share (no `{uuid}` or `{database}` and `{table}`; no `{shard}` when sharded).
+    SharedPath { path: String },
     /// A sharded table without a key that says which shard a row belongs to.
     MissingShardingKey,
 }
@@ -111,7 +116,15 @@ impl std::fmt::Display for ClusterError {
         match self {
             Self::NotReplicable { engine } => write!(
                 f,
-                "engine {engine} cannot be replicated: only MergeTree-family engines keep their rows on every replica"
+                "engine {engine} has no replicated form: only MergeTree-family engines are kept alike on every replica"
+            ),
+            Self::Unreadable { engine } => write!(
+                f,
+                "engine {engine} is not a name with one list of arguments"
+            ),
+            Self::SharedPath { path } => write!(
+                f,
+                "the coordination path '{path}' would be shared by more than one table"
             ),
             Self::MissingShardingKey => {
                 f.write_str("a table on a sharded cluster needs a sharding key")
@@ -121,16 +134,61 @@ impl std::fmt::Display for ClusterError {
 }
 
 /// An engine expression split into its name and its arguments (`None` without
-/// parentheses).
-fn split_engine(engine: &str) -> (&str, Option<&str>) {
+/// parentheses); `None` when it is not a name followed by at most one argument list
+/// (text after the list's closing parenthesis, an unclosed list, a name with spaces).
+fn split_engine(engine: &str) -> Option<(&str, Option<&str>)> {
     let engine = engine.trim();
-    match engine.find('(') {
-        Some(open) if engine.ends_with(')') => (
-            engine[..open].trim(),
-            Some(engine[open + 1..engine.len() - 1].trim()),
-        ),
-        _ => (engine, None),
+    let Some(open) = engine.find('(') else {
+        return (!engine.is_empty() && !engine.contains(char::is_whitespace))
+            .then_some((engine, None));
+    };
+    let name = engine[..open].trim_end();
+    if name.is_empty() || name.contains(char::is_whitespace) {
+        return None;
     }
+    let (mut depth, mut quoted, mut escaped) = (0_usize, false, false);
+    for (at, c) in engine[open..].char_indices() {
+        if quoted {
+            match (escaped, c) {
+                (true, _) => escaped = false,
+                (false, '\\') => escaped = true,
+                (false, '\'') => quoted = false,
+                _ => {}
+            }
+            continue;
+        }
+        match c {
+            '\'' => quoted = true,
+            '(' => depth += 1,
+            ')' => {
+                depth -= 1;
+                if depth == 0 {
+                    let close = open + at;
+                    return engine[close + 1..]
+                        .trim()
+                        .is_empty()
+                        .then(|| (name, Some(engine[open + 1..close].trim())));
+                }
+            }
+            _ => {}
+        }
+    }
+    None
+}
+
+/// Whether a replicated table's coordination `path` names one table only: it holds
+/// `{uuid}`, or both `{database}` and `{table}`, and (on a sharded cluster) `{shard}`.
+#[must_use]
+pub fn path_is_unique(path: &str, sharded: bool) -> bool {
+    (path.contains("{uuid}") || (path.contains("{database}") && path.contains("{table}")))
+        && (!sharded || path.contains("{shard}"))
+}
+
+/// The first argument of an argument list when it is a string literal (a replicated
+/// engine's coordination path).
+fn first_string_argument(arguments: &str) -> Option<&str> {
+    let rest = arguments.trim_start().strip_prefix('\'')?;
+    rest.find('\'').map(|end| &rest[..end])
 }
 
 impl Cluster {
@@ -161,14 +219,30 @@ impl Cluster {
     /// rows on one replica).
     ///
     /// # Errors
-    /// [`ClusterError::NotReplicable`] for an engine outside the family.
+    /// [`ClusterError::NotReplicable`] for an engine outside the family,
+    /// [`ClusterError::Unreadable`] for one that is not a name and an argument list, and
+    /// [`ClusterError::SharedPath`] for a replicated engine whose written path more than
+    /// one table would share.
     pub fn engine(&self, engine: &str) -> Result<String, ClusterError> {
-        let (name, arguments) = split_engine(engine);
+        let unreadable = || ClusterError::Unreadable {
+            engine: engine.trim().to_owned(),
+        };
+        let (name, arguments) = split_engine(engine).ok_or_else(unreadable)?;
         let base = name.strip_prefix("Replicated").unwrap_or(name);
         let base = base.strip_prefix("Shared").unwrap_or(base);
         if !REPLICABLE.contains(&base) {
             return Err(ClusterError::NotReplicable {
                 engine: engine.trim().to_owned(),
+            });
+        }
+        if let Some(path) = arguments
+            .filter(|_| name != base)
+            .and_then(first_string_argument)
+            && !path_is_unique(path, self.topology == Topology::Sharded)
+        {
+            // The author's own path: a build's copy of the table would share it.
+            return Err(ClusterError::SharedPath {
+                path: path.to_owned(),
             });
         }
         if !self.topology.names_cluster() || name != base {
@@ -298,20 +372,34 @@ impl Cluster {
         )
     }
 
-    /// Two relations' names swapped on every server.
+    /// Two tables' rows swapped on every server: on a sharded cluster their local parts
+    /// (each `Distributed` table keeps reading `<its name>_local`, which now holds the
+    /// other's rows).
     #[must_use]
     pub fn exchange(&self, a: &QualifiedName, b: &QualifiedName) -> String {
-        format!("EXCHANGE TABLES {a} AND {b}{}", self.on_cluster())
+        format!(
+            "EXCHANGE TABLES {} AND {}{}",
+            self.storage_name(a),
+            self.storage_name(b),
+            self.on_cluster()
+        )
     }
 
-    /// A relation dropped on every server (`SYNC`: its replicated state goes with it).
+    /// A relation dropped on every server (`SYNC`: its replicated state goes with it); on
+    /// a sharded cluster a table's `Distributed` table and then its local part.
     #[must_use]
-    pub fn drop(&self, kind: DropKind, name: &QualifiedName) -> String {
-        let kind = match kind {
-            DropKind::Table => "TABLE",
-            DropKind::View => "VIEW",
+    pub fn drop(&self, kind: DropKind, name: &QualifiedName) -> Vec<String> {
+        let statement = |kind: &str, name: &QualifiedName| {
+            format!("DROP {kind} IF EXISTS {name}{} SYNC", self.on_cluster())
         };
-        format!("DROP {kind} IF EXISTS {name}{} SYNC", self.on_cluster())
+        match kind {
+            DropKind::View => vec![statement("VIEW", name)],
+            DropKind::Table if self.topology == Topology::Sharded => vec![
+                statement("TABLE", name),
+                statement("TABLE", &self.storage_name(name)),
+            ],
+            DropKind::Table => vec![statement("TABLE", name)],
+        }
     }
 }
 

@@ -46,7 +46,7 @@ pub const CODES: &[(&str, &str)] = &[
     ),
     (
         "STB-CLUSTER-001",
-        "the target's cluster topology (on_cluster, sharded) cannot be planned or built yet",
+        "the target's cluster topology (on_cluster, sharded) cannot be planned, built or changed yet",
     ),
     (
         "STB-CLUSTER-002",

@@ -144,26 +144,45 @@ pub(crate) fn cluster(reader: &mut Reader<'_>, node: &Node, target: &str) -> Opt
             "use a macro each server defines, such as {replica}",
         );
     }
-    if topology == Topology::Sharded && !zookeeper_path.contains("{shard}") {
+    if topology.names_cluster()
+        && !stb_ddl::cluster::path_is_unique(&zookeeper_path, topology == Topology::Sharded)
+    {
         reader.report(
             codes::CONFIG_VALUE,
             at("zookeeper_path"),
             format!(
-                "{what} zookeeper_path '{zookeeper_path}' has no {{shard}}: every shard's tables would be replicas of one another"
+                "{what} zookeeper_path '{zookeeper_path}' would be shared by more than one table{}",
+                if topology == Topology::Sharded && !zookeeper_path.contains("{shard}") {
+                    ", and every shard's tables would be replicas of one another"
+                } else {
+                    ""
+                }
             ),
-            "put {shard} in the path, as the default /clickhouse/tables/{uuid}/{shard} does",
+            "put {uuid} in the path (or {database} and {table}), and {shard} on a sharded cluster, as the default /clickhouse/tables/{uuid}/{shard} does",
         );
     }
-    if topology != Topology::Sharded && sharding_key.is_some() {
-        reader.report(
-            codes::CONFIG_VALUE,
-            at("sharding_key"),
-            format!(
-                "{what} sharding_key is only used by the sharded topology, not {}",
-                topology.as_str()
-            ),
-            "remove it, or set topology = \"sharded\"",
-        );
+    // Keys a topology does not use are refused rather than ignored.
+    let used: &[&str] = match topology {
+        Topology::Sharded => &["name", "zookeeper_path", "replica", "sharding_key"],
+        Topology::OnCluster => &["name", "zookeeper_path", "replica"],
+        Topology::ReplicatedDatabase | Topology::Cloud => &[],
+    };
+    for key in ["name", "zookeeper_path", "replica", "sharding_key"] {
+        if node.get(key).is_some() && !used.contains(&key) {
+            reader.report(
+                codes::CONFIG_VALUE,
+                at(key),
+                format!(
+                    "{what} {key} is not used by the {} topology",
+                    topology.as_str()
+                ),
+                if key == "sharding_key" {
+                    "remove it, or set topology = \"sharded\""
+                } else {
+                    "remove it: a Replicated database and ClickHouse Cloud place tables themselves"
+                },
+            );
+        }
     }
     if reader.diagnostics.len() != before {
         return None;

@@ -52,8 +52,13 @@ fn everything(topology: Topology) -> String {
     for engine in [
         "MergeTree()",
         "ReplacingMergeTree(updated_at)",
+        "ReplacingMergeTree(updated_at, is_deleted)",
         "AggregatingMergeTree",
-        "ReplicatedSummingMergeTree('/custom/{shard}/totals', '{replica}', amount)",
+        "CollapsingMergeTree(sign)",
+        "VersionedCollapsingMergeTree(sign, version)",
+        "GraphiteMergeTree('graphite_rollup')",
+        "CoalescingMergeTree",
+        "ReplicatedSummingMergeTree('/custom/{uuid}/{shard}', '{replica}', amount)",
     ] {
         statements.extend(
             cluster
@@ -80,8 +85,8 @@ fn everything(topology: Topology) -> String {
     let copy = QualifiedName::new("shop", "tbl__order_totals__20261205T000000Z_a1b2c3");
     statements.push(cluster.bind_view(&stable, &copy));
     statements.push(cluster.exchange(&stable, &copy));
-    statements.push(cluster.drop(DropKind::Table, &copy));
-    statements.push(cluster.drop(DropKind::View, &QualifiedName::new("shop", "view__revenue")));
+    statements.extend(cluster.drop(DropKind::Table, &copy));
+    statements.extend(cluster.drop(DropKind::View, &QualifiedName::new("shop", "view__revenue")));
     statements.join(";\n\n")
 }
 
@@ -150,6 +155,89 @@ fn engine_arguments_follow_the_path_and_replica() {
     let plain = Cluster::new(Topology::ReplicatedDatabase, "");
     assert_eq!(plain.engine("MergeTree()"), Ok("MergeTree()".to_owned()));
     assert_eq!(plain.on_cluster(), "");
+}
+
+#[test]
+fn engines_that_do_not_read_as_one_name_and_one_list_are_refused() {
+    let cluster = Cluster::new(Topology::OnCluster, "c");
+    for engine in [
+        "MergeTree() PARTITION BY f(x)",
+        "MergeTree(",
+        "Replacing MergeTree",
+        "",
+        "MergeTree() )",
+    ] {
+        assert_eq!(
+            cluster.engine(engine),
+            Err(ClusterError::Unreadable {
+                engine: engine.trim().to_owned()
+            }),
+            "{engine:?}"
+        );
+    }
+    // Parentheses and quotes inside the arguments are the arguments'.
+    assert_eq!(
+        cluster.engine("SummingMergeTree((a, b))"),
+        Ok(
+            "ReplicatedSummingMergeTree('/clickhouse/tables/{uuid}/{shard}', '{replica}', (a, b))"
+                .to_owned()
+        )
+    );
+    assert_eq!(
+        cluster.engine("GraphiteMergeTree('rollup (x)')"),
+        Ok("ReplicatedGraphiteMergeTree('/clickhouse/tables/{uuid}/{shard}', '{replica}', 'rollup (x)')".to_owned())
+    );
+}
+
+#[test]
+fn a_written_path_that_tables_would_share_is_refused() {
+    let sharded = Cluster::new(Topology::Sharded, "c");
+    for (engine, path) in [
+        (
+            "ReplicatedMergeTree('/clickhouse/tables/{shard}/orders', '{replica}')",
+            "/clickhouse/tables/{shard}/orders",
+        ),
+        (
+            "ReplicatedMergeTree('/clickhouse/tables/{uuid}', '{replica}')",
+            "/clickhouse/tables/{uuid}",
+        ),
+    ] {
+        assert_eq!(
+            sharded.engine(engine),
+            Err(ClusterError::SharedPath {
+                path: path.to_owned()
+            })
+        );
+    }
+    // One shard: a path with the table's identity is enough.
+    let replicated = Cluster::new(Topology::OnCluster, "c");
+    assert!(
+        replicated
+            .engine("ReplicatedMergeTree('/t/{database}/{table}', '{replica}')")
+            .is_ok()
+    );
+    assert!(super::path_is_unique("/t/{uuid}/{shard}", true));
+    assert!(!super::path_is_unique("/t/{table}/{shard}", true));
+}
+
+#[test]
+fn a_sharded_swap_and_drop_reach_the_local_parts() {
+    let sharded = Cluster::new(Topology::Sharded, "c");
+    let (a, b) = (
+        QualifiedName::new("s", "t"),
+        QualifiedName::new("s", "t__new"),
+    );
+    assert_eq!(
+        sharded.exchange(&a, &b),
+        "EXCHANGE TABLES s.t_local AND s.t__new_local ON CLUSTER c"
+    );
+    assert_eq!(
+        sharded.drop(DropKind::Table, &b),
+        [
+            "DROP TABLE IF EXISTS s.t__new ON CLUSTER c SYNC",
+            "DROP TABLE IF EXISTS s.t__new_local ON CLUSTER c SYNC"
+        ]
+    );
 }
 
 #[test]

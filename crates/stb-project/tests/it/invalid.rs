@@ -761,3 +761,23 @@ invalid!(
     "STB-CONFIG-004",
     "streambuild_project.toml:9:1"
 );
+invalid!(
+    cluster_path_shared_by_every_table,
+    [(
+        PROJECT,
+        project_with(
+            "\n[targets.dev.cluster]\ntopology = \"on_cluster\"\nname = \"c\"\nzookeeper_path = \"/clickhouse/tables/{shard}\"\n"
+        )
+    )],
+    "STB-CONFIG-006",
+    "streambuild_project.toml:10:18"
+);
+invalid!(
+    cluster_name_on_a_replicated_database,
+    [(
+        PROJECT,
+        project_with("\n[targets.dev.cluster]\ntopology = \"replicated\"\nname = \"c\"\n")
+    )],
+    "STB-CONFIG-006",
+    "streambuild_project.toml:9:8"
+);
