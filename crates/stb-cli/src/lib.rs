@@ -13,6 +13,7 @@ mod destruction;
 mod dev;
 mod discover;
 mod init;
+mod lineage;
 mod local;
 mod maintenance;
 mod output;
@@ -65,6 +66,9 @@ enum Command {
     Discover(discover::DiscoverArgs),
     /// Compile models and sources to ClickHouse DDL and artifacts under target/ (offline).
     Compile(compile::CompileArgs),
+    /// Trace a column to where its values come from: the models it is computed from, down
+    /// to a source's column and JSON path (offline).
+    Lineage(lineage::LineageArgs),
     /// Run a local ClickHouse server and Kafka broker, no Docker needed.
     #[command(subcommand)]
     Local(local::LocalCommand),
@@ -137,6 +141,7 @@ pub fn run() -> ExitCode {
         Command::Init(args) => init::run(&args),
         Command::Discover(args) => discover::run(&args),
         Command::Compile(args) => compile::run(&args),
+        Command::Lineage(args) => lineage::run(&args),
         Command::Local(command) => local::run(command),
         Command::Plan(args) => plan::run(&args),
         Command::Build(args) => build::run(&args),

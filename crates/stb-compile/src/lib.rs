@@ -4,6 +4,7 @@
 mod audits;
 mod blocks;
 mod cluster;
+pub mod column_lineage;
 mod graph;
 pub mod incremental;
 mod manifest;

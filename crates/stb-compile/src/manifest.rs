@@ -168,6 +168,10 @@ struct ModelEntry<'a> {
     /// The header's column descriptions; absent when none.
     #[serde(skip_serializing_if = "BTreeMap::is_empty")]
     column_descriptions: &'a BTreeMap<String, String>,
+    /// Each output column's inputs one step up, as the model's own query says
+    /// (`stb lineage` follows them; docs/models.md#column-lineage).
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    column_lineage: BTreeMap<String, crate::column_lineage::Step>,
     /// The header's `description`; absent when none.
     #[serde(skip_serializing_if = "Option::is_none")]
     description: Option<&'a str>,
@@ -351,9 +355,15 @@ pub(crate) fn manifest(
             )
         })
         .collect();
+    let lineage = crate::column_lineage::Names::of_references(project, relations);
     let model_entries = models
         .iter()
-        .map(|(item, compiled)| (item.model.name.as_str(), model_entry(item, compiled)))
+        .map(|(item, compiled)| {
+            (
+                item.model.name.as_str(),
+                model_entry(item, compiled, &lineage),
+            )
+        })
         .collect();
     to_json(&Manifest {
         artifacts,
@@ -437,13 +447,21 @@ pub(crate) fn manifest(
 
 /// One model's entry value as `manifest.json` holds it (inside `"models"`, so every line
 /// after the first indented four more spaces), for an incremental compile to splice in.
-pub(crate) fn model_fragment(item: &AnalysedModel<'_>, compiled: &CompiledModel) -> String {
-    let text = to_json(&model_entry(item, compiled));
+pub(crate) fn model_fragment(
+    item: &AnalysedModel<'_>,
+    compiled: &CompiledModel,
+    lineage: &crate::column_lineage::Names,
+) -> String {
+    let text = to_json(&model_entry(item, compiled, lineage));
     // JSON strings hold no raw newline: each one in the text starts a line.
     text.trim_end_matches('\n').replace('\n', "\n    ")
 }
 
-fn model_entry<'a>(item: &'a AnalysedModel<'_>, compiled: &'a CompiledModel) -> ModelEntry<'a> {
+fn model_entry<'a>(
+    item: &'a AnalysedModel<'_>,
+    compiled: &'a CompiledModel,
+    lineage: &crate::column_lineage::Names,
+) -> ModelEntry<'a> {
     let base = format!(
         "compiled/resources/models/{}/{}",
         item.pipeline.name, item.model.name
@@ -495,6 +513,12 @@ fn model_entry<'a>(item: &'a AnalysedModel<'_>, compiled: &'a CompiledModel) -> 
     let is_table = item.model.kind == ModelKind::Table;
     ModelEntry {
         column_descriptions: &item.model.docs.columns,
+        // A query that compiled reads; were it not to, the entry says nothing rather
+        // than something wrong.
+        column_lineage: lineage
+            .query(&compiled.query)
+            .map(|steps| steps.into_iter().collect())
+            .unwrap_or_default(),
         description: item.model.docs.description.as_deref(),
         logical_key: format!("model:{}", item.model.name),
         name: &item.model.name,

@@ -236,6 +236,10 @@ pub const CODES: &[(&str, &str)] = &[
         "stb init could not write the project's files",
     ),
     (
+        "STB-LINEAGE-001",
+        "stb lineage: no such model or column, or a query on the way cannot be read for lineage",
+    ),
+    (
         "STB-LOCAL-001",
         "no usable Python 3.9+ with venv for the local stack",
     ),

@@ -108,6 +108,12 @@ pub const ROUTES: &[Route] = &[
         SignedIn,
         "The held compile's definitions (ETag)",
     ),
+    route(
+        "GET",
+        "/api/lineage/columns/{model}/{column}",
+        SignedIn,
+        "A column traced through the models to its sources (stb lineage --json)",
+    ),
     route("GET", "/api/runs", SignedIn, "Recent runs"),
     route("GET", "/api/runs/{invocation_id}", SignedIn, "One run"),
     route(

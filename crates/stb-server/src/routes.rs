@@ -40,6 +40,7 @@ pub(crate) fn api() -> Router<Arc<AppState>> {
         .route("/api/warehouse/refresh", post(refresh_warehouse))
         .route("/api/reload", post(crate::work::reload))
         .route("/api/definitions", get(definitions))
+        .route("/api/lineage/columns/{model}/{column}", get(column_lineage))
         .route("/api/runs", get(runs))
         .route("/api/runs/{invocation_id}", get(run))
         .route("/api/runs/{invocation_id}/events", get(crate::work::feed))
@@ -400,6 +401,28 @@ async fn definitions(State(state): Shared, headers: HeaderMap) -> Result<Respons
         response.headers_mut().insert(header::ETAG, value);
     }
     Ok(response)
+}
+
+/// `model.column` traced to its sources: `stb lineage <model>.<column> --json`'s document.
+/// 404 for a model or column the held compile does not have.
+async fn column_lineage(
+    State(state): Shared,
+    Path((model, column)): Path<(String, String)>,
+) -> Result<Json<serde_json::Value>, ApiError> {
+    let compilation = state.compilation()?;
+    let traced = stb_compile::column_lineage::trace(
+        &compilation.project,
+        &compilation.compiled,
+        &model,
+        &column,
+    )
+    .map_err(|e| {
+        ApiError::engine(
+            &stb_engine::EngineError::new(e.code, e.message, e.hint)
+                .of_kind(stb_engine::ErrorKind::NotFound),
+        )
+    })?;
+    Ok(Json(serde_json::to_value(traced).unwrap_or_default()))
 }
 
 async fn status(State(state): Shared) -> Json<serde_json::Value> {

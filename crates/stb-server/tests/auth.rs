@@ -656,7 +656,9 @@ fn matrix_routes() -> Vec<(&'static str, String, Policy)> {
                 .replace("{assignment_id}", "a-1")
                 .replace("{name}", "orders")
                 .replace("{plan_id}", "p-1")
-                .replace("{sequence}", "1");
+                .replace("{sequence}", "1")
+                .replace("{model}", "clean")
+                .replace("{column}", "id");
             let path = match path.as_str() {
                 "/api/plan" => "/api/plan?select=clean".to_owned(),
                 "/api/checks/history" => "/api/checks/history?kind=audit&name=a".to_owned(),

@@ -175,7 +175,7 @@ const COMBINATORS: &[&str] = &[
     "if",
 ];
 
-fn is_aggregate(name: &str) -> bool {
+pub(crate) fn is_aggregate(name: &str) -> bool {
     let mut name = name.to_ascii_lowercase();
     loop {
         if AGGREGATES.contains(&name.as_str()) {

@@ -4,6 +4,7 @@
 pub mod aggregates;
 pub mod contract;
 pub mod lexer;
+pub mod lineage;
 pub mod types;
 
 pub use contract::{ContractError, LexicalAnalyzer, OutputColumn, QueryAnalyzer, output_names};

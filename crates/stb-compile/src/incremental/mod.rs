@@ -355,6 +355,7 @@ fn recompile(
         sources: &sources,
         failed: &failed,
     };
+    let lineage = crate::column_lineage::Names::of_references(project, &relations);
     let mut recompiled = Vec::with_capacity(changed.len());
     for &index in changed {
         let (pipeline, model) = models[index];
@@ -385,7 +386,7 @@ fn recompile(
         }
         recompiled.push(Recompiled {
             index,
-            fragment: crate::manifest::model_fragment(&item, &compiled),
+            fragment: crate::manifest::model_fragment(&item, &compiled, &lineage),
             files,
         });
     }

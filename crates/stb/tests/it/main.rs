@@ -20,6 +20,7 @@ mod failure_safety;
 mod failure_safety_mixed;
 mod fan_in;
 mod init;
+mod lineage;
 mod local_stack;
 mod plan;
 mod quality;
