@@ -86,9 +86,12 @@ fn render(traced: &Trace, first: &str, rest: &str, text: &mut String) {
     }
     if !traced.unresolved.is_empty() {
         line.push_str(&format!(
-            "  not traced: {} (name the relation: alias.column)",
+            "  not traced: {} (no relation in scope is known to hold it, or more than one may)",
             traced.unresolved.join(", ")
         ));
+    }
+    if traced.truncated {
+        line.push_str("  … (the tree stops here: it shows at most 2,000 columns)");
     }
     text.push_str(&line);
     text.push('\n');

@@ -62,6 +62,9 @@ pub struct Trace {
     pub opaque: Vec<String>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub unresolved: Vec<String>,
+    /// The tree stopped here ([`MAX_NODES`] shown): the column's inputs are not listed.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub truncated: bool,
     pub inputs: Vec<Trace>,
 }
 
@@ -145,8 +148,10 @@ impl Names {
     pub fn of_references(project: &Project, relations: &BTreeMap<String, String>) -> Self {
         let mut by_reference: HashMap<String, (InputKind, String)> =
             adopted_tables(project).collect();
+        let sources: std::collections::HashSet<&str> =
+            project.sources.iter().map(|s| s.name.as_str()).collect();
         for (name, reference) in relations {
-            let kind = if project.sources.iter().any(|s| s.name == *name) {
+            let kind = if sources.contains(name.as_str()) {
                 InputKind::Source
             } else {
                 InputKind::Model
@@ -255,6 +260,7 @@ pub fn trace(
         names: &names,
         models: &models,
         steps: &mut steps,
+        shown: 0,
     };
     walker.walk(InputKind::Model, model, column, &[], 0)
 }
@@ -262,12 +268,17 @@ pub fn trace(
 /// The deepest chain of models followed (a project's graph has no cycles; this bounds a
 /// broken one).
 const MAX_DEPTH: usize = 256;
+/// The most columns one trace shows: a column that meets the same upstream column along
+/// many paths (diamonds in the graph) lists it once per path, which grows fast.
+pub const MAX_NODES: usize = 2_000;
 
 struct Walker<'w> {
     names: &'w Names,
     models: &'w HashMap<&'w str, &'w stb_model::planning::PlanModel>,
     /// Each model's steps, read once.
     steps: &'w mut HashMap<String, HashMap<String, Step>>,
+    /// Columns in the tree so far.
+    shown: usize,
 }
 
 impl Walker<'_> {
@@ -287,8 +298,16 @@ impl Walker<'_> {
             derivation: None,
             opaque: Vec::new(),
             unresolved: Vec::new(),
+            truncated: false,
             inputs: Vec::new(),
         };
+        self.shown += 1;
+        if self.shown > MAX_NODES {
+            return Ok(Trace {
+                truncated: true,
+                ..leaf()
+            });
+        }
         let model = match (kind, self.models.get(name)) {
             (InputKind::Model, Some(model)) if depth < MAX_DEPTH => *model,
             _ => return Ok(leaf()),

@@ -410,19 +410,31 @@ async fn column_lineage(
     Path((model, column)): Path<(String, String)>,
 ) -> Result<Json<serde_json::Value>, ApiError> {
     let compilation = state.compilation()?;
-    let traced = stb_compile::column_lineage::trace(
-        &compilation.project,
-        &compilation.compiled,
-        &model,
-        &column,
-    )
+    // Reading every model on the way is CPU work: off the async workers.
+    let traced = tokio::task::spawn_blocking(move || {
+        stb_compile::column_lineage::trace(
+            &compilation.project,
+            &compilation.compiled,
+            &model,
+            &column,
+        )
+        .map(|traced| serde_json::to_value(traced).unwrap_or_default())
+    })
+    .await
+    .map_err(|_| {
+        ApiError::engine(&stb_engine::EngineError::new(
+            stb_compile::column_lineage::TRACE_CODE,
+            "tracing the column stopped",
+            "try again; the server's log says why",
+        ))
+    })?
     .map_err(|e| {
         ApiError::engine(
             &stb_engine::EngineError::new(e.code, e.message, e.hint)
                 .of_kind(stb_engine::ErrorKind::NotFound),
         )
     })?;
-    Ok(Json(serde_json::to_value(traced).unwrap_or_default()))
+    Ok(Json(traced))
 }
 
 async fn status(State(state): Shared) -> Json<serde_json::Value> {

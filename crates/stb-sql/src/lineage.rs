@@ -10,7 +10,9 @@
 //! refuse. Conditions (`WHERE`, `ON`, `GROUP BY`) decide which rows, not a value: they are
 //! not inputs of a column.
 
+use std::cell::Cell;
 use std::collections::BTreeSet;
+use std::rc::Rc;
 
 use crate::lexer::{Kind, Token, lex, matching_close};
 
@@ -128,7 +130,17 @@ const EXPRESSION_WORDS: &[&str] = &[
 /// Interval units: words, not columns, right after a number or a string
 /// (`INTERVAL 1 DAY`, `INTERVAL '1' HOUR`).
 const UNITS: &[&str] = &[
-    "second", "minute", "hour", "day", "week", "month", "quarter", "year",
+    "nanosecond",
+    "microsecond",
+    "millisecond",
+    "second",
+    "minute",
+    "hour",
+    "day",
+    "week",
+    "month",
+    "quarter",
+    "year",
 ];
 
 /// Keywords that end a `FROM` clause.
@@ -178,13 +190,50 @@ pub fn query_lineage(
     })?;
     let significant: Vec<Token<'_>> = tokens.into_iter().filter(|t| !t.is_trivia()).collect();
     let significant = trim_semicolons(&significant);
+    check_depth(significant)?;
     let query = parse_query(significant, &[])?;
-    let reader = Reader { columns_of };
-    Ok(query
+    let reader = Reader {
+        columns_of,
+        budget: Cell::new(WORK_BUDGET),
+    };
+    let lineage: Vec<ColumnLineage> = query
         .outputs()
         .iter()
         .map(|name| reader.column(&query, name, &mut Vec::new()))
-        .collect())
+        .collect();
+    if reader.budget.get() == 0 {
+        return Err(LineageError {
+            message: format!(
+                "the query is too intricate to trace (more than {WORK_BUDGET} expressions read through its aliases and CTEs)"
+            ),
+            offset: 0,
+        });
+    }
+    Ok(lineage)
+}
+
+/// The deepest nesting of parentheses read: the analysis recurses once per level.
+const MAX_DEPTH: usize = 64;
+/// Expressions read for one query, through aliases and CTEs: far beyond any real model,
+/// and a bound on queries whose aliases or CTEs reuse each other many times over.
+const WORK_BUDGET: usize = 100_000;
+
+fn check_depth(tokens: &[Token<'_>]) -> Result<(), LineageError> {
+    let mut depth = 0_usize;
+    for token in tokens {
+        if token.is_punct("(") || token.is_punct("[") {
+            depth += 1;
+            if depth > MAX_DEPTH {
+                return Err(LineageError {
+                    message: format!("parentheses nested more than {MAX_DEPTH} deep"),
+                    offset: token.start,
+                });
+            }
+        } else if token.is_punct(")") || token.is_punct("]") {
+            depth = depth.saturating_sub(1);
+        }
+    }
+    Ok(())
 }
 
 fn trim_semicolons<'t, 'a>(mut tokens: &'t [Token<'a>]) -> &'t [Token<'a>] {
@@ -222,7 +271,8 @@ struct Item<'t, 'a> {
 #[derive(Debug, Clone)]
 enum Entry<'t, 'a> {
     Relation(String),
-    Derived(Box<Query<'t, 'a>>),
+    /// A subquery or a CTE (shared: each use of a CTE is the same parsed query).
+    Derived(Rc<Query<'t, 'a>>),
 }
 
 impl Query<'_, '_> {
@@ -280,11 +330,16 @@ fn pieces<'t, 'a>(
     tokens: &'t [Token<'a>],
     split: impl FnMut(&Token<'_>) -> bool,
 ) -> Vec<&'t [Token<'a>]> {
+    cut(tokens, &top_level(tokens, split))
+}
+
+/// `tokens` cut at the indexes `at` (whose tokens are dropped).
+fn cut<'t, 'a>(tokens: &'t [Token<'a>], at: &[usize]) -> Vec<&'t [Token<'a>]> {
     let mut out = Vec::new();
     let mut start = 0;
-    for at in top_level(tokens, split) {
-        out.push(&tokens[start..at]);
-        start = at + 1;
+    for &index in at {
+        out.push(&tokens[start..index]);
+        start = index + 1;
     }
     out.push(&tokens[start..]);
     out
@@ -293,9 +348,9 @@ fn pieces<'t, 'a>(
 /// A query: optional `WITH`, then one or more `SELECT`s joined by `UNION`.
 fn parse_query<'t, 'a>(
     tokens: &'t [Token<'a>],
-    outer_ctes: &[(String, Query<'t, 'a>)],
+    outer_ctes: &[(String, Rc<Query<'t, 'a>>)],
 ) -> Result<Query<'t, 'a>, LineageError> {
-    let mut ctes: Vec<(String, Query<'t, 'a>)> = outer_ctes.to_vec();
+    let mut ctes: Vec<(String, Rc<Query<'t, 'a>>)> = outer_ctes.to_vec();
     let mut scalars = Vec::new();
     let mut rest = tokens;
     if rest.first().is_some_and(|t| t.is_keyword("WITH")) {
@@ -313,7 +368,7 @@ fn parse_query<'t, 'a>(
                 let close = matching_close(definition, 2)
                     .ok_or_else(|| error(definition, 2, "an unclosed CTE"))?;
                 let query = parse_query(&definition[3..close], &ctes)?;
-                ctes.push((name_of(&definition[0]), query));
+                ctes.push((name_of(&definition[0]), Rc::new(query)));
             } else if let Some(item) = item(definition) {
                 scalars.push(item);
             }
@@ -321,9 +376,14 @@ fn parse_query<'t, 'a>(
         rest = &rest[select_at..];
     }
     let mut branches = Vec::new();
-    for branch in pieces(rest, |t| {
+    // `* EXCEPT (c)` drops columns from a star; any other EXCEPT joins two SELECTs.
+    let joins: Vec<usize> = top_level(rest, |t| {
         t.is_keyword("UNION") || t.is_keyword("INTERSECT") || t.is_keyword("EXCEPT")
-    }) {
+    })
+    .into_iter()
+    .filter(|&i| !(rest[i].is_keyword("EXCEPT") && i > 0 && rest[i - 1].is_punct("*")))
+    .collect();
+    for branch in cut(rest, &joins) {
         let branch = match branch.first() {
             Some(t) if t.is_keyword("ALL") || t.is_keyword("DISTINCT") => &branch[1..],
             _ => branch,
@@ -346,7 +406,7 @@ fn parse_query<'t, 'a>(
 /// One `SELECT ... FROM ...`.
 fn parse_select<'t, 'a>(
     tokens: &'t [Token<'a>],
-    ctes: &[(String, Query<'t, 'a>)],
+    ctes: &[(String, Rc<Query<'t, 'a>>)],
 ) -> Result<Select<'t, 'a>, LineageError> {
     if !tokens.first().is_some_and(|t| t.is_keyword("SELECT")) {
         return Err(error(tokens, 0, "not a SELECT"));
@@ -383,12 +443,13 @@ fn parse_select<'t, 'a>(
 fn item<'t, 'a>(tokens: &'t [Token<'a>]) -> Option<Item<'t, 'a>> {
     match tokens {
         [] => None,
-        [star] if star.is_punct("*") => Some(Item {
+        // `*`, with its modifiers (`EXCEPT (c)`, `REPLACE (...)`) read as the star.
+        [star, ..] if star.is_punct("*") => Some(Item {
             name: "*".to_owned(),
             expression: tokens,
             star: Some(None),
         }),
-        [qualifier, dot, star] if dot.is_punct(".") && star.is_punct("*") => Some(Item {
+        [qualifier, dot, star, ..] if dot.is_punct(".") && star.is_punct("*") => Some(Item {
             name: "*".to_owned(),
             expression: tokens,
             star: Some(Some(name_of(qualifier))),
@@ -414,6 +475,19 @@ fn item<'t, 'a>(tokens: &'t [Token<'a>]) -> Option<Item<'t, 'a>> {
                 star: None,
             })
         }
+        // `expression name`, the alias without AS: a name after a closing parenthesis
+        // or a literal (not a type after `::`, nor an interval's unit).
+        [expression @ .., before, name]
+            if is_name(name)
+                && (before.is_punct(")") || matches!(before.kind, Kind::String | Kind::Number))
+                && !is_unit(tokens, tokens.len() - 1) =>
+        {
+            Some(Item {
+                name: name_of(name),
+                expression: &tokens[..=expression.len()],
+                star: None,
+            })
+        }
         _ => Some(Item {
             name: tokens.iter().map(|t| t.text).collect::<Vec<_>>().join(""),
             expression: tokens,
@@ -426,7 +500,7 @@ fn item<'t, 'a>(tokens: &'t [Token<'a>]) -> Option<Item<'t, 'a>> {
 /// `ARRAY JOIN` aliases, into `select`.
 fn read_from<'t, 'a>(
     tokens: &'t [Token<'a>],
-    ctes: &[(String, Query<'t, 'a>)],
+    ctes: &[(String, Rc<Query<'t, 'a>>)],
     select: &mut Select<'t, 'a>,
 ) -> Result<(), LineageError> {
     let mut at = 0;
@@ -479,7 +553,7 @@ fn read_from<'t, 'a>(
             let close = matching_close(tokens, at)
                 .ok_or_else(|| error(tokens, at, "an unclosed subquery"))?;
             let query = parse_query(&tokens[at + 1..close], ctes)?;
-            (Entry::Derived(Box::new(query)), String::new(), close + 1)
+            (Entry::Derived(Rc::new(query)), String::new(), close + 1)
         } else if is_name(token) {
             // `db.table`, `table`, a CTE's name, or a table function `f(...)`.
             let mut end = at + 1;
@@ -499,7 +573,7 @@ fn read_from<'t, 'a>(
                     .rev()
                     .find(|(name, _)| end == at + 1 && *name == last)
                 {
-                    Some((_, query)) => Entry::Derived(Box::new(query.clone())),
+                    Some((_, query)) => Entry::Derived(Rc::clone(query)),
                     None => Entry::Relation(text),
                 };
                 (entry, last, end)
@@ -529,6 +603,21 @@ fn read_from<'t, 'a>(
 
 struct Reader<'f> {
     columns_of: &'f dyn Fn(&str) -> Option<Vec<String>>,
+    /// Expressions still allowed to be read ([`WORK_BUDGET`]); at 0 every read answers
+    /// nothing and the query is refused.
+    budget: Cell<usize>,
+}
+
+impl Reader<'_> {
+    /// Takes one unit of work; false once the budget is spent.
+    fn spend(&self) -> bool {
+        let left = self.budget.get();
+        if left == 0 {
+            return false;
+        }
+        self.budget.set(left - 1);
+        true
+    }
 }
 
 /// What an expression reads, before it is summed up for a column.
@@ -674,6 +763,9 @@ impl Reader<'_> {
         visiting: &mut Vec<String>,
     ) -> ColumnLineage {
         let mut found = Found::default();
+        if !self.spend() {
+            return summary("", found);
+        }
         let lambdas = lambda_parameters(tokens);
         let mut references = 0_usize;
         let mut transformed = false;
@@ -689,9 +781,22 @@ impl Reader<'_> {
                 found.raise(Derivation::Windowed);
                 transformed = true;
             }
+            // A subquery inside an expression (`x IN (SELECT ...)`, a scalar subquery):
+            // its value comes from relations this SELECT does not join; not followed.
+            if token.is_punct("(")
+                && tokens
+                    .get(at + 1)
+                    .is_some_and(|t| t.is_keyword("SELECT") || t.is_keyword("WITH"))
+            {
+                found.opaque.insert("(subquery)".to_owned());
+                transformed = true;
+                at = matching_close(tokens, at).map_or(tokens.len(), |close| close + 1);
+                continue;
+            }
             if token.kind == Kind::Word && tokens.get(at + 1).is_some_and(|t| t.is_punct("(")) {
                 let function = token.text.to_ascii_lowercase();
-                transformed = true;
+                // A cast keeps the value; any other function computes a new one.
+                transformed |= function != "cast";
                 if OPAQUE.iter().any(|o| function.starts_with(o)) {
                     found.opaque.insert(token.text.to_owned());
                 }
@@ -701,19 +806,24 @@ impl Reader<'_> {
                 if crate::aggregates::is_aggregate(&function) && !windowed {
                     found.raise(Derivation::Aggregated);
                 }
-                if let Some((column_at, path)) = json_read(tokens, at) {
+                if let Some((column_at, path)) = json_read(tokens, at)
+                    && !lambdas.contains(&name_of(&tokens[column_at]))
+                {
                     let end = column_at + column_tokens(&tokens[column_at..]);
                     self.reference(select, &tokens[column_at..end], &path, &mut found, visiting);
                     references += 1;
-                    at = matching_close(tokens, at + 1).map_or(tokens.len(), |c| c + 1);
+                    // The keys after it are read on: a key given by a column is an input.
+                    at = end;
                     continue;
                 }
-                at += 2;
+                // `IN (SELECT ...)`: the parenthesis opens a subquery, read as one next.
+                let subquery = tokens
+                    .get(at + 2)
+                    .is_some_and(|t| t.is_keyword("SELECT") || t.is_keyword("WITH"));
+                at += if subquery { 1 } else { 2 };
                 continue;
             }
-            let unit = UNITS.iter().any(|u| token.is_keyword(u))
-                && at > 0
-                && matches!(tokens[at - 1].kind, Kind::Number | Kind::String);
+            let unit = is_unit(tokens, at);
             let word =
                 token.kind == Kind::Word && EXPRESSION_WORDS.iter().any(|w| token.is_keyword(w));
             let qualified_tail = at > 0 && tokens[at - 1].is_punct(".");
@@ -772,14 +882,17 @@ impl Reader<'_> {
                 return;
             }
         }
+        // A qualifier names an alias first; a table's own name only when no alias is it.
+        let by_alias = select.from.iter().any(|(alias, _)| *alias == qualifier);
         let candidates: Vec<&(String, Entry<'_, '_>)> = select
             .from
             .iter()
             .filter(|(alias, entry)| {
                 qualifier.is_empty()
                     || *alias == qualifier
-                    || matches!(entry, Entry::Relation(r) if *r == qualifier
-                        || r.rsplit('.').next() == Some(qualifier.as_str()))
+                    || (!by_alias
+                        && matches!(entry, Entry::Relation(r) if *r == qualifier
+                            || r.rsplit('.').next() == Some(qualifier.as_str())))
             })
             .collect();
         let holders: Vec<&&(String, Entry<'_, '_>)> = if candidates.len() <= 1 {
@@ -837,6 +950,21 @@ fn column_tokens(tokens: &[Token<'_>]) -> usize {
         length += 2;
     }
     length
+}
+
+/// Whether the word at `at` is an interval unit, not a column: after a literal or after
+/// `INTERVAL <name>`, or before `FROM` (`EXTRACT(YEAR FROM ts)`).
+fn is_unit(tokens: &[Token<'_>], at: usize) -> bool {
+    if !UNITS.iter().any(|u| tokens[at].is_keyword(u)) {
+        return false;
+    }
+    let before = at.checked_sub(1).map(|b| &tokens[b]);
+    before.is_some_and(|t| matches!(t.kind, Kind::Number | Kind::String))
+        || (before.is_some_and(is_name)
+            && at
+                .checked_sub(2)
+                .is_some_and(|b| tokens[b].is_keyword("INTERVAL")))
+        || tokens.get(at + 1).is_some_and(|t| t.is_keyword("FROM"))
 }
 
 /// The index past a type after `::` or `AS` (a name, possibly with arguments).

@@ -11,5 +11,7 @@ export interface Traced {
   derivation?: "constant" | "copied" | "computed" | "windowed" | "aggregated";
   opaque?: string[];
   unresolved?: string[];
+  /** The tree stops here (it shows at most 2,000 columns). */
+  truncated?: boolean;
   inputs: Traced[];
 }

@@ -264,3 +264,65 @@ proptest::proptest! {
         let _ = query_lineage(&words.join(" "), &columns_of);
     }
 }
+
+#[test]
+fn subqueries_units_lambdas_and_key_columns_in_expressions() {
+    let all = lineage(
+        "SELECT if(customer_id IN (SELECT customer_id FROM db.customers), 1, 0) AS known,\n  EXTRACT(YEAR FROM ts) AS year, ts + INTERVAL amount_cents DAY AS later\nFROM db.orders",
+    );
+    let known = of(&all, "known");
+    assert_eq!(known.inputs, [input("db.orders", "customer_id", &[])]);
+    assert_eq!(known.opaque, ["(subquery)"], "the subquery is not followed");
+    assert_eq!(of(&all, "year").inputs, [input("db.orders", "ts", &[])]);
+    assert_eq!(
+        of(&all, "later").inputs,
+        [
+            input("db.orders", "amount_cents", &[]),
+            input("db.orders", "ts", &[])
+        ]
+    );
+    let all = lineage(
+        "SELECT arrayMap(j -> JSONExtractString(j, 'id'), JSONExtractArrayRaw(kafka_value, 'items')) AS ids,\n  JSONExtractString(kafka_value, _replay_partition) AS keyed\nFROM db.raw__orders",
+    );
+    assert_eq!(
+        of(&all, "ids").inputs,
+        [input("db.raw__orders", "kafka_value", &["items"])],
+        "a lambda's parameter read through JSON is not a column"
+    );
+    assert_eq!(
+        of(&all, "keyed").inputs,
+        [
+            input("db.raw__orders", "_replay_partition", &[]),
+            input("db.raw__orders", "kafka_value", &[])
+        ],
+        "a key given by a column is an input; the path stops where keys stop being literal"
+    );
+}
+
+#[test]
+fn aliases_implicit_names_and_star_modifiers() {
+    // `a` is an alias: the table named a is not what a.x means.
+    let all = lineage("SELECT a.x AS x FROM db.a AS b JOIN db.c AS a ON b.k = a.k");
+    assert_eq!(of(&all, "x").inputs, [input("db.c", "x", &[])]);
+    let all = lineage("SELECT CAST(amount_cents AS UInt64) amount FROM db.orders");
+    let amount = of(&all, "amount");
+    assert_eq!(amount.derivation, Derivation::Copied, "a cast copies");
+    assert_eq!(amount.inputs, [input("db.orders", "amount_cents", &[])]);
+    let all = lineage("SELECT kind AS kind FROM (SELECT * EXCEPT (ts) FROM db.orders)");
+    assert_eq!(of(&all, "kind").inputs, [input("db.orders", "kind", &[])]);
+}
+
+#[test]
+fn deep_nesting_and_runaway_aliases_are_refused_not_overflowed() {
+    let deep = format!("SELECT {}1{} AS x", "(".repeat(20_000), ")".repeat(20_000));
+    let refused = query_lineage(&deep, &columns_of).expect_err("too deep");
+    assert!(refused.message.contains("nested"), "{refused:?}");
+    // Each alias reads the one before twice: 2^40 readings without a bound.
+    let mut items = vec!["amount_cents AS a0".to_owned()];
+    for level in 1..=40 {
+        items.push(format!("a{p} + a{p} AS a{level}", p = level - 1));
+    }
+    let runaway = format!("SELECT {} FROM db.orders", items.join(", "));
+    let refused = query_lineage(&runaway, &columns_of).expect_err("too intricate");
+    assert!(refused.message.contains("intricate"), "{refused:?}");
+}
