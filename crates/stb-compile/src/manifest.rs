@@ -356,13 +356,15 @@ pub(crate) fn manifest(
         })
         .collect();
     let lineage = crate::column_lineage::Names::of_references(project, relations);
+    // Every model's query is read again for its lineage: on every core.
+    let steps = stb_project::parallel::map_ordered(models, |(_, compiled)| {
+        column_steps(&lineage, compiled)
+    });
     let model_entries = models
         .iter()
-        .map(|(item, compiled)| {
-            (
-                item.model.name.as_str(),
-                model_entry(item, compiled, &lineage),
-            )
+        .zip(steps)
+        .map(|((item, compiled), steps)| {
+            (item.model.name.as_str(), model_entry(item, compiled, steps))
         })
         .collect();
     to_json(&Manifest {
@@ -452,15 +454,32 @@ pub(crate) fn model_fragment(
     compiled: &CompiledModel,
     lineage: &crate::column_lineage::Names,
 ) -> String {
-    let text = to_json(&model_entry(item, compiled, lineage));
+    let text = to_json(&model_entry(
+        item,
+        compiled,
+        column_steps(lineage, compiled),
+    ));
     // JSON strings hold no raw newline: each one in the text starts a line.
     text.trim_end_matches('\n').replace('\n', "\n    ")
+}
+
+/// A model's columns one step up, as its own query says. A query that compiled reads; were
+/// it not to (or were it refused as too intricate), the entry says nothing rather than
+/// something wrong.
+fn column_steps(
+    lineage: &crate::column_lineage::Names,
+    compiled: &CompiledModel,
+) -> BTreeMap<String, crate::column_lineage::Step> {
+    lineage
+        .query(&compiled.query)
+        .map(|steps| steps.into_iter().collect())
+        .unwrap_or_default()
 }
 
 fn model_entry<'a>(
     item: &'a AnalysedModel<'_>,
     compiled: &'a CompiledModel,
-    lineage: &crate::column_lineage::Names,
+    column_lineage: BTreeMap<String, crate::column_lineage::Step>,
 ) -> ModelEntry<'a> {
     let base = format!(
         "compiled/resources/models/{}/{}",
@@ -513,12 +532,7 @@ fn model_entry<'a>(
     let is_table = item.model.kind == ModelKind::Table;
     ModelEntry {
         column_descriptions: &item.model.docs.columns,
-        // A query that compiled reads; were it not to, the entry says nothing rather
-        // than something wrong.
-        column_lineage: lineage
-            .query(&compiled.query)
-            .map(|steps| steps.into_iter().collect())
-            .unwrap_or_default(),
+        column_lineage,
         description: item.model.docs.description.as_deref(),
         logical_key: format!("model:{}", item.model.name),
         name: &item.model.name,
