@@ -151,9 +151,9 @@ pub(crate) fn cluster(reader: &mut Reader<'_>, node: &Node, target: &str) -> Opt
             codes::CONFIG_VALUE,
             at("zookeeper_path"),
             format!(
-                "{what} zookeeper_path '{zookeeper_path}' would be shared by more than one table{}",
-                if topology == Topology::Sharded && !zookeeper_path.contains("{shard}") {
-                    ", and every shard's tables would be replicas of one another"
+                "{what} zookeeper_path '{zookeeper_path}' does not name one table{}: what it names would share one replicated state",
+                if topology == Topology::Sharded {
+                    " on one shard"
                 } else {
                     ""
                 }
