@@ -1,16 +1,18 @@
 //! A target on a cluster: every table model must be one the cluster can hold, offline.
 
-use stb_ddl::cluster::{ClusterError, Placement};
+use stb_ddl::cluster::{Cluster, ClusterError, Placement};
 use stb_diagnostics::Diagnostic;
 use stb_project::cluster::ClusterConfig;
 
 use crate::codes;
 use crate::model::{AnalysedModel, CompiledModel, at};
 
-/// The problems of one compiled model on `cluster`: an engine that cannot be replicated,
-/// or (sharded) no sharding key from the model or the cluster.
+/// The problems of one compiled model on `cluster` (`config`'s, made once per compile):
+/// an engine that cannot be replicated, or (sharded) no sharding key from the model or
+/// the cluster.
 pub(crate) fn check(
-    cluster: &ClusterConfig,
+    config: &ClusterConfig,
+    cluster: &Cluster,
     analysed: &AnalysedModel<'_>,
     compiled: &CompiledModel,
 ) -> Option<Diagnostic> {
@@ -20,12 +22,11 @@ pub(crate) fn check(
         .header
         .sharding_key
         .as_deref()
-        .or(cluster.sharding_key.as_deref());
+        .or(config.sharding_key.as_deref());
     let error = cluster
-        .cluster()
-        .create_table(table, key, Placement::ByKey)
+        .table_storage(&table.engine, key, Placement::ByKey)
         .err()?;
-    let topology = cluster.topology.as_str();
+    let topology = config.topology.as_str();
     let (message, hint, offset) = match error {
         ClusterError::NotReplicable { engine } => (
             format!(

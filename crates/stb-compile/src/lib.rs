@@ -183,14 +183,17 @@ pub(crate) fn compile_recording(
             refresh,
         )
     });
+    let cluster = project
+        .cluster
+        .as_ref()
+        .map(|config| (config, config.cluster()));
     let mut compiled_models = Vec::new();
     for (item, result) in analysed.iter().zip(realised) {
         match result {
             Ok(compiled) => {
-                if let Some(problem) = project
-                    .cluster
+                if let Some(problem) = cluster
                     .as_ref()
-                    .and_then(|cluster| cluster::check(cluster, item, &compiled))
+                    .and_then(|(config, c)| cluster::check(config, c, item, &compiled))
                 {
                     diagnostics.push(problem);
                 }

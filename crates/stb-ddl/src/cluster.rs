@@ -281,7 +281,7 @@ impl Cluster {
         sharding_key: Option<&str>,
         placement: Placement,
     ) -> Result<Vec<String>, ClusterError> {
-        let engine = self.engine(&table.engine)?;
+        let (engine, key) = self.table_storage(&table.engine, sharding_key, placement)?;
         let storage = Table {
             name: self.storage_name(&table.name),
             engine,
@@ -292,14 +292,33 @@ impl Cluster {
             &format!("{}{}", storage.name, self.on_cluster()),
         )];
         if self.topology == Topology::Sharded {
-            let key = match (placement, sharding_key.map(str::trim)) {
-                (_, Some(key)) if !key.is_empty() => Some(key),
-                (Placement::ByKey, _) => return Err(ClusterError::MissingShardingKey),
-                (Placement::WhereWritten, _) => None,
-            };
             statements.push(self.distributed(table, &storage.name, key));
         }
         Ok(statements)
+    }
+
+    /// What [`Self::create_table`] stores a table with, checked without writing any DDL:
+    /// the engine as this topology stores it and, on a sharded cluster, the key its
+    /// `Distributed` table places rows by (none for a table written where it is read).
+    ///
+    /// # Errors
+    /// As [`Self::create_table`].
+    pub fn table_storage<'k>(
+        &self,
+        engine: &str,
+        sharding_key: Option<&'k str>,
+        placement: Placement,
+    ) -> Result<(String, Option<&'k str>), ClusterError> {
+        let engine = self.engine(engine)?;
+        if self.topology != Topology::Sharded {
+            return Ok((engine, None));
+        }
+        let key = match (placement, sharding_key.map(str::trim)) {
+            (_, Some(key)) if !key.is_empty() => Some(key),
+            (Placement::ByKey, _) => return Err(ClusterError::MissingShardingKey),
+            (Placement::WhereWritten, _) => None,
+        };
+        Ok((engine, key))
     }
 
     /// `CREATE TABLE <name> ON CLUSTER ... ENGINE = Distributed(...)` over `local`.

@@ -76,7 +76,10 @@ pub fn plan(
     purpose: Purpose,
 ) -> Result<Plan, EngineError> {
     scope.check_any()?;
-    match crate::staged::route(project, compiled, &scope.select, scope.changed)? {
+    let route = crate::staged::route(project, compiled, &scope.select, scope.changed)?;
+    // Once per plan (a mixed plan prepares two parts), before the catalog is read.
+    crate::cluster::check_target(project, client, database)?;
+    match route {
         Route::Direct => {
             prepare(project, compiled, client, database, scope, purpose).map(Plan::Direct)
         }
@@ -246,10 +249,11 @@ pub struct MixedJson<'a> {
 /// Connects nothing: plans one kind's `scope` (direct or virtual; a mixed scope is
 /// refused, [`plan`] splits it) through `client`, reads the warehouse, plans and measures
 /// the shrink guard. A scope of virtual pipelines plans a new deployment and its build.
+/// Reached through [`plan`], which checks the target's cluster first.
 ///
 /// # Errors
 /// As [`plan`].
-pub fn prepare(
+pub(crate) fn prepare(
     project: &Project,
     compiled: &Compiled,
     client: &Arc<Client>,
@@ -267,7 +271,6 @@ pub fn prepare(
             ..
         } => return Err(crate::staged::mixed_refusal(&direct, &virtual_pipelines)),
     };
-    crate::cluster::check_target(project, client, database)?;
     let reads = {
         let mut views = ViewCache::load(&project.root);
         let reads = read(
