@@ -3,7 +3,7 @@
 // payload it is read at (the demo's customer_revenue.revenue_cents).
 import { expect, test } from "@playwright/test";
 import { createUser, demoProject, dropProject, type Project, type Server, startDev } from "./support/stack";
-import { keep, signIn } from "./support/pages";
+import { checkLayout, keep, signIn } from "./support/pages";
 
 let project: Project;
 let server: Server;
@@ -31,6 +31,7 @@ test("descriptions and a column traced to its JSON path", async ({ page }) => {
   await expect(tree).toContainText("order_events.amount_cents (computed)");
   await expect(tree).toContainText("source orders: kafka_value at amount_cents");
   await keep(page, "catalog-lineage");
+  await checkLayout(page, "catalog-lineage");
   // A column's description, from the model's `columns (...)`.
   await page.getByRole("link", { name: "order_events", exact: true }).click();
   await expect(page.getByRole("cell", { name: "Unique per event" })).toBeVisible();

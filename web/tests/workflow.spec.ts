@@ -3,7 +3,7 @@
 // kept as a screenshot for docs/ui.md when asked).
 import { expect, test } from "@playwright/test";
 import { createUser, demoProject, dropProject, query, startDev, type Project, type Server } from "./support/stack";
-import { keep, signIn } from "./support/pages";
+import { checkLayout, keep, signIn } from "./support/pages";
 
 let project: Project;
 let server: Server;
@@ -28,6 +28,7 @@ async function buildFromPlan(page: import("@playwright/test").Page, fullRefresh 
   expect(deployment).toMatch(/^\d{8}T\d{6}Z_[0-9a-f]+$/);
   await expect(page.getByTestId("cli-command")).toContainText(`--deployment-id ${deployment}`);
   await keep(page, "plan");
+  await checkLayout(page, "plan");
   await page.getByRole("button", { name: "Build", exact: true }).click();
   // The run page, live: its events arrive over server-sent events until it completes.
   await expect(page).toHaveURL(/\/runs\/[0-9a-f-]+/);
@@ -41,6 +42,7 @@ test("plan, build, follow live, promote, stage again and roll back", async ({ pa
   await signIn(page, server.url, "ana");
   const first = await buildFromPlan(page);
   await keep(page, "run");
+  await checkLayout(page, "run");
   // The exact SQL of a statement.
   await page.getByRole("button", { name: "Show" }).first().click();
   await expect(page.getByTestId("statement-sql")).not.toBeEmpty();
@@ -72,6 +74,7 @@ test("plan, build, follow live, promote, stage again and roll back", async ({ pa
   await page.getByRole("link", { name: second }).click();
   await expect(page.getByRole("heading", { name: `Deployment ${second}` })).toBeVisible();
   await keep(page, "deployments");
+  await checkLayout(page, "deployments");
   page.once("dialog", (dialog) => dialog.accept());
   await page.getByRole("row", { name: new RegExp(first) }).getByRole("button", { name: "Roll back to" }).click();
   await expect(page.getByRole("status")).toContainText(`Rolled back to ${first}`);
@@ -89,36 +92,46 @@ test("plan, build, follow live, promote, stage again and roll back", async ({ pa
   await page.getByRole("link", { name: "Runs" }).click();
   await expect(page.getByRole("cell", { name: "ana" }).first()).toBeVisible();
   await keep(page, "runs");
+  await checkLayout(page, "runs");
   await page.getByRole("link", { name: "Overview" }).click();
   await expect(page.getByRole("heading", { name: "Freshness" })).toBeVisible();
   await expect(page.getByRole("cell", { name: "orders", exact: true })).toBeVisible();
   await keep(page, "overview");
+  await checkLayout(page, "overview");
   await page.getByRole("link", { name: "Pipelines" }).click();
   await page.getByRole("link", { name: "pl__staged" }).click();
   await expect(page.getByRole("link", { name: "order_events", exact: true })).toBeVisible();
   await keep(page, "pipelines");
+  await checkLayout(page, "pipelines");
   await page.getByRole("link", { name: "Catalog" }).click();
   await page.getByRole("link", { name: "order_events", exact: true }).click();
   await expect(page.getByRole("heading", { name: "order_events", exact: true })).toBeVisible();
   // The MODEL header's description, as the author wrote it.
   await expect(page.getByText("Every order event, parsed once from the landing table")).toBeVisible();
   await keep(page, "catalog");
+  await checkLayout(page, "catalog");
   await page.getByRole("link", { name: "Sources" }).click();
   await expect(page.getByRole("cell", { name: project.topic })).toBeVisible();
   await keep(page, "sources");
+  await checkLayout(page, "sources");
   await page.getByRole("link", { name: "Topics" }).click();
   await expect(page.getByRole("cell", { name: project.topic })).toBeVisible();
   await keep(page, "topics");
+  await checkLayout(page, "topics");
   await page.getByRole("link", { name: "Status" }).click();
   await expect(page.getByRole("heading", { name: "Models" })).toBeVisible();
   await keep(page, "status");
+  await checkLayout(page, "status");
   await page.getByRole("link", { name: "Quality" }).click();
   await expect(page.getByRole("cell", { name: "large_events" }).first()).toBeVisible();
   await keep(page, "quality");
+  await checkLayout(page, "quality");
   await page.getByRole("link", { name: "Settings" }).click();
   await expect(page.getByText("Everything: you are a system admin.")).toBeVisible();
   await keep(page, "settings");
+  await checkLayout(page, "settings");
   await page.getByRole("link", { name: "Users" }).click();
   await expect(page.getByRole("cell", { name: "ana", exact: true })).toBeVisible();
   await keep(page, "users");
+  await checkLayout(page, "users");
 });

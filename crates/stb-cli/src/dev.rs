@@ -52,6 +52,7 @@ pub(crate) fn run(args: &DevArgs) -> ExitCode {
     crate::args::pin_database(&mut project, args.connection.database.as_deref());
     let config = ServeConfig {
         connect: args.connection.connector(&project),
+        warehouse_address: args.connection.shown_address(&project),
         run_windows: crate::run_context::windows(&project),
         store_url: args.control.url(&project.root),
         rediscover,

@@ -13,6 +13,27 @@ impl ConnectionArgs {
     pub(crate) fn connect(&self, project: &Project) -> Result<(Client, String), Failure> {
         // Nothing is asked of a cluster the commands cannot yet work on safely.
         stb_engine::cluster::supported(project)?;
+        let client = Client::new(self.config(project)?).map_err(|e| Failure::from(&e))?;
+        let database = self
+            .database
+            .clone()
+            .or_else(|| project.database.clone())
+            .unwrap_or_else(|| "default".to_owned());
+        Ok((client, database))
+    }
+
+    /// Where the commands connect, as a user reads it (`http://user@host:port`; never the
+    /// password), or why that cannot be told.
+    pub(crate) fn shown_address(&self, project: &Project) -> String {
+        match self.config(project) {
+            Ok(config) => format!("http://{}@{}:{}", config.username, config.host, config.port),
+            Err(failure) => format!("not set: {}", failure.message),
+        }
+    }
+
+    /// The connection the flags, the `STREAMBUILD_CLICKHOUSE_*` variables and the
+    /// project's `[connection]` resolve to, in that order.
+    fn config(&self, project: &Project) -> Result<ConnectionConfig, Failure> {
         let env = |name: &str| std::env::var(name).ok();
         let resolved = project.connection.resolve(&env).map_err(|d| Failure {
             code: d.code,
@@ -36,19 +57,13 @@ impl ConnectionArgs {
             password: resolved.password.map(Secret::new),
             database: None,
         };
-        let config = ConnectionConfig::resolve(&flags, &from_project, resolved.settings, env)
-            .map_err(|message| Failure {
+        ConnectionConfig::resolve(&flags, &from_project, resolved.settings, env).map_err(
+            |message| Failure {
                 code: stb_project::codes::CONFIG_VALUE,
                 message,
                 hint: "set a port number between 1 and 65535".to_owned(),
-            })?;
-        let client = Client::new(config).map_err(|e| Failure::from(&e))?;
-        let database = self
-            .database
-            .clone()
-            .or_else(|| project.database.clone())
-            .unwrap_or_else(|| "default".to_owned());
-        Ok((client, database))
+            },
+        )
     }
 
     /// Connects and plans `scope` there (routed by the engine: direct, virtual or mixed):

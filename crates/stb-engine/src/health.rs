@@ -16,11 +16,15 @@ pub struct Disk {
     pub total_bytes: u64,
 }
 
-/// Resident memory against the machine's.
+/// The server's memory against the machine's.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 pub struct Memory {
     pub resident_bytes: Option<u64>,
     pub total_bytes: Option<u64>,
+    /// `resident` (the process's resident set, `system.asynchronous_metrics`) or `tracked`
+    /// (what the server's allocator tracks, `system.metrics`: servers without the
+    /// asynchronous metrics, the local engine among them, have no machine total).
+    pub measure: &'static str,
 }
 
 /// What the server is doing now.
@@ -54,7 +58,31 @@ pub struct Footprint {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Unreadable {
     pub part: &'static str,
+    /// Why, in a sentence (what the UI shows).
     pub message: String,
+    /// The server's own words, for whoever needs them.
+    pub detail: String,
+}
+
+impl Unreadable {
+    fn new(part: &'static str, error: WarehouseError) -> Self {
+        use stb_warehouse::ErrorKind;
+        let message = match error.kind {
+            ErrorKind::RelationNotFound => "this server does not offer it".to_owned(),
+            ErrorKind::Authentication => "this user may not read it".to_owned(),
+            ErrorKind::Timeout => "the server did not answer in time".to_owned(),
+            ErrorKind::DatabaseNotFound => "the target database does not exist yet".to_owned(),
+            ErrorKind::Other => match error.server_code {
+                Some(code) => format!("the server refused the read (ClickHouse code {code})"),
+                None => "the server refused the read".to_owned(),
+            },
+        };
+        Self {
+            part,
+            message,
+            detail: error.message,
+        }
+    }
 }
 
 /// Everything read; a part that could not be read is `None` and named in `errors`.
@@ -100,18 +128,31 @@ fn disks(client: &Client) -> Result<Vec<Disk>, WarehouseError> {
 }
 
 fn memory(client: &Client) -> Result<Memory, WarehouseError> {
-    let rows = client.query(
+    let resident = client.query(
         "SELECT metric, toString(value) AS value FROM system.asynchronous_metrics \
          WHERE metric IN ('MemoryResident', 'OSMemoryTotal')",
-    )?;
+    );
+    let (rows, measure) = match resident {
+        Ok(rows) => (rows, "resident"),
+        // A server without the asynchronous metrics still tracks its allocations.
+        Err(error) if error.kind == stb_warehouse::ErrorKind::RelationNotFound => (
+            client.query(
+                "SELECT metric, toString(value) AS value FROM system.metrics \
+                 WHERE metric = 'MemoryTracking'",
+            )?,
+            "tracked",
+        ),
+        Err(error) => return Err(error),
+    };
     let find = |metric: &str| {
         (0..rows.data.len())
             .find(|r| rows.text(*r, "metric").as_deref() == Some(metric))
             .map(|r| number(&rows, r, "value"))
     };
     Ok(Memory {
-        resident_bytes: find("MemoryResident"),
+        resident_bytes: find("MemoryResident").or_else(|| find("MemoryTracking")),
         total_bytes: find("OSMemoryTotal"),
+        measure,
     })
 }
 
@@ -167,10 +208,7 @@ fn footprint(client: &Client, database: &str) -> Result<Footprint, WarehouseErro
 pub fn read(client: &Client, database: &str) -> Health {
     let mut errors = Vec::new();
     let mut keep = |part: &'static str, error: WarehouseError| {
-        errors.push(Unreadable {
-            part,
-            message: error.message,
-        });
+        errors.push(Unreadable::new(part, error));
     };
     let disks = disks(client).map_err(|e| keep("disks", e)).ok();
     let memory = memory(client).map_err(|e| keep("memory", e)).ok();
@@ -188,5 +226,43 @@ pub fn read(client: &Client, database: &str) -> Health {
         kafka_consumers,
         footprint,
         errors,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Unreadable;
+    use stb_warehouse::{ErrorKind, WarehouseError};
+
+    fn error(kind: ErrorKind, server_code: Option<u32>) -> WarehouseError {
+        WarehouseError {
+            kind,
+            server_code,
+            message: "Code: 60. DB::Exception: Unknown table expression identifier".to_owned(),
+        }
+    }
+
+    #[test]
+    fn an_unreadable_part_says_why_in_a_sentence_and_keeps_the_servers_words_apart() {
+        let missing = Unreadable::new("memory", error(ErrorKind::RelationNotFound, Some(60)));
+        assert_eq!(missing.message, "this server does not offer it");
+        assert!(missing.detail.contains("DB::Exception"));
+        let refused = Unreadable::new("disks", error(ErrorKind::Other, Some(497)));
+        assert_eq!(
+            refused.message,
+            "the server refused the read (ClickHouse code 497)"
+        );
+        for kind in [
+            ErrorKind::Timeout,
+            ErrorKind::Authentication,
+            ErrorKind::DatabaseNotFound,
+            ErrorKind::Other,
+        ] {
+            assert!(
+                !Unreadable::new("x", error(kind, None))
+                    .message
+                    .contains("Exception")
+            );
+        }
     }
 }

@@ -51,6 +51,8 @@ pub struct ServeConfig {
     pub rediscover: DiscoverOptions,
     pub database_override: Option<String>,
     pub connect: Connect,
+    /// Where `connect` reaches, as the banner shows it (no password).
+    pub warehouse_address: String,
     /// The control store's URL.
     pub store_url: String,
     pub auth: AuthConfig,
@@ -71,6 +73,8 @@ pub struct Started {
     pub project_name: String,
     pub project_root: std::path::PathBuf,
     pub database: String,
+    /// The ClickHouse the server connects to, without a password.
+    pub warehouse_address: String,
     pub auth_mode: AuthMode,
     /// The control store's address with any password hidden.
     pub store: String,
@@ -151,10 +155,11 @@ impl Started {
             "off (the UI's Reload button recompiles; --watch to follow edits)"
         };
         format!(
-            "StreamBuild {version} dev server\n  project    {} ({})\n  compile    {compiled}\n  warehouse  {} (connecting in the background)\n  auth       {:?}\n  control    {}\n  ui         http://{}/\n  api        http://{}/api\n  watch      {watch}\n  ctrl+c to stop",
+            "StreamBuild {version} dev server\n  project    {} ({})\n  compile    {compiled}\n  warehouse  {} at {} (connecting in the background)\n  auth       {:?}\n  control    {}\n  ui         http://{}/\n  api        http://{}/api\n  watch      {watch}\n  ctrl+c to stop",
             self.project_name,
             self.project_root.display(),
             self.database,
+            self.warehouse_address,
             self.auth_mode,
             self.store,
             self.address,
@@ -328,6 +333,7 @@ pub async fn serve(
         project_name: project.name.clone(),
         project_root: project.root.clone(),
         database,
+        warehouse_address: config.warehouse_address.clone(),
         auth_mode: state.auth.mode,
         store: state.store.shown_url().to_owned(),
         watch: config.watch,

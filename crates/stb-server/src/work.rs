@@ -174,7 +174,8 @@ fn start_time(text: Option<&str>) -> Result<Option<stb_plan::options::StartTime>
 }
 
 /// The scope `GET /api/plan` asks for: `select` (repeatable), `start`, `deployment`,
-/// `changed=true`, `full_refresh=true`.
+/// `changed=true`, `include_missing_upstream=true`, `full_refresh=true`. The spec's
+/// `counts` is not read: a preview does not count the rows a replay would read.
 fn query_scope(query: Option<&str>) -> Result<Scope, ApiError> {
     let pairs: Vec<(String, String)> = serde_urlencoded::from_str(query.unwrap_or(""))
         .map_err(|e| ApiError::new(StatusCode::BAD_REQUEST, e.to_string()))?;
@@ -192,7 +193,7 @@ fn query_scope(query: Option<&str>) -> Result<Scope, ApiError> {
         deployment_id: one("deployment"),
         changed: one("changed").is_some_and(|v| v == "true"),
         full_refresh: one("full_refresh").is_some_and(|v| v == "true"),
-        include_missing_upstream: false,
+        include_missing_upstream: one("include_missing_upstream").is_some_and(|v| v == "true"),
     })
 }
 
@@ -217,19 +218,23 @@ pub(crate) async fn plan(
 #[derive(Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub(crate) struct BuildRequest {
-    #[serde(default)]
-    select: Vec<String>,
+    /// The spec's name; `select` (what `GET /api/plan` calls them) is read as the same.
+    #[serde(default, alias = "select")]
+    selectors: Vec<String>,
     start_time: Option<String>,
     deployment_id: Option<String>,
     #[serde(default)]
     changed: bool,
     #[serde(default)]
+    include_missing_upstream: bool,
+    #[serde(default)]
     full_refresh: bool,
     #[serde(default)]
     allow_shrink: bool,
-    /// Protected pipelines' confirmation tokens.
-    #[serde(default)]
-    confirm: Vec<String>,
+    /// Protected pipelines' confirmation tokens (`confirm`, as `--confirm` is spelled,
+    /// is read as the same).
+    #[serde(default, alias = "confirm")]
+    confirmations: Vec<String>,
     /// The `plan_hash` of the preview the caller reviewed: only that plan is built.
     plan_hash: Option<String>,
 }
@@ -244,7 +249,11 @@ pub(crate) async fn build(
 ) -> Result<(StatusCode, Json<serde_json::Value>), ApiError> {
     // Read as the preview reads its query: trimmed, so both plan the same scope.
     let scope = Scope {
-        select: request.select.iter().map(|s| s.trim().to_owned()).collect(),
+        select: request
+            .selectors
+            .iter()
+            .map(|s| s.trim().to_owned())
+            .collect(),
         start_time: start_time(request.start_time.as_deref())?,
         deployment_id: request
             .deployment_id
@@ -252,7 +261,7 @@ pub(crate) async fn build(
             .map(|id| id.trim().to_owned()),
         changed: request.changed,
         full_refresh: request.full_refresh,
-        include_missing_upstream: false,
+        include_missing_upstream: request.include_missing_upstream,
     };
     if precheck(&state, &principal, "build.direct.run")
         .await
@@ -324,7 +333,7 @@ pub(crate) async fn build(
         authorised: direct.iter().chain(&staged).cloned().collect(),
         windows: state.run_windows,
         allow_shrink: request.allow_shrink,
-        tokens: request.confirm.clone(),
+        tokens: request.confirmations.clone(),
     })?;
     Ok((
         StatusCode::ACCEPTED,
@@ -407,8 +416,20 @@ async fn read_deployments<T: serde::Serialize + Send + 'static>(
         .map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))
 }
 
-/// `GET /api/deployments`: as `stb deployment list --json`.
+/// `GET /api/deployments`: as `stb deployment list --json`. A project without virtual
+/// pipelines has none to list: the answer says so (`virtualPipelines: false`, and why)
+/// instead of refusing, since the Deployments page is there for every project.
 pub(crate) async fn deployments(State(state): Shared) -> Result<Json<serde_json::Value>, ApiError> {
+    let compilation = state.compilation()?;
+    if let Err(none) = stb_engine::deployments::reports::require_virtual(&compilation.project) {
+        return Ok(Json(serde_json::json!({
+            "database": state.database,
+            "deployments": [],
+            "virtualPipelines": false,
+            "message": none.message,
+            "hint": none.hint,
+        })));
+    }
     read_deployments(&state, stb_engine::deployments::reports::list).await
 }
 
@@ -671,4 +692,32 @@ pub(crate) async fn recompile_and_swap(
     }
     state.snapshots.invalidate();
     Ok(compile)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::BuildRequest;
+
+    #[test]
+    fn a_build_body_reads_the_spec_names_and_the_short_ones() {
+        let spec: BuildRequest = serde_json::from_str(
+            r#"{"selectors": ["model:a"], "startTime": "2026-01-01T00:00:00Z", "deploymentId": "d",
+                "confirmations": ["yes-a"], "changed": false, "includeMissingUpstream": true,
+                "planHash": "h"}"#,
+        )
+        .expect("the spec's body reads");
+        assert_eq!(spec.selectors, ["model:a"]);
+        assert_eq!(spec.confirmations, ["yes-a"]);
+        assert!(spec.include_missing_upstream);
+        let short: BuildRequest =
+            serde_json::from_str(r#"{"select": ["model:a"], "confirm": ["yes-a"]}"#)
+                .expect("the short names read");
+        assert_eq!(short.selectors, ["model:a"]);
+        assert_eq!(short.confirmations, ["yes-a"]);
+        assert!(!short.include_missing_upstream);
+        assert!(
+            serde_json::from_str::<BuildRequest>(r#"{"selector": ["a"]}"#).is_err(),
+            "a misspelt field is refused, not ignored"
+        );
+    }
 }

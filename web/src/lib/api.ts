@@ -2,6 +2,8 @@
 // unsafe methods, and errors as ApiError with the server's `detail` (a string, or the
 // structured denial `{message, permission, reason, ...}`).
 
+import { noteUnreachable } from "./outage.svelte";
+
 export type Detail = string | { message?: string; reason?: string; permission?: string; [key: string]: unknown };
 
 export class ApiError extends Error {
@@ -60,7 +62,9 @@ export async function api<T>(
       parsed && typeof parsed === "object" && "detail" in parsed
         ? (parsed as { detail: Detail }).detail
         : `HTTP ${response.status}`;
-    throw new ApiError(response.status, detail);
+    const error = new ApiError(response.status, detail);
+    noteUnreachable(error);
+    throw error;
   }
   return parsed as T;
 }

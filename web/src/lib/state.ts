@@ -52,11 +52,11 @@ export interface WarehouseState {
   target: TargetCondition;
   warehouse_health: {
     disks: { name: string; path: string; free_bytes: number; total_bytes: number }[] | null;
-    memory: { resident_bytes: number | null; total_bytes: number | null } | null;
+    memory: { resident_bytes: number | null; total_bytes: number | null; measure: "resident" | "tracked" } | null;
     activity: { running_queries: number; running_merges: number } | null;
     kafka_consumers: { table: string; consumers: number; messages_read: number; last_exception: string | null }[] | null;
     footprint: { tables: number; parts: number; rows: number; bytes_on_disk: number } | null;
-    errors: { part: string; message: string }[];
+    errors: { part: string; message: string; detail: string }[];
   };
   stale: boolean;
   error: unknown;

@@ -9,7 +9,7 @@ use std::sync::atomic::{AtomicU8, Ordering};
 use serde_json::Value;
 use stb_test_support::{TestDatabase, execute};
 
-const CLEAN: &str = "MODEL (order_by [\"_replay_partition\", \"_replay_offset\"]);\nSELECT _replay_partition::UInt32 AS _replay_partition, _replay_offset::UInt64 AS _replay_offset, amount::UInt64 AS amount\nFROM __source(\"events\")\n";
+pub(crate) const CLEAN: &str = "MODEL (order_by [\"_replay_partition\", \"_replay_offset\"]);\nSELECT _replay_partition::UInt32 AS _replay_partition, _replay_offset::UInt64 AS _replay_offset, amount::UInt64 AS amount\nFROM __source(\"events\")\n";
 pub(crate) const BIG: &str = "MODEL (order_by [\"_replay_partition\", \"_replay_offset\"]);\nSELECT _replay_partition::UInt32 AS _replay_partition, _replay_offset::UInt64 AS _replay_offset, amount::UInt64 AS amount\nFROM __ref(\"clean\")\nWHERE amount > 10\n";
 
 pub(crate) fn project(database: &str) -> tempfile::TempDir {

@@ -170,6 +170,22 @@ fn read_routes_answer_in_process_with_the_commands_documents() {
         assert_eq!(status, 400, "{unread}");
         assert_eq!(unread["detail"]["code"], "STB-PLAN-001", "{unread}");
 
+        // `includeMissingUpstream` reaches the scope, from the body and from the query: without
+        // a selection it cannot mean anything, and says so.
+        let (status, unread) = call(
+            &app,
+            Method::POST,
+            "/build",
+            r#"{"selectors": [], "includeMissingUpstream": true, "planHash": "x"}"#,
+        )
+        .await;
+        assert_eq!(status, 400, "{unread}");
+        assert_eq!(unread["detail"]["code"], "STB-PLAN-001", "{unread}");
+        let (status, unread) =
+            call(&app, Method::GET, "/plan?include_missing_upstream=true", "").await;
+        assert_eq!(status, 400, "{unread}");
+        assert_eq!(unread["detail"]["code"], "STB-PLAN-001", "{unread}");
+
         // Deployments: the list, one deployment, what promoting it would change.
         let (status, list) = call(&app, Method::GET, "/deployments", "").await;
         assert_eq!(status, 200, "{list}");
@@ -214,10 +230,15 @@ fn read_routes_answer_in_process_with_the_commands_documents() {
         )
         .await;
         assert_eq!(status, 200, "{reviewed}");
+        // The body in the spec's names (`selectors`, `confirmations`,
+        // `includeMissingUpstream`), as a client written for the reference sends it.
         let body = serde_json::json!({
-            "select": ["pipeline:pl__v"],
+            "selectors": ["pipeline:pl__v"],
             "fullRefresh": true,
             "deploymentId": api_id,
+            "confirmations": [],
+            "changed": false,
+            "includeMissingUpstream": false,
             "planHash": reviewed["plan_hash"],
         });
         let (status, started) = call(&app, Method::POST, "/build", &body.to_string()).await;
@@ -303,4 +324,41 @@ fn neutral(line: &str) -> String {
     }
     hashless.push_str(if hex.len() == 64 { "<hash>" } else { &hex });
     hashless
+}
+
+#[test]
+fn a_project_without_virtual_pipelines_lists_no_deployments_and_says_why() {
+    let dir = stb_test_support::project_dir(&[
+        (
+            "streambuild_project.toml".to_owned(),
+            "name = \"d\"\ndefault_target = \"dev\"\n[targets.dev]\ndatabase = \"stb_no_virtual\"\n"
+                .to_owned(),
+        ),
+        (
+            "sources/events.yml".to_owned(),
+            "sources:\n  - name: events\n    kind: stream_table\n    table_name: events\n    replay_boundary:\n      mode: offsets\n      columns:\n        _replay_partition: p\n        _replay_offset: o\n        _replay_timestamp: ts\n".to_owned(),
+        ),
+        (
+            "pipelines/pl__d/clean.sql".to_owned(),
+            crate::deployments::CLEAN.to_owned(),
+        ),
+    ]);
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    runtime.block_on(async {
+        let app = server(dir.path(), "stb_no_virtual").await;
+        let (status, listed) = call(&app, Method::GET, "/deployments", "").await;
+        assert_eq!(status, 200, "{listed}");
+        assert_eq!(listed["deployments"], serde_json::json!([]), "{listed}");
+        assert_eq!(listed["virtualPipelines"], false, "{listed}");
+        assert_eq!(listed["database"], "stb_no_virtual", "{listed}");
+        assert!(
+            listed["message"]
+                .as_str()
+                .is_some_and(|m| m.contains("no virtual pipelines")),
+            "{listed}"
+        );
+    });
 }

@@ -71,7 +71,14 @@ fn start(dir: &std::path::Path) -> (std::process::Child, String, Lines) {
 
 /// The API's URL from a starting `stb dev`'s banner, and the rest of its output.
 fn banner(child: &mut std::process::Child) -> (String, Lines) {
+    let (api, _, lines) = banner_lines(child);
+    (api, lines)
+}
+
+/// The API's URL, the banner's lines before it, and the rest of the output.
+fn banner_lines(child: &mut std::process::Child) -> (String, Vec<String>, Lines) {
     let mut lines = BufReader::new(child.stdout.take().expect("stdout")).lines();
+    let mut before = Vec::new();
     let api = loop {
         let line = lines
             .next()
@@ -80,8 +87,9 @@ fn banner(child: &mut std::process::Child) -> (String, Lines) {
         if let Some(url) = line.trim().strip_prefix("api") {
             break url.trim().to_owned();
         }
+        before.push(line);
     };
-    (api, lines)
+    (api, before, lines)
 }
 
 /// One request: its status, JSON answer and the session cookie it set.
@@ -468,6 +476,23 @@ fn plan_build_live_events_and_promote_through_the_api() {
         state["warehouse_health"]["disks"]
             .as_array()
             .is_some_and(|d| !d.is_empty())
+    );
+    // The local engine has no `system.asynchronous_metrics`: its memory is what its
+    // allocator tracks, and no part of health is unreadable there.
+    assert_eq!(
+        state["warehouse_health"]["memory"]["measure"], "tracked",
+        "{state}"
+    );
+    assert!(
+        state["warehouse_health"]["memory"]["resident_bytes"]
+            .as_u64()
+            .is_some_and(|bytes| bytes > 0),
+        "{state}"
+    );
+    assert_eq!(
+        state["warehouse_health"]["errors"],
+        serde_json::json!([]),
+        "{state}"
     );
     assert_eq!(state["stale"], false);
     // Held: a second viewer reads the snapshot the first one did. The background task
@@ -1342,7 +1367,16 @@ fn under_watch_an_edit_recompiles_and_status_shows_the_diagnostics() {
         .stderr(Stdio::null())
         .spawn()
         .expect("stb dev starts");
-    let (api, _lines) = banner(&mut child);
+    let (api, printed, _lines) = banner_lines(&mut child);
+    // The banner says which ClickHouse the server connects to.
+    let port = stb_test_support::stack().clickhouse_port;
+    assert!(
+        printed
+            .iter()
+            .any(|line| line.trim().starts_with("warehouse")
+                && line.contains(&format!(" at http://default@127.0.0.1:{port} "))),
+        "{printed:?}"
+    );
     let status = || call(&api, "GET", "/status", None, None).1;
     let first = status();
     assert_eq!(first["compile"]["state"], "ok", "{first}");

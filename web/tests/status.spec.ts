@@ -1,0 +1,66 @@
+// The demo's direct project, built: the Status page's numbers are the warehouse's, its
+// views are built, nothing shows a raw exception, the Overview's cards come with the
+// first status (not the next poll), and Deployments explains that a project without
+// virtual pipelines has none.
+import { expect, test } from "@playwright/test";
+import { build, createUser, demoProject, dropProject, query, startDev, type Project, type Server } from "./support/stack";
+import { checkLayout, keep, signIn } from "./support/pages";
+
+const EVENTS = 30;
+let project: Project;
+let server: Server;
+
+test.beforeAll(async () => {
+  project = await demoProject("orders", "ui_status", EVENTS);
+  createUser(project, "ana", "viewer");
+  build(project);
+  // Every produced event landed and reached the models.
+  await expect
+    .poll(() => query(`SELECT count() FROM ${project.database}.tbl__order_events`), { timeout: 60_000 })
+    .toBe(String(EVENTS));
+  server = await startDev(project);
+});
+
+test.afterAll(async () => {
+  await server?.stop();
+  await dropProject(project);
+});
+
+test("status numbers are the warehouse's, views are built, no raw exception", async ({ page }) => {
+  // Timers stand still from here: a page that waited for its next 5 s poll would never
+  // show the Overview's cards.
+  await page.clock.install();
+  await page.clock.pauseAt(Date.now() + 1000);
+  await signIn(page, server.url, "ana");
+  await expect(page.getByLabel("Health")).toContainText("Compile");
+  await expect(page.getByLabel("Health")).toContainText(project.database);
+  await checkLayout(page, "overview");
+
+  await page.getByRole("link", { name: "Status" }).click();
+  await expect(page.getByRole("heading", { name: "Models" })).toBeVisible();
+  const relations = (await query(`SELECT name, engine FROM system.tables WHERE database = '${project.database}' FORMAT TSV`))
+    .split("\n")
+    .map((line) => line.split("\t"));
+  for (const [model, relation] of [
+    ["order_events", "tbl__order_events"],
+    ["paid_orders", "tbl__paid_orders"],
+    ["customer_revenue", "tbl__customer_revenue"],
+    ["order_status", "view__order_status"],
+    ["top_customers", "view__top_customers"],
+  ]) {
+    expect(relations.some(([name]) => name === relation), `${relation} exists`).toBe(true);
+    const rows = await query(`SELECT count() FROM ${project.database}.${relation}`);
+    expect(Number(rows)).toBeGreaterThan(0);
+    const row = page.getByRole("row", { name: new RegExp(`^${model} `) });
+    await expect(row.getByRole("cell").nth(3), `${model} built`).toHaveText("yes");
+    await expect(row.getByRole("cell").nth(4), `${model} rows`).toHaveText(Number(rows).toLocaleString("en-US"));
+  }
+  await expect(page.getByTestId("memory")).toBeVisible();
+  await checkLayout(page, "status");
+  await keep(page, "status");
+
+  await page.getByRole("link", { name: "Deployments" }).click();
+  await expect(page.getByTestId("no-virtual-pipelines")).toContainText("no virtual pipelines");
+  await expect(page.getByRole("alert")).toHaveCount(0);
+  await checkLayout(page, "deployments without virtual pipelines");
+});
