@@ -64,3 +64,28 @@ test("status numbers are the warehouse's, views are built, no raw exception", as
   await expect(page.getByRole("alert")).toHaveCount(0);
   await checkLayout(page, "deployments without virtual pipelines");
 });
+
+test("a model's page: live numbers, its last build, its checks and its SQL", async ({ page }) => {
+  await signIn(page, server.url, "ana");
+  await page.goto(`${server.url}/catalog?model=paid_orders`);
+  await expect(page.getByRole("heading", { name: "paid_orders", exact: true })).toBeVisible();
+  const live = page.getByTestId("model-live");
+  const rows = Number(await query(`SELECT count() FROM ${project.database}.tbl__paid_orders`));
+  expect(rows).toBeGreaterThan(0);
+  await expect(live).toContainText(`Rows${rows.toLocaleString("en-US")}`);
+  await expect(live).toContainText(/Bytes\d/);
+  await expect(live).toContainText("tbl__paid_orders");
+  // The demo's build in beforeAll built it.
+  await expect(page.getByTestId("model-last-build")).toContainText("succeeded");
+  const checks = page.getByTestId("model-checks");
+  await expect(checks.getByRole("row", { name: /only_paid_events_become_paid_orders.*test/ })).toBeVisible();
+  await expect(checks.getByRole("row", { name: /revenue_matches_paid_orders.*audit/ })).toBeVisible();
+  // The compiled query, highlighted: keywords are marked, the text is the query's.
+  const sql = page.getByLabel("Compiled query of paid_orders");
+  await expect(sql).toContainText(`FROM ${project.database}.tbl__order_events`);
+  await expect(sql.locator(".tok-keyword").first()).toHaveText(/^(SELECT|WITH)$/i);
+  await page.getByText("materialized view mv__paid_orders").click();
+  await expect(page.getByLabel("Statement creating mv__paid_orders")).toContainText("CREATE MATERIALIZED VIEW");
+  await checkLayout(page, "catalog model page");
+  await keep(page, "catalog-model");
+});

@@ -132,9 +132,11 @@ fn line(relation: &RelationStatus) -> String {
     } else {
         format!(" INCOMPLETE, missing {};", missing.join(", "))
     };
-    let rows = relation
-        .rows
-        .map_or_else(|| "rows unknown".to_owned(), |n| format!("{n} rows"));
+    let rows = match (relation.rows, relation.bytes) {
+        (Some(n), Some(bytes)) => format!("{n} rows in {bytes} bytes"),
+        (Some(n), None) => format!("{n} rows"),
+        (None, _) => "rows unknown".to_owned(),
+    };
     let activity = relation.activity.as_ref().map_or_else(
         || "no writes to watch".to_owned(),
         |a| {

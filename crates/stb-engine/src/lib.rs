@@ -17,6 +17,7 @@ pub mod direct;
 pub mod error;
 pub mod health;
 pub mod messages;
+pub mod model;
 pub mod plan;
 pub mod quality;
 pub mod readiness;

@@ -31,6 +31,9 @@ pub struct RelationStatus {
     /// The rows `relation` holds now (a table's parts count them; a view is counted);
     /// `None` when it is not built or could not be counted.
     pub rows: Option<u64>,
+    /// The bytes `relation` takes (a table's parts; `None` for views, for tables not built
+    /// and where the engine does not know).
+    pub bytes: Option<u64>,
     /// `None` for views and pulls read through a table function: nothing is written.
     pub activity: Option<Activity>,
     pub freshness: FreshnessState,
@@ -147,6 +150,7 @@ fn planned_relations(
             relation,
             relations: Vec::new(),
             rows: None,
+            bytes: None,
             activity: None,
             freshness: judge::freshness(&Newest::default(), None),
         }
@@ -295,8 +299,9 @@ pub fn read(
                     Newest::default()
                 };
                 status.freshness = judge::freshness(&found, p.expectation);
-                if status.built {
-                    status.rows = counts.get(&relation).copied();
+                if let Some(counted) = counts.get(&relation).filter(|_| status.built) {
+                    status.rows = Some(counted.rows);
+                    status.bytes = counted.bytes;
                 }
                 status
             })
@@ -315,21 +320,21 @@ pub fn read(
     })
 }
 
-/// The rows of every built relation of `planned`: tables by their parts' count (one query), views by
-/// counting them (one query each, bounded to a few seconds; one that does not answer in
-/// time stays uncounted).
+/// The rows of every built relation of `planned`: tables by their parts' count, with their
+/// bytes (one query), views by counting them (one query each, bounded to a few seconds; one
+/// that does not answer in time stays uncounted).
 fn row_counts<'p>(
     client: &Client,
     database: &str,
     planned: impl Iterator<Item = &'p Planned> + Clone,
-) -> std::collections::BTreeMap<String, u64> {
+) -> std::collections::BTreeMap<String, stb_warehouse::Stored> {
     let built = planned.filter(|p| p.status.built);
     let tables: Vec<String> = built
         .clone()
         .filter(|p| p.writes)
         .filter_map(|p| p.status.relation.clone())
         .collect();
-    let mut counts = client.stored_rows(database, &tables).unwrap_or_default();
+    let mut counts = client.stored(database, &tables).unwrap_or_default();
     for view in built
         .filter(|p| !p.writes)
         .filter_map(|p| p.status.relation.as_ref())
@@ -342,8 +347,8 @@ fn row_counts<'p>(
             .ok()
             .and_then(|rows| rows.text(0, "n"))
             .and_then(|n| n.parse().ok());
-        if let Some(n) = counted {
-            counts.insert(view.clone(), n);
+        if let Some(rows) = counted {
+            counts.insert(view.clone(), stb_warehouse::Stored { rows, bytes: None });
         }
     }
     counts

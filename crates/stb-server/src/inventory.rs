@@ -114,6 +114,12 @@ pub const ROUTES: &[Route] = &[
         SignedIn,
         "A column traced through the models to its sources (stb lineage --json)",
     ),
+    route(
+        "GET",
+        "/api/models/{name}",
+        SignedIn,
+        "One model: its query, statements, checks and the runs that built it",
+    ),
     route("GET", "/api/runs", SignedIn, "Recent runs"),
     route("GET", "/api/runs/{invocation_id}", SignedIn, "One run"),
     route(

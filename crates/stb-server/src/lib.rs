@@ -17,6 +17,7 @@ mod destruction;
 pub mod error;
 mod headers;
 pub mod inventory;
+mod models;
 mod planning;
 mod quality;
 mod routes;

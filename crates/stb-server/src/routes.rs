@@ -41,6 +41,7 @@ pub(crate) fn api() -> Router<Arc<AppState>> {
         .route("/api/reload", post(crate::work::reload))
         .route("/api/definitions", get(definitions))
         .route("/api/lineage/columns/{model}/{column}", get(column_lineage))
+        .route("/api/models/{name}", get(crate::models::model))
         .route("/api/runs", get(runs))
         .route("/api/runs/{invocation_id}", get(run))
         .route("/api/runs/{invocation_id}/events", get(crate::work::feed))

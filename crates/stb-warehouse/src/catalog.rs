@@ -251,25 +251,31 @@ impl Client {
     }
 
     /// The rows each of `tables` holds, as its parts count them (`system.tables.total_rows`;
-    /// tables whose engine keeps no count are left out). One query.
+    /// tables whose engine keeps no count are left out), and their bytes
+    /// (`total_bytes`, when the engine knows them). One query.
     ///
     /// # Errors
     /// The catalog could not be read.
-    pub fn stored_rows(
+    pub fn stored(
         &self,
         database: &str,
         tables: &[String],
-    ) -> Result<BTreeMap<String, u64>, WarehouseError> {
+    ) -> Result<BTreeMap<String, Stored>, WarehouseError> {
         let rows = self.tables_named(
             database,
             tables,
-            "toString(total_rows) AS total_rows",
+            "toString(total_rows) AS total_rows, toString(total_bytes) AS total_bytes",
             " AND total_rows IS NOT NULL",
         )?;
         Ok((0..rows.data.len())
             .filter_map(|row| {
                 let count = text(&rows, row, "total_rows").parse().ok()?;
-                Some((text(&rows, row, "name"), count))
+                let stored = Stored {
+                    rows: count,
+                    // `NULL` reads as text that is not a number.
+                    bytes: text(&rows, row, "total_bytes").parse().ok(),
+                };
+                Some((text(&rows, row, "name"), stored))
             })
             .collect())
     }
@@ -715,6 +721,14 @@ pub fn catalog_stamp_sql(databases: &[String]) -> String {
         "SELECT concat(toString(count()), ':', toString(sum(cityHash64(database, name, engine, toString(uuid), create_table_query)))) \
          FROM system.tables WHERE database IN ({list}) AND NOT startsWith(name, '_streambuild')"
     )
+}
+
+/// What a table holds, as its parts count it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Stored {
+    pub rows: u64,
+    /// `None` when the engine does not know.
+    pub bytes: Option<u64>,
 }
 
 #[cfg(test)]

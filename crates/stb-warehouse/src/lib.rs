@@ -24,7 +24,8 @@ pub mod runs;
 pub mod statements;
 
 pub use catalog::{
-    Catalog, CatalogColumn, CatalogRelation, Definitions, Depth, ViewCache, catalog_stamp_sql,
+    Catalog, CatalogColumn, CatalogRelation, Definitions, Depth, Stored, ViewCache,
+    catalog_stamp_sql,
 };
 pub use client::{Client, Rows, Summary};
 pub use config::{

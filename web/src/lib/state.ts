@@ -28,6 +28,8 @@ export interface RelationStatus {
   relations: { name: string; kind: string; present: boolean }[];
   /** The rows it holds now (null: not built, or not countable). */
   rows: number | null;
+  /** The bytes its table takes (null for views, or when not known). */
+  bytes: number | null;
   activity: Activity | null;
   freshness: Freshness;
 }

@@ -191,6 +191,10 @@ fn status_reports_activity_from_the_views_log_and_the_part_log_and_freshness_fro
             .is_some_and(|n| n >= 30),
         "the view wrote the 30 new events: {clean}"
     );
+    // Its rows, and the bytes they take (a table's parts know both; a view has no bytes).
+    assert!(clean["rows"].as_u64().is_some_and(|n| n >= 30), "{clean}");
+    assert!(clean["bytes"].as_u64().is_some_and(|n| n > 0), "{clean}");
+    assert!(entry(&now, "models", "report")["bytes"].is_null());
     assert_eq!(
         activity(&now, "models", "big"),
         pair("moving", "query_views_log")
@@ -254,9 +258,9 @@ fn status_reports_activity_from_the_views_log_and_the_part_log_and_freshness_fro
             .unwrap_or_default()
             .to_owned()
     };
-    assert!(line("clean (table): ").contains(" rows; moving"), "{text}");
+    assert!(line("clean (table): ").contains(" bytes; moving"), "{text}");
     assert!(
-        line("archive (stream_table): ").contains(" rows; moving"),
+        line("archive (stream_table): ").contains(" bytes; moving"),
         "{text}"
     );
     assert!(text.contains("freshness stalled"), "{text}");
