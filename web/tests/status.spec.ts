@@ -3,7 +3,7 @@
 // first status (not the next poll), and Deployments explains that a project without
 // virtual pipelines has none.
 import { expect, test } from "@playwright/test";
-import { build, createUser, demoProject, dropProject, query, startDev, type Project, type Server } from "./support/stack";
+import { build, createUser, demoProject, dropProject, query, startDev, stbOn, type Project, type Server } from "./support/stack";
 import { checkLayout, keep, signIn } from "./support/pages";
 
 const EVENTS = 30;
@@ -88,4 +88,46 @@ test("a model's page: live numbers, its last build, its checks and its SQL", asy
   await expect(page.getByLabel("Statement creating mv__paid_orders")).toContainText("CREATE MATERIALIZED VIEW");
   await checkLayout(page, "catalog model page");
   await keep(page, "catalog-model");
+});
+
+test("the lineage graph: a legend, arrows, each node's state and its details", async ({ page }) => {
+  // An audit that fails (customer revenue no longer matches the paid orders) and a view
+  // dropped by hand: the graph shows both.
+  await query(`INSERT INTO ${project.database}.tbl__customer_revenue (customer_id, revenue_cents) VALUES ('c-extra', 12345)`);
+  expect(() => stbOn(project, ["audit", "--database", project.database, "--vars", project.vars])).toThrow();
+  await query(`DROP VIEW ${project.database}.view__top_customers`);
+
+  await signIn(page, server.url, "ana");
+  // The snapshot the server holds is taken again.
+  await page.getByRole("link", { name: "Status" }).click();
+  await page.getByRole("button", { name: "Reconnect and refresh" }).click();
+  await expect(page.getByRole("row", { name: /^top_customers / })).toContainText("incomplete");
+
+  await page.getByRole("link", { name: "Lineage" }).click();
+  const legend = page.getByLabel("Legend");
+  for (const entry of ["source", "table model", "view model", "failing", "missing", "stale", "built"]) {
+    await expect(legend).toContainText(entry);
+  }
+  const node = (label: string) => page.getByRole("button", { name: label, exact: true });
+  await expect(node("table order_events")).toHaveAttribute("data-state", "built");
+  await expect(node("table paid_orders")).toHaveAttribute("data-state", "failing");
+  await expect(node("table customer_revenue")).toHaveAttribute("data-state", "failing");
+  await expect(node("view top_customers")).toHaveAttribute("data-state", "missing");
+  // Every edge ends in an arrow head.
+  const edges = page.locator(".graph path.edge");
+  expect(await edges.count()).toBeGreaterThan(3);
+  for (const edge of await edges.all()) await expect(edge).toHaveAttribute("marker-end", "url(#lineage-arrow)");
+
+  await node("table paid_orders").click();
+  const details = page.getByTestId("lineage-details");
+  await expect(details).toContainText("audit revenue_matches_paid_orders fails");
+  await expect(details).toContainText("Reads: order_events");
+  await expect(details).toContainText("Read by: customer_revenue");
+  const rows = Number(await query(`SELECT count() FROM ${project.database}.tbl__paid_orders`));
+  await expect(details).toContainText(`Rows: ${rows.toLocaleString("en-US")}`);
+  await expect(page).toHaveURL(/node=paid_orders/);
+  await checkLayout(page, "lineage with details");
+  await keep(page, "lineage");
+  await details.getByRole("link", { name: "Open in the catalog" }).click();
+  await expect(page.getByRole("heading", { name: "paid_orders", exact: true })).toBeVisible();
 });
