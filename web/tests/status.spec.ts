@@ -2,6 +2,8 @@
 // views are built, nothing shows a raw exception, the Overview's cards come with the
 // first status (not the next poll), and Deployments explains that a project without
 // virtual pipelines has none.
+import { readFileSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
 import { expect, test } from "@playwright/test";
 import { build, createUser, demoProject, dropProject, query, startDev, stbOn, type Project, type Server } from "./support/stack";
 import { checkLayout, keep, signIn } from "./support/pages";
@@ -13,6 +15,8 @@ let server: Server;
 test.beforeAll(async () => {
   project = await demoProject("orders", "ui_status", EVENTS);
   createUser(project, "ana", "viewer");
+  // Reloading the project after an edit is an operator's (project.reload).
+  createUser(project, "ops", "admin");
   build(project);
   // Every produced event landed and reached the models.
   await expect
@@ -67,7 +71,8 @@ test("status numbers are the warehouse's, views are built, no raw exception", as
 
 test("a model's page: live numbers, its last build, its checks and its SQL", async ({ page }) => {
   await signIn(page, server.url, "ana");
-  await page.goto(`${server.url}/catalog?model=paid_orders`);
+  await page.getByRole("link", { name: "Catalog" }).click();
+  await page.getByRole("link", { name: "paid_orders", exact: true }).click();
   await expect(page.getByRole("heading", { name: "paid_orders", exact: true })).toBeVisible();
   const live = page.getByTestId("model-live");
   const rows = Number(await query(`SELECT count() FROM ${project.database}.tbl__paid_orders`));
@@ -130,4 +135,30 @@ test("the lineage graph: a legend, arrows, each node's state and its details", a
   await keep(page, "lineage");
   await details.getByRole("link", { name: "Open in the catalog" }).click();
   await expect(page.getByRole("heading", { name: "paid_orders", exact: true })).toBeVisible();
+});
+
+test("the plan in sentences, model by model, with the SQL diff of an edited model", async ({ page }) => {
+  const file = join(project.dir, "pipelines/pl__orders/paid_orders.sql");
+  writeFileSync(file, readFileSync(file, "utf8").replace("WHERE kind = 'paid'", "WHERE kind = 'paid' AND amount_cents > 0"));
+  await signIn(page, server.url, "ops");
+  await Promise.all([page.waitForResponse((r) => r.url().endsWith("/api/reload") && r.ok()), page.getByTestId("reload").click()]);
+  await page.getByRole("link", { name: "Plan" }).click();
+  await page.getByLabel("pl__orders").check();
+  await page.getByRole("button", { name: "Preview" }).click();
+  const models = page.getByTestId("plan-models");
+  const paid = models.locator('li[data-model="paid_orders"]');
+  await expect(paid).toContainText("paid_orders is rebuilt because it was selected; its query differs from the last build's.");
+  await expect(paid).toContainText("are dropped, then table tbl__paid_orders and materialized view mv__paid_orders created.");
+  await expect(paid).toContainText("It is filled by the replay into order_events.");
+  await expect(page.getByLabel("SQL diff of paid_orders")).toContainText("+WHERE kind = 'paid' AND amount_cents > 0");
+  await expect(page.getByLabel("SQL diff of paid_orders").locator(".diff-del")).toContainText("WHERE kind = 'paid'");
+  const root = models.locator('li[data-model="order_events"]');
+  await expect(root).toContainText("exactly once");
+  // No internal word is left in a sentence.
+  for (const sentence of await models.locator("li > p").allTextContents()) {
+    expect(sentence).not.toMatch(/first_baseline|query_changed|all_models|downstream_of_selected|driving_input/);
+  }
+  await checkLayout(page, "plan in sentences");
+  await models.scrollIntoViewIfNeeded();
+  await keep(page, "plan-sentences");
 });

@@ -27,6 +27,13 @@ async function buildFromPlan(page: import("@playwright/test").Page, fullRefresh 
   const deployment = (await page.getByTestId("plan-deployment").textContent())?.trim() ?? "";
   expect(deployment).toMatch(/^\d{8}T\d{6}Z_[0-9a-f]+$/);
   await expect(page.getByTestId("cli-command")).toContainText(`--deployment-id ${deployment}`);
+  // The plan in sentences: what the deployment does to each model, and its steps.
+  const models = page.getByTestId("plan-models");
+  await expect(models.locator('li[data-model="order_events"]')).toContainText(
+    fullRefresh ? "order_events is built anew beside the active deployment" : "order_events is deployed for the first time.",
+  );
+  await expect(models.locator('li[data-model="order_events"]')).toContainText("Its copies are filled by replaying all retained history.");
+  await expect(page.getByRole("list").filter({ hasText: "Replay retained history into the staged copies from order_events down" })).toBeVisible();
   await keep(page, "plan");
   await checkLayout(page, "plan");
   await page.getByRole("button", { name: "Build", exact: true }).click();
