@@ -3,7 +3,7 @@ import { writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { expect, test } from "@playwright/test";
 import { createUser, demoProject, dropProject, startDev, type Project, type Server } from "./support/stack";
-import { keep, signIn } from "./support/pages";
+import { checkLayout, keep, signIn } from "./support/pages";
 
 let project: Project;
 let server: Server;
@@ -29,6 +29,7 @@ test("the login lifecycle in password mode", async ({ page }) => {
   await page.goto(server.url);
   await expect(page.getByRole("heading", { name: "Sign in to StreamBuild" })).toBeVisible();
   await keep(page, "login");
+  await checkLayout(page, "login");
   await page.getByLabel("Username").fill("ana");
   await page.getByLabel("Password").fill("not the password at all");
   await page.getByRole("button", { name: "Sign in" }).click();

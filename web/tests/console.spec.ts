@@ -4,7 +4,7 @@ import { writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { expect, test } from "@playwright/test";
 import { build, createUser, demoProject, dropProject, query, startDev, type Project, type Server } from "./support/stack";
-import { keep, signIn } from "./support/pages";
+import { checkLayout, keep, signIn } from "./support/pages";
 
 let project: Project;
 let server: Server;
@@ -45,6 +45,7 @@ test("the message console filters landed messages and opens one whole", async ({
   await expect(rows).toHaveCount(30);
   await expect(page).toHaveURL(/filters=/);
   await keep(page, "messages");
+  await checkLayout(page, "messages");
   await rows.first().getByRole("button", { name: "Open" }).click();
   await expect(page.getByTestId("message-record")).toContainText('"kind\\":\\"paid\\"');
   // The filter lives in the URL: a reload keeps it.
@@ -65,6 +66,7 @@ test("a lineage selection opens the plan page with it", async ({ page }) => {
   await page.getByRole("button", { name: "table customer_revenue" }).press("Enter");
   await expect(page.getByRole("button", { name: "Plan 2 selected" })).toBeEnabled();
   await keep(page, "lineage");
+  await checkLayout(page, "lineage");
   await page.getByRole("button", { name: "Plan 2 selected" }).click();
   await expect(page).toHaveURL(/\/plan\?select=paid_orders&select=customer_revenue|\/plan\?select=customer_revenue&select=paid_orders/);
   await page.getByRole("button", { name: "Preview" }).click();
@@ -121,6 +123,7 @@ test("destruction: blocked by a reader, planned with it, reviewed, typed, droppe
   await expect(drop).toBeDisabled();
   await page.getByLabel("Type pl__reporting").fill("pl__reporting");
   await keep(page, "destroy");
+  await checkLayout(page, "destroy");
   await drop.click();
   await expect(page).toHaveURL(/\/runs\//);
   await expect(page.getByTestId("run-status")).toContainText("succeeded", { timeout: 60_000 });

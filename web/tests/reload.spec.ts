@@ -5,7 +5,7 @@ import { readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { expect, test } from "@playwright/test";
 import { createUser, demoProject, dropProject, type Project, type Server, startDev } from "./support/stack";
-import { keep, signIn } from "./support/pages";
+import { checkLayout, keep, signIn } from "./support/pages";
 
 let project: Project;
 const servers: Server[] = [];
@@ -43,6 +43,7 @@ test("under --watch a saved edit recompiles and the page shows its diagnostics",
     await expect(errors).toContainText("hint: did you mean 'paid_orders'?");
     await expect(errors).not.toContainText('"code"');
     await keep(page, "compile-errors");
+    await checkLayout(page, "compile-errors");
   } finally {
     restore();
   }

@@ -4,7 +4,7 @@ import { readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { expect, test } from "@playwright/test";
 import { build, createUser, demoProject, dropProject, query, type Project, type Server, startDev } from "./support/stack";
-import { keep, signIn } from "./support/pages";
+import { checkLayout, keep, signIn } from "./support/pages";
 
 let project: Project;
 let server: Server;
@@ -38,6 +38,7 @@ test("a plan the warehouse refuses shows where and disables Build", async ({ pag
   await expect(button).toBeDisabled();
   await expect(button).toHaveAttribute("title", /failed its checks/);
   await keep(page, "plan-refused");
+  await checkLayout(page, "plan-refused");
 });
 
 test("the status page shows a relation missing in red with what mends it, and true row counts", async ({ page }) => {
@@ -53,4 +54,5 @@ test("the status page shows a relation missing in red with what mends it, and tr
   // A view that exists is built, with its rows counted.
   await expect(page.getByRole("row", { name: /order_status/ })).toContainText("yes");
   await keep(page, "status-incomplete");
+  await checkLayout(page, "status-incomplete");
 });

@@ -243,7 +243,7 @@ fn run_checks(
                 model: check.name.clone(),
                 reason: format!(
                     "it reads a relation the scratch engine does not have: {}",
-                    first_line(&error.message)
+                    stb_warehouse::plain_message(&error.message)
                 ),
             });
         } else if check.authored {
@@ -522,7 +522,7 @@ fn located(project: &stb_project::Project, check: &Check, message: &str, hint: &
     };
     let mut diagnostic = Diagnostic::new(
         INVALID_CODE,
-        format!("{what}: {}", first_line(message)),
+        format!("{what}: {}", stb_warehouse::plain_message(message)),
         hint,
     );
     if !file.is_empty() {
@@ -545,16 +545,6 @@ fn located(project: &stb_project::Project, check: &Check, message: &str, hint: &
         });
     }
     diagnostic
-}
-
-/// ClickHouse's message without its trailing version note.
-fn first_line(message: &str) -> String {
-    let line = message.lines().next().unwrap_or(message);
-    line.split(" (version ")
-        .next()
-        .unwrap_or(line)
-        .trim()
-        .to_owned()
 }
 
 /// Where in `text` the first name `message` quotes (in backticks or single quotes, or
@@ -616,9 +606,5 @@ mod tests {
         assert_eq!(position_of_quoted(typed, types), Some(Position::new(3, 6)));
         // A name the file does not hold as a whole word gives no position.
         assert_eq!(position_of_quoted("SELECT amount_centzz", message), None);
-        assert_eq!(
-            first_line(message),
-            "Code: 47. DB::Exception: Unknown expression or function identifier `amount_centz`. In scope SELECT CAST(amount_centz, 'UInt64') FROM stb_check_1. (UNKNOWN_IDENTIFIER)"
-        );
     }
 }

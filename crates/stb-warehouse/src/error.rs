@@ -100,6 +100,39 @@ impl WarehouseError {
     }
 }
 
+/// A ClickHouse exception in the words a reader needs: without its `Code: N.
+/// DB::Exception:` prefix, the `In scope <query>` it quotes (the statement the server
+/// rewrote, not the author's), its `(version …)` note and its code name, which is kept
+/// at the end in plain words (`(ClickHouse UNKNOWN_IDENTIFIER)`). Text that is not such
+/// an exception comes back trimmed.
+#[must_use]
+pub fn plain_message(message: &str) -> String {
+    let line = message.lines().next().unwrap_or(message).trim();
+    let line = line.split(" (version ").next().unwrap_or(line).trim_end();
+    // `(NAME)` at the end: the exception's code name.
+    let (line, name) = match line.strip_suffix(')').and_then(|l| l.rsplit_once(" (")) {
+        Some((rest, name))
+            if !name.is_empty() && name.chars().all(|c| c.is_ascii_uppercase() || c == '_') =>
+        {
+            (rest, Some(name))
+        }
+        _ => (line, None),
+    };
+    let body = match line.split_once("DB::Exception: ") {
+        Some((prefix, body)) if prefix.trim_start().starts_with("Code: ") => body,
+        _ => line,
+    };
+    let body = body
+        .split_once(" In scope ")
+        .or_else(|| body.split_once(": In scope "))
+        .map_or(body, |(kept, _)| kept);
+    let body = body.trim().trim_end_matches(':').trim_end();
+    match name {
+        Some(name) => format!("{body} (ClickHouse {name})"),
+        None => body.to_owned(),
+    }
+}
+
 /// Removes the password from text that might echo it (a server quoting a query, a URL).
 fn redact(text: &str, password: &str) -> String {
     if password.is_empty() {
@@ -112,6 +145,28 @@ fn redact(text: &str, password: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_exception_reads_plainly_without_the_rewritten_query() {
+        assert_eq!(
+            plain_message(
+                "Code: 47. DB::Exception: Unknown expression or function identifier `amount_centz`. Maybe you meant: ['amount_cents']. In scope SELECT CAST(amount_centz, 'UInt64') FROM stb_check_1 WHERE kind = 'paid'. (UNKNOWN_IDENTIFIER) (version 26.9.2.1)"
+            ),
+            "Unknown expression or function identifier `amount_centz`. Maybe you meant: ['amount_cents']. (ClickHouse UNKNOWN_IDENTIFIER)"
+        );
+        assert_eq!(
+            plain_message(
+                "Code: 50. DB::Exception: Unknown data type family: UInt65. Maybe you meant: ['UInt64','Int64']: In scope SELECT CAST(x, 'UInt65') AS x FROM t. (UNKNOWN_TYPE)"
+            ),
+            "Unknown data type family: UInt65. Maybe you meant: ['UInt64','Int64'] (ClickHouse UNKNOWN_TYPE)"
+        );
+        // Anything else is kept as it is.
+        assert_eq!(
+            plain_message("  the connection was reset  "),
+            "the connection was reset"
+        );
+        assert_eq!(plain_message("a value (in cents)"), "a value (in cents)");
+    }
 
     #[test]
     fn codes_win_and_text_is_the_fallback() {

@@ -31,5 +31,5 @@ pub use client::{Client, Rows, Summary};
 pub use config::{
     ConnectionConfig, ConnectionOverrides, ENV_HOST, ENV_PASSWORD, ENV_PORT, ENV_USERNAME, Secret,
 };
-pub use error::{ErrorKind, WarehouseError};
+pub use error::{ErrorKind, WarehouseError, plain_message};
 pub use lock::{LOCK_TABLE, LockError, TargetLock, lock_holder};

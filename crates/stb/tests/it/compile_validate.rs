@@ -94,6 +94,15 @@ fn the_demo_is_checked_offline_and_a_typo_is_located() {
             .is_some_and(|m| m.contains("amount_centz")),
         "{refused}"
     );
+    // ClickHouse's words without its exception prefix or the query it rewrote.
+    assert!(
+        error["message"]
+            .as_str()
+            .is_some_and(|m| m.ends_with("(ClickHouse UNKNOWN_IDENTIFIER)")
+                && !m.contains("DB::Exception")
+                && !m.contains("In scope")),
+        "{refused}"
+    );
 }
 
 #[test]
