@@ -75,6 +75,33 @@ struct Meta {
 }
 
 impl Client {
+    /// A request that got no answer, said as a reader needs it: which server, and the
+    /// cause at the bottom of the error's chain (`Connection refused`), without the
+    /// request's URL and its query string of settings.
+    fn unreachable(&self, error: &reqwest::Error) -> String {
+        let server = self.config.url();
+        let server = server.trim_end_matches('/');
+        let mut cause: &dyn std::error::Error = error;
+        while let Some(next) = cause.source() {
+            cause = next;
+        }
+        let what = if error.is_timeout() {
+            format!("ClickHouse at {server} did not answer in time")
+        } else if error.is_connect() {
+            format!("cannot connect to ClickHouse at {server}")
+        } else {
+            format!("the request to ClickHouse at {server} failed")
+        };
+        let cause = cause.to_string();
+        if cause.contains("http://") || cause.is_empty() {
+            what
+        } else {
+            format!("{what}: {cause}")
+        }
+    }
+}
+
+impl Client {
     /// # Errors
     /// The HTTP client cannot be built (no TLS or resolver available).
     pub fn new(config: ConnectionConfig) -> Result<Self, WarehouseError> {
@@ -225,12 +252,12 @@ impl Client {
             .header("X-ClickHouse-Key", password)
             .body(sql.to_owned())
             .send()
-            .map_err(|e| WarehouseError::transport(&e.to_string(), password))?;
+            .map_err(|e| WarehouseError::transport(&self.unreachable(&e), password))?;
         let status = response.status();
         let headers = response.headers().clone();
         let text = response
             .text()
-            .map_err(|e| WarehouseError::transport(&e.to_string(), password))?;
+            .map_err(|e| WarehouseError::transport(&self.unreachable(&e), password))?;
         if !status.is_success() {
             let code = headers
                 .get("x-clickhouse-exception-code")
@@ -239,5 +266,35 @@ impl Client {
             return Err(WarehouseError::from_server(code, &text, password));
         }
         Ok((headers, text))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Client;
+    use crate::{ConnectionConfig, ErrorKind};
+
+    #[test]
+    fn a_server_that_cannot_be_reached_is_named_without_the_requests_settings() {
+        // A port nothing listens on: bound, then let go.
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .map(|a| a.port())
+            .expect("a free port");
+        let client = Client::new(ConnectionConfig {
+            port,
+            ..ConnectionConfig::default()
+        })
+        .expect("a client");
+        let error = client.query("SELECT 1").expect_err("nothing answers");
+        assert_eq!(error.kind, ErrorKind::Timeout);
+        assert!(
+            error.message.starts_with(&format!(
+                "cannot connect to ClickHouse at http://127.0.0.1:{port}"
+            )),
+            "{}",
+            error.message
+        );
+        assert!(!error.message.contains('?'), "{}", error.message);
     }
 }
