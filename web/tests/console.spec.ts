@@ -62,8 +62,11 @@ test("a viewer without the permission is told so", async ({ page }) => {
 test("a lineage selection opens the plan page with it", async ({ page }) => {
   await signIn(page, server.url, "ana");
   await page.getByRole("link", { name: "Lineage" }).click();
+  // A click opens the details, where the model is added; Space adds one at once.
   await page.getByRole("button", { name: "table paid_orders" }).click();
-  await page.getByRole("button", { name: "table customer_revenue" }).press("Enter");
+  await page.getByTestId("lineage-details").getByRole("button", { name: "Add to the plan" }).click();
+  await expect(page.getByTestId("lineage-details").getByRole("button", { name: "Take out of the plan" })).toBeVisible();
+  await page.getByRole("button", { name: "table customer_revenue" }).press("Space");
   await expect(page.getByRole("button", { name: "Plan 2 selected" })).toBeEnabled();
   await keep(page, "lineage");
   await checkLayout(page, "lineage");

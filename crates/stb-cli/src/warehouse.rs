@@ -26,8 +26,13 @@ impl ConnectionArgs {
     /// password), or why that cannot be told.
     pub(crate) fn shown_address(&self, project: &Project) -> String {
         match self.config(project) {
-            Ok(config) => format!("http://{}@{}:{}", config.username, config.host, config.port),
-            Err(failure) => format!("not set: {}", failure.message),
+            // As requests address it (an IPv6 host in brackets), with the user.
+            Ok(config) => {
+                let url = config.url();
+                let server = url.trim_start_matches("http://").trim_end_matches('/');
+                format!("http://{}@{server}", config.username)
+            }
+            Err(failure) => format!("(unresolved: {})", failure.message),
         }
     }
 

@@ -64,12 +64,16 @@ pub struct Unreadable {
     pub detail: String,
 }
 
+/// ClickHouse's code for a read the user has no grant for.
+const ACCESS_DENIED: u32 = 497;
+
 impl Unreadable {
     fn new(part: &'static str, error: WarehouseError) -> Self {
         use stb_warehouse::ErrorKind;
         let message = match error.kind {
             ErrorKind::RelationNotFound => "this server does not offer it".to_owned(),
-            ErrorKind::Authentication => "this user may not read it".to_owned(),
+            _ if error.server_code == Some(ACCESS_DENIED) => "this user may not read it".to_owned(),
+            ErrorKind::Authentication => "the server did not accept the credentials".to_owned(),
             ErrorKind::Timeout => "the server did not answer in time".to_owned(),
             ErrorKind::DatabaseNotFound => "the target database does not exist yet".to_owned(),
             ErrorKind::Other => match error.server_code {
@@ -248,9 +252,11 @@ mod tests {
         assert_eq!(missing.message, "this server does not offer it");
         assert!(missing.detail.contains("DB::Exception"));
         let refused = Unreadable::new("disks", error(ErrorKind::Other, Some(497)));
+        assert_eq!(refused.message, "this user may not read it");
+        let other = Unreadable::new("disks", error(ErrorKind::Other, Some(241)));
         assert_eq!(
-            refused.message,
-            "the server refused the read (ClickHouse code 497)"
+            other.message,
+            "the server refused the read (ClickHouse code 241)"
         );
         for kind in [
             ErrorKind::Timeout,

@@ -13,7 +13,8 @@ use crate::runs::{RunSummary, Windows};
 /// A model that the compile does not have.
 pub const UNKNOWN_MODEL_CODE: &str = "STB-MODEL-404";
 
-/// A relation the model owns and the statement that creates it, as a build executes it.
+/// A relation the model owns and the statement that creates it, as a direct build executes
+/// it (a deployment of a virtual model creates it under its copy's name).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct OwnedStatement {
     /// `table`, `materialized_view` or `view`.

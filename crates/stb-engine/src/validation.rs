@@ -256,7 +256,10 @@ fn run_checks(
         } else {
             unchecked.push(UncheckedModel {
                 model: check.name.clone(),
-                reason: format!("its stand-in could not be made: {}", error.message),
+                reason: format!(
+                    "its stand-in could not be made: {}",
+                    stb_warehouse::plain_message(&error.message)
+                ),
             });
         }
     }
@@ -471,7 +474,7 @@ fn warehouse_diagnostic(error: &stb_warehouse::WarehouseError) -> Diagnostic {
         error.kind.code(),
         format!(
             "the plan's statements could not be checked: {}",
-            error.message
+            stb_warehouse::plain_message(&error.message)
         ),
         error.kind.hint(),
     )

@@ -271,7 +271,7 @@ pub(crate) async fn checks_status(
                 .chain(compiled.audits.iter().map(|a| ("audit", a.name.as_str())))
                 .collect();
             stb_engine::quality::latest(client, &database, &target, &names)
-                .map_err(|e| ApiError::new(StatusCode::BAD_GATEWAY, e.message))
+                .map_err(|e| ApiError::engine(&stb_engine::EngineError::from(&e)))
         })
         .await?;
     Ok(Json(serde_json::json!({"checks": checks})))

@@ -109,27 +109,41 @@ impl WarehouseError {
 pub fn plain_message(message: &str) -> String {
     let line = message.lines().next().unwrap_or(message).trim();
     let line = line.split(" (version ").next().unwrap_or(line).trim_end();
+    let Some(body) = line
+        .split_once("DB::Exception: ")
+        .filter(|(prefix, _)| prefix.trim_start().starts_with("Code: "))
+        .map(|(_, body)| body)
+    else {
+        // Not an exception: kept as it is.
+        return line.to_owned();
+    };
     // `(NAME)` at the end: the exception's code name.
-    let (line, name) = match line.strip_suffix(')').and_then(|l| l.rsplit_once(" (")) {
+    let (body, name) = match body.strip_suffix(')').and_then(|l| l.rsplit_once(" (")) {
         Some((rest, name))
-            if !name.is_empty() && name.chars().all(|c| c.is_ascii_uppercase() || c == '_') =>
+            if !name.is_empty()
+                && name
+                    .chars()
+                    .all(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || c == '_') =>
         {
             (rest, Some(name))
         }
-        _ => (line, None),
+        _ => (body, None),
     };
-    let body = match line.split_once("DB::Exception: ") {
-        Some((prefix, body)) if prefix.trim_start().starts_with("Code: ") => body,
-        _ => line,
+    // The query the server quotes is its rewrite, not the author's; a suggestion some
+    // servers give after it is kept.
+    let (kept, quoted) = match body.to_ascii_lowercase().find(" in scope ") {
+        Some(at) => (&body[..at], Some(&body[at..])),
+        None => (body, None),
     };
-    let body = body
-        .split_once(" In scope ")
-        .or_else(|| body.split_once(": In scope "))
-        .map_or(body, |(kept, _)| kept);
-    let body = body.trim().trim_end_matches(':').trim_end();
+    let mut plain = kept.trim().trim_end_matches(':').trim_end().to_owned();
+    if let Some(suggestion) = quoted.and_then(|q| q.find("Maybe you meant").map(|at| &q[at..])) {
+        plain.push(' ');
+        plain.push_str(suggestion.trim().trim_end_matches('.'));
+        plain.push('.');
+    }
     match name {
-        Some(name) => format!("{body} (ClickHouse {name})"),
-        None => body.to_owned(),
+        Some(name) => format!("{plain} (ClickHouse {name})"),
+        None => plain,
     }
 }
 
@@ -160,12 +174,21 @@ mod tests {
             ),
             "Unknown data type family: UInt65. Maybe you meant: ['UInt64','Int64'] (ClickHouse UNKNOWN_TYPE)"
         );
-        // Anything else is kept as it is.
+        // A suggestion after the quoted query is kept; code names may hold digits.
+        assert_eq!(
+            plain_message(
+                "Code: 47. DB::Exception: Missing columns: 'amount_centz' while processing query: 'SELECT amount_centz FROM t', required columns: 'amount_centz' in scope SELECT amount_centz FROM t. Maybe you meant: ['amount_cents']. (S3_ERROR)"
+            ),
+            "Missing columns: 'amount_centz' while processing query: 'SELECT amount_centz FROM t', required columns: 'amount_centz' Maybe you meant: ['amount_cents']. (ClickHouse S3_ERROR)"
+        );
+        // Anything else is kept as it is, even what ends like a code name.
         assert_eq!(
             plain_message("  the connection was reset  "),
             "the connection was reset"
         );
         assert_eq!(plain_message("a value (in cents)"), "a value (in cents)");
+        assert_eq!(plain_message("times are in (UTC)"), "times are in (UTC)");
+        assert_eq!(plain_message(""), "");
     }
 
     #[test]

@@ -23,7 +23,7 @@ export interface CheckResult {
 export const STATES: { state: NodeState; meaning: string }[] = [
   { state: "failing", meaning: "an audit that reads it fails" },
   { state: "missing", meaning: "not built, or a relation of it is missing" },
-  { state: "stale", meaning: "its newest row is later than its source expects" },
+  { state: "stale", meaning: "its newest row is older than its source's freshness allows" },
   { state: "built", meaning: "built" },
   { state: "unknown", meaning: "no warehouse state" },
 ];
