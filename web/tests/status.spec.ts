@@ -163,6 +163,17 @@ test("the plan in sentences, model by model, with the SQL diff of an edited mode
   for (const sentence of await models.locator("li > p").allTextContents()) {
     expect(sentence).not.toMatch(/first_baseline|query_changed|all_models|downstream_of_selected|driving_input/);
   }
+  // The statements, grouped by the model they build.
+  const statements = page.getByTestId("plan-statements");
+  const group = statements.locator('details[data-model="paid_orders"]');
+  await expect(group.locator("summary")).toContainText("paid_orders");
+  await expect(group.locator("summary")).toContainText("drop, set aside (restored if the build fails), create");
+  await group.locator("summary").click();
+  await expect(group.getByLabel("Statement set_aside_tbl__paid_orders")).toContainText("RENAME TABLE");
+  await expect(group.getByLabel("Statement realize_tbl__paid_orders")).toContainText("CREATE TABLE");
+  await expect(group.getByLabel("Statement realize_mv__paid_orders")).toContainText("amount_cents > 0");
+  await expect(statements.locator('details[data-model="order_events"] summary')).toContainText("replay");
+  await expect(statements.locator('details[data-model=""] summary')).toContainText("The target and its sources");
   await checkLayout(page, "plan in sentences");
   await models.scrollIntoViewIfNeeded();
   await keep(page, "plan-sentences");

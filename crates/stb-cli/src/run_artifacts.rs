@@ -6,7 +6,7 @@ use std::io::Write as _;
 use std::path::Path;
 
 use stb_build::execute::Execution;
-use stb_plan::workflow::{Action, Workflow};
+use stb_plan::workflow::{StepsJson, Workflow, is_template};
 
 use crate::output::Failure;
 use stb_engine::direct::Planned;
@@ -257,47 +257,6 @@ impl serde::Serialize for PlanDocument<'_> {
         }
         map.end()
     }
-}
-
-/// Every step of a workflow as `plan.json` lists it.
-pub(crate) struct StepsJson<'a>(pub(crate) &'a Workflow);
-
-impl serde::Serialize for StepsJson<'_> {
-    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        /// Fields in sorted order, as a JSON value's map writes them.
-        #[derive(serde::Serialize)]
-        struct StepJson<'s> {
-            intent: &'static str,
-            phase: &'static str,
-            sequence: usize,
-            sql: std::borrow::Cow<'s, str>,
-            step_id: &'s str,
-            template: bool,
-        }
-        let workflow = self.0;
-        serializer.collect_seq(
-            workflow
-                .steps
-                .iter()
-                .enumerate()
-                .map(|(index, step)| StepJson {
-                    intent: step.intent(),
-                    phase: step.phase.as_str(),
-                    sequence: index + 1,
-                    sql: workflow.recorded_sql(step),
-                    step_id: &step.id,
-                    template: is_template(&step.action),
-                }),
-        )
-    }
-}
-
-/// A statement a plan can only show as a template: its boundary is captured at run time.
-fn is_template(action: &Action) -> bool {
-    matches!(
-        action,
-        Action::Replay(_) | Action::Seed(_) | Action::Watermark(_)
-    )
 }
 
 /// `target/run/build/`: `workflow.sql` (what ran, replays rendered), the same statements

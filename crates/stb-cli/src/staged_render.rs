@@ -12,7 +12,7 @@ impl crate::run_artifacts::PlanFile for VirtualJson<'_> {
     fn write(
         &self,
         out: &mut dyn std::io::Write,
-        steps: crate::run_artifacts::StepsJson<'_>,
+        steps: stb_plan::workflow::StepsJson<'_>,
         step_files: bool,
     ) -> serde_json::Result<()> {
         serde_json::to_writer_pretty(out, &self.with_workflow(steps, step_files))
@@ -210,7 +210,7 @@ mod tests {
         crate::run_artifacts::PlanFile::write(
             &document,
             &mut file,
-            crate::run_artifacts::StepsJson(&workflow),
+            stb_plan::workflow::StepsJson(&workflow),
             true,
         )
         .expect("writes");

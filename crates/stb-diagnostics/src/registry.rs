@@ -298,6 +298,10 @@ pub const CODES: &[(&str, &str)] = &[
         "a message console request off its document (filter, path, time, mode)",
     ),
     (
+        "STB-MODEL-001",
+        "no such model in the project (the dev server's model page)",
+    ),
+    (
         "STB-PLAN-001",
         "flags that cannot be combined, a malformed --start-time or stabilisation setting",
     ),

@@ -11,7 +11,7 @@ use crate::EngineError;
 use crate::runs::{RunSummary, Windows};
 
 /// A model that the compile does not have.
-pub const UNKNOWN_MODEL_CODE: &str = "STB-MODEL-404";
+pub const UNKNOWN_MODEL_CODE: &str = "STB-MODEL-001";
 
 /// A relation the model owns and the statement that creates it, as a direct build executes
 /// it (a deployment of a virtual model creates it under its copy's name).

@@ -915,5 +915,49 @@ fn root_replay(
     })
 }
 
+/// Every step of a workflow as `plan.json` lists it (and `GET /api/plan?statements=true`
+/// answers it): `intent`, `phase`, `sequence`, `sql` (as recorded: secrets stay
+/// placeholders), `step_id`, `template`.
+pub struct StepsJson<'a>(pub &'a Workflow);
+
+impl serde::Serialize for StepsJson<'_> {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        /// Fields in sorted order, as a JSON value's map writes them.
+        #[derive(serde::Serialize)]
+        struct StepJson<'s> {
+            intent: &'static str,
+            phase: &'static str,
+            sequence: usize,
+            sql: std::borrow::Cow<'s, str>,
+            step_id: &'s str,
+            template: bool,
+        }
+        let workflow = self.0;
+        serializer.collect_seq(
+            workflow
+                .steps
+                .iter()
+                .enumerate()
+                .map(|(index, step)| StepJson {
+                    intent: step.intent(),
+                    phase: step.phase.as_str(),
+                    sequence: index + 1,
+                    sql: workflow.recorded_sql(step),
+                    step_id: &step.id,
+                    template: is_template(&step.action),
+                }),
+        )
+    }
+}
+
+/// A statement a plan can only show as a template: its boundary is captured at run time.
+#[must_use]
+pub fn is_template(action: &Action) -> bool {
+    matches!(
+        action,
+        Action::Replay(_) | Action::Seed(_) | Action::Watermark(_)
+    )
+}
+
 #[cfg(test)]
 mod tests;

@@ -20,7 +20,14 @@ pub(crate) struct Previewed {
     pub(crate) has_work: bool,
     /// Every model it names.
     pub(crate) models: BTreeSet<String>,
+    /// Its statements as `plan.json` lists them, every phase in the order a build runs
+    /// them, when they were asked for (at most [`STATEMENTS_SHOWN`]), and how many there are.
+    pub(crate) statements: Option<(serde_json::Value, usize)>,
 }
+
+/// The most statements a preview carries: a page shows them; at 10,000 models a plan has
+/// tens of thousands, which `target/run/plan/` keeps.
+pub(crate) const STATEMENTS_SHOWN: usize = 2_000;
 
 /// Plans `scope` for showing. Statements the warehouse refuses answer 400 with every
 /// located error (the first one's members at the top, all of them under `errors`).
@@ -29,6 +36,18 @@ pub(crate) struct Previewed {
 /// 409 while the project does not compile, 503 without a warehouse connection, the
 /// engine's refusal (400, or 502 from the warehouse), 400 for refused statements.
 pub(crate) async fn preview(state: &AppState, scope: Scope) -> Result<Previewed, ApiError> {
+    preview_with(state, scope, false).await
+}
+
+/// [`preview`], with the plan's statements when `statements` is set.
+///
+/// # Errors
+/// As [`preview`].
+pub(crate) async fn preview_with(
+    state: &AppState,
+    scope: Scope,
+    statements: bool,
+) -> Result<Previewed, ApiError> {
     let compilation = state.compilation()?;
     let database = state.database.clone();
     let warehouse = Arc::clone(&state.warehouse);
@@ -50,11 +69,13 @@ pub(crate) async fn preview(state: &AppState, scope: Scope) -> Result<Previewed,
         }
         let json = serde_json::to_vec(&plan.document())
             .map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))?;
+        let statements = statements.then(|| listed_statements(&plan));
         Ok(Previewed {
             json,
             hash: plan.hash(),
             has_work: plan.has_work(),
             models: plan.models(),
+            statements,
         })
     })
     .await
@@ -80,4 +101,21 @@ fn refused(invalid: stb_diagnostics::Diagnostics) -> ApiError {
         status: StatusCode::BAD_REQUEST,
         detail,
     }
+}
+
+/// The plan's statements, every phase in order, as `plan.json` lists each phase's (the
+/// sequence counts across phases), the first [`STATEMENTS_SHOWN`] of them, and how many.
+fn listed_statements(plan: &stb_engine::plan::Plan) -> (serde_json::Value, usize) {
+    let mut listed = Vec::new();
+    for part in plan.parts() {
+        let steps = serde_json::to_value(stb_plan::workflow::StepsJson(&part.planned.workflow))
+            .unwrap_or_default();
+        listed.extend(steps.as_array().cloned().unwrap_or_default());
+    }
+    let total = listed.len();
+    for (index, step) in listed.iter_mut().enumerate() {
+        step["sequence"] = serde_json::Value::from(index + 1);
+    }
+    listed.truncate(STATEMENTS_SHOWN);
+    (serde_json::Value::Array(listed), total)
 }

@@ -197,20 +197,40 @@ fn query_scope(query: Option<&str>) -> Result<Scope, ApiError> {
     })
 }
 
+/// Whether `key=true` is in the query.
+fn query_flag(query: Option<&str>, key: &str) -> bool {
+    serde_urlencoded::from_str::<Vec<(String, String)>>(query.unwrap_or(""))
+        .is_ok_and(|pairs| pairs.iter().any(|(k, v)| k == key && v == "true"))
+}
+
 /// `GET /api/plan?select=a&select=b&start=…&deployment=…&changed=true`: what a build of
-/// that scope would do, as `stb plan --json` says it (read-only, planned in this process).
+/// that scope would do, as `stb plan --json` says it (read-only, planned in this process);
+/// `statements=true` adds its statements (`statements`, `statementsTotal`).
 pub(crate) async fn plan(
     State(state): Shared,
     RawQuery(query): RawQuery,
 ) -> Result<axum::response::Response, ApiError> {
     let scope = query_scope(query.as_deref())?;
-    let previewed = crate::planning::preview(&state, scope).await?;
+    let statements = query_flag(query.as_deref(), "statements");
+    let previewed = crate::planning::preview_with(&state, scope, statements).await?;
+    // Asked for, the statements join the document (which is otherwise `stb plan --json`'s).
+    let body = match previewed.statements {
+        Some((listed, total)) => {
+            let mut document: serde_json::Value = serde_json::from_slice(&previewed.json)
+                .map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))?;
+            document["statements"] = listed;
+            document["statementsTotal"] = serde_json::Value::from(total);
+            serde_json::to_vec(&document)
+                .map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))?
+        }
+        None => previewed.json,
+    };
     Ok((
         [(
             axum::http::header::CONTENT_TYPE,
             axum::http::HeaderValue::from_static("application/json"),
         )],
-        previewed.json,
+        body,
     )
         .into_response())
 }

@@ -2,7 +2,7 @@
 // the Plan page (the JSON's words — `all_models`, `first_baseline`, `full_rebuild` — are
 // for scripts). Pure functions over the plan as `/api/plan` answers it.
 
-import type { DirectEntry, DirectPlan, ObjectChange, VirtualPlan } from "./plan";
+import type { DirectEntry, DirectPlan, ObjectChange, Plan, PlanStatement, VirtualPlan } from "./plan";
 
 export interface ModelChange {
   model: string;
@@ -145,4 +145,100 @@ export function stepSentence(step: string): string {
     default:
       return `Record the copies from ${rest} down as staged (readers switch when it is promoted)`;
   }
+}
+
+/** The statements of one model, or (`model` null) those of the target and its sources. */
+export interface StatementGroup {
+  model: string | null;
+  statements: PlanStatement[];
+}
+
+/** Which model each relation a plan names belongs to (its tables, views and copies). */
+function owners(plan: Plan): Map<string, string> {
+  const owned = new Map<string, string>();
+  const add = (part: Plan | null) => {
+    if (!part) return;
+    if (part.mode === "mixed") {
+      add(part.virtual);
+      add(part.direct);
+    } else if (part.mode === "direct") {
+      for (const entry of part.entries) {
+        owned.set(entry.model, entry.model);
+        for (const relation of entry.relation_names) owned.set(relation, entry.model);
+      }
+    } else {
+      for (const change of part.object_changes) {
+        owned.set(change.model, change.model);
+        owned.set(change.key.name, change.model);
+      }
+      for (const copy of part.prepared_shadow_objects) {
+        owned.set(copy.logical_key, copy.logical_model_name);
+        owned.set(copy.physical_name, copy.logical_model_name);
+      }
+    }
+  };
+  add(plan);
+  return owned;
+}
+
+/** A step's model: the longest tail of its id, after an underscore or a dash, that names a
+ * relation or model of the plan (`drop_tbl__paid_orders`, `replay_order_events`). */
+function modelOf(stepId: string, owned: Map<string, string>): string | null {
+  if (owned.has(stepId)) return owned.get(stepId) ?? null;
+  for (let at = 0; at < stepId.length; at += 1) {
+    const c = stepId[at];
+    if (c !== "_" && c !== "-") continue;
+    const tail = stepId.slice(at + 1);
+    const model = owned.get(tail);
+    if (model) return model;
+  }
+  return null;
+}
+
+/** The plan's statements grouped by the model they build, models in the order their first
+ * statement runs, the target's and sources' own statements first. */
+export function groupStatements(plan: Plan): StatementGroup[] {
+  const owned = owners(plan);
+  const groups = new Map<string | null, PlanStatement[]>([[null, []]]);
+  for (const statement of plan.statements ?? []) {
+    const model = modelOf(statement.step_id, owned);
+    const group = groups.get(model) ?? [];
+    group.push(statement);
+    groups.set(model, group);
+  }
+  return [...groups.entries()].filter(([, statements]) => statements.length).map(([model, statements]) => ({ model, statements }));
+}
+
+const PHASES: Record<string, string> = {
+  preparation: "prepare",
+  teardown: "drop",
+  realization: "create",
+  stabilization: "wait for what is in flight",
+  boundary: "capture the replay's boundary",
+  replay: "replay",
+  activation: "resume",
+  cleanup: "clean up",
+  finalization: "record the deployment",
+};
+
+// What a step does, by the start of its id, before its phase says it more roughly (a
+// table set aside is renamed, not dropped: it comes back if the build fails).
+const STEPS: [string, string][] = [
+  ["set_aside_", "set aside (restored if the build fails)"],
+  ["drop_previous_", "drop what was set aside"],
+  ["drop_", "drop"],
+  ["realize_", "create"],
+  ["capture_", "capture the replay's boundary"],
+  ["replay_", "replay"],
+  ["pause_source_", "pause the landing"],
+  ["activate_source_", "resume the landing"],
+  ["reset_consumer_group", "reset the consumer group"],
+  ["wait_for_inflight_inserts", "wait for inserts in flight"],
+  ["prepare_", "prepare"],
+];
+
+/** What a statement does, in a word or two. */
+export function statementVerb(statement: PlanStatement): string {
+  const known = STEPS.find(([start]) => statement.step_id.startsWith(start));
+  return known ? known[1] : (PHASES[statement.phase] ?? statement.phase.replaceAll("_", " "));
 }

@@ -139,7 +139,23 @@ export interface MixedPlan {
   virtual: VirtualPlan | null;
 }
 
-export type Plan = DirectPlan | VirtualPlan | MixedPlan;
+/** A statement of the plan, as `plan.json` lists its workflow's steps (`GET /api/plan?statements=true`). */
+export interface PlanStatement {
+  intent: string;
+  phase: string;
+  sequence: number;
+  sql: string;
+  step_id: string;
+  template: boolean;
+}
+
+/** What `statements=true` adds to a preview: the first 2,000 statements and how many there are. */
+export interface WithStatements {
+  statements?: PlanStatement[];
+  statementsTotal?: number;
+}
+
+export type Plan = (DirectPlan | VirtualPlan | MixedPlan) & WithStatements;
 
 const nonEmpty = (value: readonly unknown[]) => value.length > 0;
 

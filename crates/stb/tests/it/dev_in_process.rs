@@ -139,6 +139,52 @@ fn read_routes_answer_in_process_with_the_commands_documents() {
         );
         assert_eq!(previewed, planned);
         assert_eq!(previewed["deployment_id"], id);
+        // Asked for, the statements come with it: the steps `target/run/plan/plan.json`
+        // lists for the same plan, and the document is otherwise the same.
+        let (status, mut with_statements) = call(
+            &app,
+            Method::GET,
+            &format!(
+                "/plan?select=pipeline%3Apl__v&full_refresh=true&deployment={id}&statements=true"
+            ),
+            "",
+        )
+        .await;
+        assert_eq!(status, 200, "{with_statements}");
+        let listed = with_statements
+            .as_object_mut()
+            .and_then(|d| d.remove("statements"))
+            .expect("statements");
+        let total = with_statements
+            .as_object_mut()
+            .and_then(|d| d.remove("statementsTotal"))
+            .expect("a total");
+        assert_eq!(with_statements, planned);
+        let written: Value = serde_json::from_str(
+            &std::fs::read_to_string(dir.path().join("target/run/plan/plan.json"))
+                .expect("plan.json"),
+        )
+        .expect("json");
+        let ids = |steps: &Value| -> Vec<String> {
+            steps
+                .as_array()
+                .into_iter()
+                .flatten()
+                .map(|s| s["step_id"].as_str().unwrap_or_default().to_owned())
+                .collect()
+        };
+        let steps = &written["workflow_steps"];
+        assert!(!ids(steps).is_empty(), "{written}");
+        assert_eq!(ids(&listed), ids(steps));
+        assert_eq!(total, steps.as_array().map_or(0, Vec::len));
+        assert!(
+            listed
+                .as_array()
+                .into_iter()
+                .flatten()
+                .all(|s| s["sql"].as_str().is_some_and(|sql| !sql.trim().is_empty())),
+            "{listed}"
+        );
         assert!(
             previewed["steps"].as_array().is_some_and(|s| !s.is_empty()),
             "{previewed}"
