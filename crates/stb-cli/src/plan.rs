@@ -4,7 +4,7 @@
 
 use std::process::ExitCode;
 
-use clap::Args;
+use clap::{Args, ValueEnum};
 
 use stb_engine::plan::{Document, Plan, Purpose};
 
@@ -22,18 +22,77 @@ pub(crate) struct PlanArgs {
     /// Show whole SQL diffs.
     #[arg(long, short = 'v')]
     verbose: bool,
-    /// Print machine-readable JSON on stdout.
+    /// Print machine-readable JSON on stdout (as `--format json`).
     #[arg(long)]
     json: bool,
+    /// How to print the plan: `text`, `json`, or `markdown` for a pull request's comment
+    /// (a summary line, destructive steps first, SQL diffs folded, at most 65,536
+    /// characters).
+    #[arg(long, value_enum, value_name = "FORMAT")]
+    format: Option<Format>,
+    /// Write the JSON or Markdown to FILE instead of stdout.
+    #[arg(long, value_name = "FILE")]
+    out: Option<std::path::PathBuf>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum Format {
+    Text,
+    Json,
+    Markdown,
+}
+
+impl PlanArgs {
+    fn format(&self) -> Format {
+        match self.format {
+            Some(format) => format,
+            None if self.json => Format::Json,
+            None => Format::Text,
+        }
+    }
+}
+
+/// Writes `text` to `out`, or prints it.
+fn emit(text: &str, out: Option<&std::path::Path>) -> Result<(), crate::output::Failure> {
+    match out {
+        Some(path) => std::fs::write(path, text).map_err(|e| crate::output::Failure {
+            code: stb_plan::options::FLAG_CODE,
+            message: format!("cannot write {}: {e}", path.display()),
+            hint: "name a file in a directory that exists and can be written".to_owned(),
+        }),
+        None => {
+            print!("{text}");
+            Ok(())
+        }
+    }
 }
 
 pub(crate) fn run(args: &PlanArgs) -> ExitCode {
+    let format = args.format();
+    if args.json && format != Format::Json {
+        let failure = crate::output::Failure {
+            code: stb_plan::options::FLAG_CODE,
+            message: "--json and --format name two formats".to_owned(),
+            hint: "drop --json, or --format".to_owned(),
+        };
+        return fail(&failure, false);
+    }
+    if args.out.is_some() && format == Format::Text {
+        let failure = crate::output::Failure {
+            code: stb_plan::options::FLAG_CODE,
+            message: "--out writes the plan as JSON or Markdown".to_owned(),
+            hint: "add --format markdown or --format json".to_owned(),
+        };
+        return fail(&failure, false);
+    }
+    // Errors are JSON when the plan would have been.
+    let json = format == Format::Json;
     let scope = match args.scope.scope() {
         Ok(scope) => scope,
-        Err(failure) => return fail(&failure, args.json),
+        Err(failure) => return fail(&failure, json),
     };
     let (project, compiled) = match args.project.compile_for(
-        args.json,
+        json,
         args.connection.database.as_deref(),
         stb_compile::Output::PlanOnly,
     ) {
@@ -45,31 +104,48 @@ pub(crate) fn run(args: &PlanArgs) -> ExitCode {
         .plan(&project, &compiled, &scope, Purpose::Show)
     {
         Ok(plan) => plan,
-        Err(failure) => return fail(&failure, args.json),
+        Err(failure) => return fail(&failure, json),
     };
     if let Some(invalid) = plan.refused() {
-        return report(invalid, args.json);
+        return report(invalid, json);
     }
     let document = plan.document();
     // target/run/plan/ holds the plan's JSON and its build's steps (a mixed plan's two
     // phases are each their own build's and are not written).
     let written = match (&plan, &document) {
-        (Plan::Direct(one) | Plan::Virtual(one), Document::Direct(json)) => {
-            crate::run_artifacts::write_plan(&project.root, &one.planned, json)
+        (Plan::Direct(one) | Plan::Virtual(one), Document::Direct(written)) => {
+            crate::run_artifacts::write_plan(&project.root, &one.planned, written)
         }
-        (Plan::Virtual(one), Document::Virtual(json)) => {
-            crate::run_artifacts::write_plan(&project.root, &one.planned, json)
+        (Plan::Virtual(one), Document::Virtual(written)) => {
+            crate::run_artifacts::write_plan(&project.root, &one.planned, written)
         }
         _ => Ok(()),
     };
     if let Err(failure) = written {
-        return fail(&failure, args.json);
+        return fail(&failure, json);
     }
     // The document just written is what `--json` prints: printed as it is, not made again
     // beside it (at 10,000 models each is tens of megabytes).
-    if args.json {
-        crate::output::print_json(&document);
-        return ExitCode::SUCCESS;
+    match format {
+        Format::Json if args.out.is_none() => {
+            crate::output::print_json(&document);
+            return ExitCode::SUCCESS;
+        }
+        Format::Json | Format::Markdown => {
+            let text = if format == Format::Json {
+                serde_json::to_string_pretty(&document).unwrap_or_default() + "\n"
+            } else {
+                stb_engine::plan::markdown::markdown(
+                    &document,
+                    stb_engine::plan::markdown::GITHUB_COMMENT_LIMIT,
+                )
+            };
+            return match emit(&text, args.out.as_deref()) {
+                Ok(()) => ExitCode::SUCCESS,
+                Err(failure) => fail(&failure, format == Format::Json),
+            };
+        }
+        Format::Text => {}
     }
     drop(document);
     match &plan {

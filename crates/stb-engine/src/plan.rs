@@ -435,5 +435,7 @@ fn plan_deployment(
     Ok(planned)
 }
 
+pub mod markdown;
+
 #[cfg(test)]
 mod examples_tests;

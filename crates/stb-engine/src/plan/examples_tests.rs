@@ -141,7 +141,7 @@ fn example_plan(dir: &Path) -> String {
 }
 
 /// Every example, by name, with its plan's document.
-fn examples() -> Vec<(String, String)> {
+pub(super) fn examples() -> Vec<(String, String)> {
     let mut dirs: Vec<PathBuf> = std::fs::read_dir(repository().join("examples"))
         .expect("the examples")
         .flatten()

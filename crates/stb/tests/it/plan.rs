@@ -200,3 +200,49 @@ fn a_cluster_target_is_planned_only_where_its_statements_are_the_single_server_s
     assert_eq!(on_cloud[0]["model"], "customer_names");
     assert_eq!(on_cloud, entries(&project(&db.name)));
 }
+
+/// `stb plan --format markdown --out FILE`: the comment a pull request gets, written where
+/// asked and nowhere else; `--out` of the text plan, or two formats at once, are refused.
+#[test]
+fn a_plan_is_written_as_markdown_for_a_pull_request() {
+    let db = TestDatabase::create("plan_markdown");
+    execute(&format!(
+        "CREATE TABLE {}.customers_existing (id UInt64, name String, updated_at DateTime64(3)) ENGINE = MergeTree ORDER BY id",
+        db.name
+    ));
+    let dir = project(&db.name);
+    let file = dir.path().join("plan.md");
+    let path = file.to_string_lossy().into_owned();
+    let output = plan(&dir, &["--format", "markdown", "--out", &path]);
+    assert!(output.status.success(), "{output:?}");
+    assert!(output.stdout.is_empty(), "written to the file only");
+    let text = std::fs::read_to_string(&file).expect("the comment");
+    assert!(
+        text.starts_with(&format!("## StreamBuild plan: `{}` (direct)", db.name)),
+        "{text}"
+    );
+    assert!(
+        text.contains("**2 models rebuilt** · **0 rows at risk**"),
+        "{text}"
+    );
+    assert!(
+        text.contains("| `customer_names` | the whole project"),
+        "{text}"
+    );
+    // On stdout without --out; the same text.
+    let printed = plan(&dir, &["--format", "markdown"]);
+    assert!(printed.status.success(), "{printed:?}");
+    let printed = String::from_utf8_lossy(&printed.stdout);
+    let without_hash = |t: &str| t.split(" · plan `").next().unwrap_or_default().to_owned();
+    assert_eq!(without_hash(&printed), without_hash(&text));
+    for refused in [
+        plan(&dir, &["--out", &path]),
+        plan(&dir, &["--json", "--format", "markdown"]),
+    ] {
+        assert_eq!(refused.status.code(), Some(1), "{refused:?}");
+        assert!(
+            String::from_utf8_lossy(&refused.stderr).contains("STB-PLAN-001"),
+            "{refused:?}"
+        );
+    }
+}
