@@ -52,17 +52,28 @@ impl PlanArgs {
     }
 }
 
-/// Writes `text` to `out`, or prints it.
-fn emit(text: &str, out: Option<&std::path::Path>) -> Result<(), crate::output::Failure> {
+/// Runs `write` on the file `out` names, or on stdout.
+fn emit_with(
+    out: Option<&std::path::Path>,
+    write: impl FnOnce(&mut dyn std::io::Write) -> std::io::Result<()>,
+) -> Result<(), crate::output::Failure> {
+    let failed = |what: String, e: std::io::Error| crate::output::Failure {
+        code: stb_plan::options::FLAG_CODE,
+        message: format!("cannot write {what}: {e}"),
+        hint: "name a file in a directory that exists and can be written".to_owned(),
+    };
     match out {
-        Some(path) => std::fs::write(path, text).map_err(|e| crate::output::Failure {
-            code: stb_plan::options::FLAG_CODE,
-            message: format!("cannot write {}: {e}", path.display()),
-            hint: "name a file in a directory that exists and can be written".to_owned(),
-        }),
+        Some(path) => {
+            let file =
+                std::fs::File::create(path).map_err(|e| failed(path.display().to_string(), e))?;
+            let mut buffered = std::io::BufWriter::new(file);
+            write(&mut buffered)
+                .and_then(|()| std::io::Write::flush(&mut buffered))
+                .map_err(|e| failed(path.display().to_string(), e))
+        }
         None => {
-            print!("{text}");
-            Ok(())
+            let mut stdout = std::io::stdout().lock();
+            write(&mut stdout).map_err(|e| failed("the plan".to_owned(), e))
         }
     }
 }
@@ -132,17 +143,23 @@ pub(crate) fn run(args: &PlanArgs) -> ExitCode {
             return ExitCode::SUCCESS;
         }
         Format::Json | Format::Markdown => {
-            let text = if format == Format::Json {
-                serde_json::to_string_pretty(&document).unwrap_or_default() + "\n"
+            let written = if format == Format::Json {
+                // Streamed to the file: at 10,000 models the document is tens of megabytes.
+                emit_with(args.out.as_deref(), |out| {
+                    serde_json::to_writer_pretty(&mut *out, &document)
+                        .map_err(std::io::Error::other)?;
+                    out.write_all(b"\n")
+                })
             } else {
-                stb_engine::plan::markdown::markdown(
+                let text = stb_engine::plan::markdown::markdown(
                     &document,
                     stb_engine::plan::markdown::GITHUB_COMMENT_LIMIT,
-                )
+                );
+                emit_with(args.out.as_deref(), |out| out.write_all(text.as_bytes()))
             };
-            return match emit(&text, args.out.as_deref()) {
+            return match written {
                 Ok(()) => ExitCode::SUCCESS,
-                Err(failure) => fail(&failure, format == Format::Json),
+                Err(failure) => fail(&failure, json),
             };
         }
         Format::Text => {}

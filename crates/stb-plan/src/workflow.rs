@@ -922,31 +922,41 @@ pub struct StepsJson<'a>(pub &'a Workflow);
 
 impl serde::Serialize for StepsJson<'_> {
     fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        /// Fields in sorted order, as a JSON value's map writes them.
-        #[derive(serde::Serialize)]
-        struct StepJson<'s> {
-            intent: &'static str,
-            phase: &'static str,
-            sequence: usize,
-            sql: std::borrow::Cow<'s, str>,
-            step_id: &'s str,
-            template: bool,
-        }
         let workflow = self.0;
         serializer.collect_seq(
             workflow
                 .steps
                 .iter()
                 .enumerate()
-                .map(|(index, step)| StepJson {
-                    intent: step.intent(),
-                    phase: step.phase.as_str(),
-                    sequence: index + 1,
-                    sql: workflow.recorded_sql(step),
-                    step_id: &step.id,
-                    template: is_template(&step.action),
-                }),
+                .map(|(index, step)| StepJson::of(workflow, step, index + 1)),
         )
+    }
+}
+
+/// One step as [`StepsJson`] lists it. Fields in sorted order, as a JSON value's map
+/// writes them.
+#[derive(serde::Serialize)]
+pub struct StepJson<'s> {
+    intent: &'static str,
+    phase: &'static str,
+    sequence: usize,
+    sql: std::borrow::Cow<'s, str>,
+    step_id: &'s str,
+    template: bool,
+}
+
+impl<'s> StepJson<'s> {
+    /// `step` of `workflow`, numbered `sequence` (from 1).
+    #[must_use]
+    pub fn of(workflow: &'s Workflow, step: &'s Step, sequence: usize) -> Self {
+        Self {
+            intent: step.intent(),
+            phase: step.phase.as_str(),
+            sequence,
+            sql: workflow.recorded_sql(step),
+            step_id: &step.id,
+            template: is_template(&step.action),
+        }
     }
 }
 

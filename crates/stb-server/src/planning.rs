@@ -105,17 +105,21 @@ fn refused(invalid: stb_diagnostics::Diagnostics) -> ApiError {
 
 /// The plan's statements, every phase in order, as `plan.json` lists each phase's (the
 /// sequence counts across phases), the first [`STATEMENTS_SHOWN`] of them, and how many.
+/// Only those shown are turned into JSON.
 fn listed_statements(plan: &stb_engine::plan::Plan) -> (serde_json::Value, usize) {
-    let mut listed = Vec::new();
-    for part in plan.parts() {
-        let steps = serde_json::to_value(stb_plan::workflow::StepsJson(&part.planned.workflow))
-            .unwrap_or_default();
-        listed.extend(steps.as_array().cloned().unwrap_or_default());
-    }
-    let total = listed.len();
-    for (index, step) in listed.iter_mut().enumerate() {
-        step["sequence"] = serde_json::Value::from(index + 1);
-    }
-    listed.truncate(STATEMENTS_SHOWN);
-    (serde_json::Value::Array(listed), total)
+    let parts = plan.parts();
+    let total = parts.iter().map(|p| p.planned.workflow.steps.len()).sum();
+    let shown: Vec<stb_plan::workflow::StepJson<'_>> = parts
+        .iter()
+        .flat_map(|part| {
+            let workflow = &part.planned.workflow;
+            workflow.steps.iter().map(move |step| (workflow, step))
+        })
+        .take(STATEMENTS_SHOWN)
+        .enumerate()
+        .map(|(index, (workflow, step))| {
+            stb_plan::workflow::StepJson::of(workflow, step, index + 1)
+        })
+        .collect();
+    (serde_json::to_value(shown).unwrap_or_default(), total)
 }

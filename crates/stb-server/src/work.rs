@@ -213,15 +213,23 @@ pub(crate) async fn plan(
     let scope = query_scope(query.as_deref())?;
     let statements = query_flag(query.as_deref(), "statements");
     let previewed = crate::planning::preview_with(&state, scope, statements).await?;
-    // Asked for, the statements join the document (which is otherwise `stb plan --json`'s).
+    // Asked for, the statements join the document (which is otherwise `stb plan --json`'s):
+    // appended as its last members, without reading the document again.
     let body = match previewed.statements {
         Some((listed, total)) => {
-            let mut document: serde_json::Value = serde_json::from_slice(&previewed.json)
+            let mut body = previewed.json;
+            if body.last() == Some(&b'}') {
+                body.pop();
+                let members = serde_json::to_vec(&serde_json::json!({
+                    "statements": listed,
+                    "statementsTotal": total,
+                }))
                 .map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))?;
-            document["statements"] = listed;
-            document["statementsTotal"] = serde_json::Value::from(total);
-            serde_json::to_vec(&document)
-                .map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))?
+                // `{"statements":…}` without its opening brace, after a comma.
+                body.push(b',');
+                body.extend_from_slice(&members[1..]);
+            }
+            body
         }
         None => previewed.json,
     };

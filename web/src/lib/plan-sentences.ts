@@ -181,15 +181,16 @@ function owners(plan: Plan): Map<string, string> {
   return owned;
 }
 
-/** A step's model: the longest tail of its id, after an underscore or a dash, that names a
- * relation or model of the plan (`drop_tbl__paid_orders`, `replay_order_events`). */
+// How the steps that build one relation or model begin; the rest of the id names it.
+const MODEL_STEPS = ["set_aside_", "drop_previous_", "drop_", "realize_", "capture_replay_", "replay_", "seed_"];
+
+/** A step's model: after a known start, the rest of its id names one of the plan's
+ * relations or models exactly (`drop_tbl__paid_orders`, `replay_order_events`); anything
+ * else (the target's, the sources' steps) has none. */
 function modelOf(stepId: string, owned: Map<string, string>): string | null {
-  if (owned.has(stepId)) return owned.get(stepId) ?? null;
-  for (let at = 0; at < stepId.length; at += 1) {
-    const c = stepId[at];
-    if (c !== "_" && c !== "-") continue;
-    const tail = stepId.slice(at + 1);
-    const model = owned.get(tail);
+  for (const start of MODEL_STEPS) {
+    if (!stepId.startsWith(start)) continue;
+    const model = owned.get(stepId.slice(start.length));
     if (model) return model;
   }
   return null;

@@ -1,8 +1,8 @@
 //! A plan as Markdown, for a pull request's comment (`stb plan --format markdown`): one
 //! summary line (models rebuilt, rows at risk, breaking or not), what it destroys first,
 //! then model by model, with SQL diffs folded. Kept under a size (GitHub refuses comments
-//! over 65,536 characters): what does not fit is left out, largest first, and a note
-//! says what and where the whole plan is.
+//! over 65,536 characters): the diffs give way first, then the rows of the longest lists,
+//! and a note at the end says how much was left out and where the whole plan is.
 //!
 //! Rendered from the plan's JSON document (what `stb plan --json` prints), so a plan read
 //! back from `target/run/plan/plan.json` renders the same.
@@ -109,8 +109,8 @@ fn summary_line(summary: &Summary, hash: &Value) -> String {
         "not breaking"
     };
     let mut line = format!(
-        "**{} {} rebuilt** · **{} rows at risk** · {} dropped and rebuilt · {breaking}",
-        summary.models,
+        "**{} {} rebuilt** · **{} rows at risk** · {} dropped where they exist · {breaking}",
+        thousands(summary.models as u64),
         if summary.models == 1 {
             "model"
         } else {
@@ -119,7 +119,7 @@ fn summary_line(summary: &Summary, hash: &Value) -> String {
         thousands(summary.rows_at_risk),
         match summary.destructive {
             1 => "1 relation".to_owned(),
-            n => format!("{n} relations"),
+            n => format!("{} relations", thousands(n as u64)),
         },
     );
     if let Some(hash) = hash.as_str() {
@@ -140,80 +140,126 @@ fn combined(staged: &Summary, direct: &Summary, hash: &Value) -> String {
     )
 }
 
-/// The sections of a comment: kept always (title, summary, what it destroys), then
-/// model tables, then the folded diffs; the last ones give way first.
+/// The sections of a comment, in the order they are kept: title and summary always,
+/// then what it destroys, the warnings, the model sections row by row, and the folded
+/// diffs last; what does not fit is counted, and said at the end.
 #[derive(Default)]
 struct Parts {
     title: String,
     summary: String,
     destructive: Vec<String>,
-    sections: Vec<String>,
+    sections: Vec<Section>,
     /// (model, folded diff block)
     diffs: Vec<(String, String)>,
     warnings: Vec<String>,
 }
 
+/// A heading and what precedes its rows (a table's header), then its rows.
+struct Section {
+    head: String,
+    rows: Vec<String>,
+}
+
+/// The text so far, its length in characters, and what it may reach.
+struct Budget {
+    out: String,
+    used: usize,
+    limit: usize,
+}
+
+impl Budget {
+    fn fits(&self, text: &str) -> bool {
+        self.used + chars(text) <= self.limit
+    }
+
+    fn push(&mut self, text: &str) -> bool {
+        if !self.fits(text) {
+            return false;
+        }
+        self.used += chars(text);
+        self.out.push_str(text);
+        true
+    }
+
+    /// `lines` after `head` as far as they fit; the number left out.
+    fn lines(&mut self, head: &str, lines: &[String]) -> usize {
+        if !self.push(head) {
+            return lines.len();
+        }
+        for (at, line) in lines.iter().enumerate() {
+            if !self.push(line) {
+                let rest = lines.len() - at;
+                // Room for this line is kept: the budget stops short of the note's.
+                self.used += chars(&format!("…and {rest} more\n"));
+                let _ = writeln!(self.out, "…and {rest} more");
+                return rest;
+            }
+        }
+        0
+    }
+}
+
 impl Parts {
     fn assemble(self, limit: usize) -> String {
-        let mut head = format!("{}\n\n{}\n", self.title, self.summary);
+        let mut text = Budget {
+            out: String::new(),
+            used: 0,
+            limit: limit.saturating_sub(NOTE_ROOM),
+        };
+        text.push(&format!("{}\n\n{}\n", self.title, self.summary));
+        let mut left_out = 0;
         if self.destructive.is_empty() {
-            head.push_str("\nNothing is dropped or replaced.\n");
+            text.push("\nNothing is dropped or replaced.\n");
         } else {
-            head.push_str("\n### Destructive steps first\n\n");
-            for line in &self.destructive {
-                let _ = writeln!(head, "- {line}");
-            }
+            let lines: Vec<String> = self
+                .destructive
+                .iter()
+                .map(|l| format!("- {l}\n"))
+                .collect();
+            left_out += text.lines("\n### Destructive steps first\n\n", &lines);
         }
         if !self.warnings.is_empty() {
-            head.push_str("\n### Warnings\n\n");
-            for warning in &self.warnings {
-                let _ = writeln!(head, "- {warning}");
-            }
+            let lines: Vec<String> = self.warnings.iter().map(|w| format!("- {w}\n")).collect();
+            left_out += text.lines("\n### Warnings\n\n", &lines);
         }
-        let budget = limit.saturating_sub(NOTE_ROOM);
-        let mut out = head;
-        let mut left_out_sections = 0;
         for section in &self.sections {
-            if chars(&out) + chars(section) < budget {
-                out.push('\n');
-                out.push_str(section);
+            left_out += if left_out == 0 {
+                text.lines(&format!("\n{}", section.head), &section.rows)
             } else {
-                left_out_sections += 1;
-            }
-        }
-        let mut left_out_diffs: Vec<&str> = Vec::new();
-        let mut first_diff = true;
-        for (model, diff) in &self.diffs {
-            let heading = if first_diff {
-                "\n### SQL diffs\n\n"
-            } else {
-                ""
+                section.rows.len()
             };
-            if chars(&out) + chars(heading) + chars(diff) <= budget {
-                out.push_str(heading);
-                out.push_str(diff);
-                first_diff = false;
+        }
+        // Diffs only when everything above is whole: they give way first.
+        let mut diffs_left_out = 0;
+        let mut heading = "\n### SQL diffs\n\n";
+        for (_, diff) in &self.diffs {
+            if left_out == 0 && text.fits(&format!("{heading}{diff}")) {
+                text.push(heading);
+                text.push(diff);
+                heading = "";
             } else {
-                left_out_diffs.push(model);
+                diffs_left_out += 1;
             }
         }
-        if left_out_sections > 0 || !left_out_diffs.is_empty() {
-            let mut note = String::from("\n> Truncated to fit a comment: ");
+        let mut out = text.out;
+        if left_out > 0 || diffs_left_out > 0 {
             let mut said = Vec::new();
-            if left_out_sections > 0 {
-                said.push(format!("{left_out_sections} section(s) left out"));
+            if left_out > 0 {
+                said.push(format!("{} lines left out", thousands(left_out as u64)));
             }
-            if !left_out_diffs.is_empty() {
+            if diffs_left_out > 0 {
                 said.push(format!(
                     "the SQL diffs of {} model(s) left out",
-                    left_out_diffs.len()
+                    thousands(diffs_left_out as u64)
                 ));
             }
-            note.push_str(&said.join(", "));
-            note.push_str(". `stb plan -v` or `stb plan --json` shows the whole plan.\n");
-            out.push_str(&note);
+            let _ = write!(
+                out,
+                "\n> Truncated to fit a comment: {}. `stb plan -v` or `stb plan --json` shows the whole plan.\n",
+                said.join(", ")
+            );
         }
-        // A limit smaller than the kept parts themselves: cut at a character boundary.
+        // A limit smaller than the title and summary themselves: cut at a character.
         if chars(&out) > limit {
             out = out.chars().take(limit.saturating_sub(1)).collect();
             out.push('…');
@@ -223,34 +269,47 @@ impl Parts {
 }
 
 fn direct_parts(plan: &Value, parts: &mut Parts, phase: &str) {
-    for relation in array(&plan["teardown"]) {
+    let shrink = &plan["shrink"];
+    // The guard refuses a loss it measured, and a window it could not measure.
+    if shrink["needs_allow_shrink"] == true {
+        let lost = shrink["lost_rows"].as_u64().unwrap_or(0);
+        let models = array(&shrink["models"])
+            .iter()
+            .map(|m| code(text(m)))
+            .collect::<Vec<_>>()
+            .join(", ");
+        parts.destructive.push(if lost > 0 {
+            format!(
+                "{phase}**{} rows are lost**: retained history no longer holds them ({models}); `stb build` refuses without `--allow-shrink`",
+                thousands(lost)
+            )
+        } else {
+            format!(
+                "{phase}**rows may be lost**: what retained history restores could not be measured ({models}); `stb build` refuses without `--allow-shrink`"
+            )
+        });
+    }
+    for recreation in array(&plan["source_recreations"]) {
         parts.destructive.push(format!(
-            "{phase}drop {} `{}` where it exists, then build it again",
-            kind(&relation["kind"]),
-            text(&relation["relation"])
+            "{phase}recreate the landing of source {} ({})",
+            code(text(&recreation["source"])),
+            array(&recreation["changes"])
+                .iter()
+                .map(|c| plain(text(c)))
+                .collect::<Vec<_>>()
+                .join("; ")
         ));
     }
-    let shrink = &plan["shrink"];
-    if shrink["lost_rows"].as_u64().unwrap_or(0) > 0 {
-        parts.destructive.insert(
-            0,
-            format!(
-                "{phase}**{} rows are lost**: retained history no longer holds them ({}); `stb build` refuses without `--allow-shrink`",
-                thousands(shrink["lost_rows"].as_u64().unwrap_or(0)),
-                array(&shrink["models"])
-                    .iter()
-                    .map(|m| format!("`{}`", text(m)))
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            ),
-        );
+    for relation in array(&plan["teardown"]) {
+        parts.destructive.push(format!(
+            "{phase}drop {} {} where it exists, then build it again",
+            kind(&relation["kind"]),
+            code(text(&relation["relation"]))
+        ));
     }
     let entries = array(&plan["entries"]);
     if !entries.is_empty() {
-        let mut table = format!(
-            "### {phase}Models ({})\n\n| Model | Why | Its SQL | Replays |\n|---|---|---|---|\n",
-            entries.len()
-        );
+        let mut rows = Vec::with_capacity(entries.len());
         for entry in entries {
             let model = text(&entry["model"]);
             let replay = array(&plan["replay_roots"])
@@ -258,64 +317,80 @@ fn direct_parts(plan: &Value, parts: &mut Parts, phase: &str) {
                 .find(|r| r["model"] == entry["model"])
                 .map_or_else(String::new, |r| {
                     format!(
-                        "from `{}` ({})",
-                        text(&r["driving_input"]),
-                        text(&r["replay_boundary_mode"])
+                        "from {} ({})",
+                        code(text(&r["driving_input"])),
+                        plain(text(&r["replay_boundary_mode"]))
                     )
                 });
-            let _ = writeln!(
-                table,
-                "| `{model}` | {} | {} | {replay} |",
+            rows.push(format!(
+                "| {} | {} | {} | {replay} |\n",
+                code(model),
                 reason(&entry["reason"]),
                 sql_status(&entry["sql_change"]["status"]),
-            );
+            ));
             let diff = text(&entry["sql_change"]["unified_diff"]);
             if !diff.trim().is_empty() {
                 parts.diffs.push((model.to_owned(), folded(model, diff)));
             }
         }
-        parts.sections.push(table);
+        parts.sections.push(Section {
+            head: format!(
+                "### {phase}Models ({})\n\n| Model | Why | Its SQL | Replays |\n|---|---|---|---|\n",
+                thousands(entries.len() as u64)
+            ),
+            rows,
+        });
     }
     for warning in array(&plan["warnings"]) {
-        parts.warnings.push(format!("{phase}{}", words(warning)));
+        parts
+            .warnings
+            .push(format!("{phase}{}", plain(text(warning))));
     }
 }
 
 fn virtual_parts(plan: &Value, parts: &mut Parts, phase: &str) {
     let changes = array(&plan["object_changes"]);
     if !changes.is_empty() {
-        let mut table = format!(
-            "### {phase}Deployment `{}` ({} objects)\n\nStaged beside production; readers switch when it is promoted.\n\n| Object | Model | Change | Schema |\n|---|---|---|---|\n",
-            text(&plan["deployment_id"]),
-            changes.len()
-        );
-        for change in changes {
-            let schema = change["schema_change_kind"]
-                .as_str()
-                .map_or_else(String::new, |k| k.replace('_', "-"));
-            let _ = writeln!(
-                table,
-                "| `{}` | `{}` | {} | {schema} |",
-                text(&change["key"]["name"]),
-                text(&change["model"]),
-                words(&change["change_type"]),
-            );
-        }
-        parts.sections.push(table);
+        let rows = changes
+            .iter()
+            .map(|change| {
+                let schema = change["schema_change_kind"]
+                    .as_str()
+                    .map_or_else(String::new, |k| k.replace('_', "-"));
+                format!(
+                    "| {} | {} | {} | {schema} |\n",
+                    code(text(&change["key"]["name"])),
+                    code(text(&change["model"])),
+                    words(&change["change_type"]),
+                )
+            })
+            .collect();
+        parts.sections.push(Section {
+            head: format!(
+                "### {phase}Deployment {} ({} objects)\n\nStaged beside production; readers switch when it is promoted.\n\n| Object | Model | Change | Schema |\n|---|---|---|---|\n",
+                code(text(&plan["deployment_id"])),
+                thousands(changes.len() as u64)
+            ),
+            rows,
+        });
     }
     let subtrees = array(&plan["rebuild_subtrees"]);
     if !subtrees.is_empty() {
-        let mut list = format!("### {phase}Rebuilds\n\n");
-        for subtree in subtrees {
-            let _ = writeln!(
-                list,
-                "- `{}` and what reads it ({} models): {}",
-                text(&subtree["root_key"]),
-                array(&subtree["affected_keys"]).len(),
-                words(&subtree["execution_mode"])
-            );
-        }
-        parts.sections.push(list);
+        let rows = subtrees
+            .iter()
+            .map(|subtree| {
+                format!(
+                    "- {} and what reads it ({} models): {}\n",
+                    code(text(&subtree["root_key"])),
+                    array(&subtree["affected_keys"]).len(),
+                    words(&subtree["execution_mode"])
+                )
+            })
+            .collect();
+        parts.sections.push(Section {
+            head: format!("### {phase}Rebuilds\n\n"),
+            rows,
+        });
     }
     for diff in array(&plan["sql_diffs"]) {
         let name = text(&diff["name"]);
@@ -327,8 +402,25 @@ fn virtual_parts(plan: &Value, parts: &mut Parts, phase: &str) {
         }
     }
     for warning in array(&plan["warnings"]) {
-        parts.warnings.push(format!("{phase}{}", words(warning)));
+        parts
+            .warnings
+            .push(format!("{phase}{}", plain(text(warning))));
     }
+}
+
+/// A name as inline code that no character of it can break out of, in a table cell too:
+/// HTML `<code>` with the name escaped (`|` as its entity).
+fn code(name: &str) -> String {
+    format!("<code>{}</code>", escape_html(name).replace('|', "&#124;"))
+}
+
+/// Text from the plan as it is (names with underscores kept), with what Markdown or HTML
+/// would read as markup escaped.
+fn plain(text: &str) -> String {
+    escape_html(text)
+        .replace('|', "&#124;")
+        .replace('`', "&#96;")
+        .replace('*', "\\*")
 }
 
 /// A diff in a `<details>` block, fenced so that no line of it is read as Markdown.
