@@ -4,7 +4,6 @@
 
 use serde::Serialize;
 use stb_compile::Compiled;
-use stb_plan::direct::RelationKind;
 use stb_warehouse::Client;
 
 use crate::EngineError;
@@ -63,44 +62,36 @@ pub fn describe(compiled: &Compiled, name: &str) -> Result<ModelDetails, EngineE
         .iter()
         .zip(&model.create_statements)
         .map(|((kind, relation), sql)| OwnedStatement {
-            kind: match kind {
-                RelationKind::Table => "table",
-                RelationKind::MaterializedView => "materialized_view",
-                RelationKind::View => "view",
-            },
+            kind: kind.as_str(),
             relation: relation.clone(),
             sql: sql.clone(),
         })
         .collect();
-    let mut tests: Vec<Check> = compiled
+    let tests = compiled
         .tests
         .iter()
         .filter(|t| t.targets.iter().any(|target| target == name))
-        .map(|t| Check {
-            kind: "test",
-            name: t.name.clone(),
-            file: t.file.clone(),
-        })
-        .collect();
-    let mut audits: Vec<Check> = compiled
+        .map(|t| ("test", &t.name, &t.file));
+    let audits = compiled
         .audits
         .iter()
         .filter(|a| a.models.iter().any(|m| m == name))
-        .map(|a| Check {
-            kind: "audit",
-            name: a.name.clone(),
-            file: a.file.clone(),
+        .map(|a| ("audit", &a.name, &a.file));
+    let mut checks: Vec<Check> = tests
+        .chain(audits)
+        .map(|(kind, name, file)| Check {
+            kind,
+            name: name.clone(),
+            file: file.clone(),
         })
         .collect();
-    tests.sort_by(|a, b| a.name.cmp(&b.name));
-    audits.sort_by(|a, b| a.name.cmp(&b.name));
-    tests.append(&mut audits);
+    checks.sort_by(|a, b| (a.kind != "test", &a.name).cmp(&(b.kind != "test", &b.name)));
     Ok(ModelDetails {
         name: model.name.clone(),
         pipeline: model.pipeline.clone(),
         query: model.query.clone(),
         statements,
-        checks: tests,
+        checks,
     })
 }
 

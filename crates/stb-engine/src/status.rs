@@ -217,11 +217,7 @@ fn planned_relations(
                 .filter(|(kind, _)| !is_virtual || *kind != RelationKind::MaterializedView)
                 .map(|(kind, name)| OwnedRelation {
                     name: name.clone(),
-                    kind: match kind {
-                        RelationKind::Table => "table",
-                        RelationKind::MaterializedView => "materialized_view",
-                        RelationKind::View => "view",
-                    },
+                    kind: kind.as_str(),
                     present: state.relations.contains(name),
                 })
                 .collect();

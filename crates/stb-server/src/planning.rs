@@ -29,21 +29,14 @@ pub(crate) struct Previewed {
 /// tens of thousands, which `target/run/plan/` keeps.
 pub(crate) const STATEMENTS_SHOWN: usize = 2_000;
 
-/// Plans `scope` for showing. Statements the warehouse refuses answer 400 with every
-/// located error (the first one's members at the top, all of them under `errors`).
+/// Plans `scope` for showing, with its statements when `statements` is set. Statements
+/// the warehouse refuses answer 400 with every located error (the first one's members at
+/// the top, all of them under `errors`).
 ///
 /// # Errors
 /// 409 while the project does not compile, 503 without a warehouse connection, the
 /// engine's refusal (400, or 502 from the warehouse), 400 for refused statements.
-pub(crate) async fn preview(state: &AppState, scope: Scope) -> Result<Previewed, ApiError> {
-    preview_with(state, scope, false).await
-}
-
-/// [`preview`], with the plan's statements when `statements` is set.
-///
-/// # Errors
-/// As [`preview`].
-pub(crate) async fn preview_with(
+pub(crate) async fn preview(
     state: &AppState,
     scope: Scope,
     statements: bool,

@@ -176,31 +176,43 @@ fn start_time(text: Option<&str>) -> Result<Option<stb_plan::options::StartTime>
 /// The scope `GET /api/plan` asks for: `select` (repeatable), `start`, `deployment`,
 /// `changed=true`, `include_missing_upstream=true`, `full_refresh=true`. The spec's
 /// `counts` is not read: a preview does not count the rows a replay would read.
-fn query_scope(query: Option<&str>) -> Result<Scope, ApiError> {
-    let pairs: Vec<(String, String)> = serde_urlencoded::from_str(query.unwrap_or(""))
-        .map_err(|e| ApiError::new(StatusCode::BAD_REQUEST, e.to_string()))?;
-    let all = |key: &str| -> Vec<String> {
-        pairs
+fn query_scope(query: &Query) -> Result<Scope, ApiError> {
+    Ok(Scope {
+        select: query.all("select"),
+        start_time: start_time(query.one("start").as_deref())?,
+        deployment_id: query.one("deployment"),
+        changed: query.flag("changed"),
+        full_refresh: query.flag("full_refresh"),
+        include_missing_upstream: query.flag("include_missing_upstream"),
+    })
+}
+
+/// A request's query string, read once: its pairs, values trimmed.
+struct Query(Vec<(String, String)>);
+
+impl Query {
+    fn parse(query: Option<&str>) -> Result<Self, ApiError> {
+        serde_urlencoded::from_str(query.unwrap_or(""))
+            .map(Self)
+            .map_err(|e| ApiError::new(StatusCode::BAD_REQUEST, e.to_string()))
+    }
+
+    fn all(&self, key: &str) -> Vec<String> {
+        self.0
             .iter()
             .filter(|(k, _)| k == key)
             .map(|(_, v)| v.trim().to_owned())
             .collect()
-    };
-    let one = |key: &str| all(key).into_iter().next();
-    Ok(Scope {
-        select: all("select"),
-        start_time: start_time(one("start").as_deref())?,
-        deployment_id: one("deployment"),
-        changed: one("changed").is_some_and(|v| v == "true"),
-        full_refresh: one("full_refresh").is_some_and(|v| v == "true"),
-        include_missing_upstream: one("include_missing_upstream").is_some_and(|v| v == "true"),
-    })
-}
+    }
 
-/// Whether `key=true` is in the query.
-fn query_flag(query: Option<&str>, key: &str) -> bool {
-    serde_urlencoded::from_str::<Vec<(String, String)>>(query.unwrap_or(""))
-        .is_ok_and(|pairs| pairs.iter().any(|(k, v)| k == key && v == "true"))
+    fn one(&self, key: &str) -> Option<String> {
+        self.all(key).into_iter().next()
+    }
+
+    /// Whether `key=true` is there.
+    fn flag(&self, key: &str) -> bool {
+        self.one(key).is_some_and(|v| v == "true")
+    }
 }
 
 /// `GET /api/plan?select=a&select=b&start=…&deployment=…&changed=true`: what a build of
@@ -210,9 +222,9 @@ pub(crate) async fn plan(
     State(state): Shared,
     RawQuery(query): RawQuery,
 ) -> Result<axum::response::Response, ApiError> {
-    let scope = query_scope(query.as_deref())?;
-    let statements = query_flag(query.as_deref(), "statements");
-    let previewed = crate::planning::preview_with(&state, scope, statements).await?;
+    let query = Query::parse(query.as_deref())?;
+    let previewed =
+        crate::planning::preview(&state, query_scope(&query)?, query.flag("statements")).await?;
     // Asked for, the statements join the document (which is otherwise `stb plan --json`'s):
     // appended as its last members, without reading the document again.
     let body = match previewed.statements {
@@ -299,7 +311,7 @@ pub(crate) async fn build(
     }
     // Authorise the plan the server makes for this scope, not what the client says it is:
     // direct pipelines need build.direct.run, virtual ones deployment.create.
-    let plan = crate::planning::preview(&state, scope.clone()).await?;
+    let plan = crate::planning::preview(&state, scope.clone(), false).await?;
     if !plan.has_work {
         return Err(ApiError {
             status: StatusCode::CONFLICT,

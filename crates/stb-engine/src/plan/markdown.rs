@@ -303,7 +303,7 @@ fn direct_parts(plan: &Value, parts: &mut Parts, phase: &str) {
     for relation in array(&plan["teardown"]) {
         parts.destructive.push(format!(
             "{phase}drop {} {} where it exists, then build it again",
-            kind(&relation["kind"]),
+            words(&relation["kind"]),
             code(text(&relation["relation"]))
         ));
     }
@@ -479,10 +479,6 @@ fn sql_status(value: &Value) -> String {
         "baseline_unavailable" => "unknown: the last build's record is unreadable".to_owned(),
         _ => words(value),
     }
-}
-
-fn kind(value: &Value) -> String {
-    text(value).replace('_', " ")
 }
 
 fn short(hash: &str) -> &str {
