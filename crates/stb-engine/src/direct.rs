@@ -104,9 +104,9 @@ pub struct Reads {
 /// Reads the catalog and the latest fingerprints: a fixed number of queries, whatever the
 /// number of models. `stamped`: with the catalog's stamp, which only a build needs (its
 /// re-check under the lock compares it); reading it costs the server as much as the
-/// catalog itself (it hashes every relation's definition). `views`: the plain views'
-/// definitions an earlier plan kept, read again only for views changed since (and left
-/// up to date).
+/// catalog itself (it hashes every relation's definition). `cache`: what an earlier plan
+/// read of each relation, read again only for relations changed since (and left up to
+/// date).
 ///
 /// # Errors
 /// The warehouse could not be read.
@@ -115,7 +115,7 @@ pub fn read(
     database: &str,
     compiled: &Compiled,
     stamped: bool,
-    views: Option<&mut stb_warehouse::ViewCache>,
+    cache: Option<&mut stb_warehouse::CatalogCache>,
 ) -> Result<Reads, EngineError> {
     let stamp_databases = if stamped {
         crate::validation::stamp_databases(database, &compiled.plan_sources)
@@ -143,7 +143,7 @@ pub fn read(
             database,
             &stamp_databases,
             &stb_warehouse::Depth::Plan { defined },
-            views,
+            cache,
         )
         .map_err(|e| EngineError::from(&e))?;
     // One read of the latest baselines, whatever the scope: --changed compares them all.

@@ -3,8 +3,8 @@
 //! `stb build` executes it; the dev server answers `/api/plan` with the same value, made in
 //! its own process.
 //!
-//! The edge work is here too: reading the warehouse (a fixed number of queries, plain
-//! views' definitions kept between plans in `target/.catalog_cache.json`), measuring the
+//! The edge work is here too: reading the warehouse (a fixed number of queries, what was
+//! read of each relation kept between plans in `target/.catalog_cache.json`), measuring the
 //! shrink guard and checking every statement against the warehouse. The planning itself is
 //! [`crate::direct::prepare`] and [`crate::staged::prepare`], pure.
 
@@ -15,7 +15,7 @@ use serde::{Deserialize, Serialize};
 use stb_compile::Compiled;
 use stb_diagnostics::Diagnostics;
 use stb_project::Project;
-use stb_warehouse::{Client, ViewCache};
+use stb_warehouse::{CatalogCache, Client};
 
 use crate::EngineError;
 use crate::direct::{Planned, Reads, Settings, measure, read};
@@ -272,16 +272,16 @@ pub(crate) fn prepare(
         } => return Err(crate::staged::mixed_refusal(&direct, &virtual_pipelines)),
     };
     let reads = {
-        let mut views = ViewCache::load(&project.root);
+        let mut cache = CatalogCache::load(&project.root);
         let reads = read(
             client,
             database,
             compiled,
             purpose == Purpose::Build,
-            Some(&mut views),
+            Some(&mut cache),
         )?;
         // Saved now and let go: the plan keeps its own copies in the catalog.
-        views.save(&project.root);
+        cache.save(&project.root);
         reads
     };
     let settings = Settings::from_env(&|name| std::env::var(name).ok())?;

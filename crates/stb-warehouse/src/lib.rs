@@ -24,7 +24,7 @@ pub mod runs;
 pub mod statements;
 
 pub use catalog::{
-    Catalog, CatalogColumn, CatalogRelation, Definitions, Depth, Stored, ViewCache,
+    Catalog, CatalogCache, CatalogColumn, CatalogRelation, Definitions, Depth, Stored,
     catalog_stamp_sql,
 };
 pub use client::{Client, Rows, Summary};

@@ -325,13 +325,16 @@ fn wait_until_settled(client: &Client, database: &str) {
 }
 
 #[test]
-fn a_plan_read_takes_unchanged_views_from_the_cache_and_reads_changed_ones() {
-    let db = TestDatabase::create("warehouse_view_cache");
+fn a_plan_read_takes_unchanged_relations_from_the_cache_and_reads_changed_ones() {
+    let db = TestDatabase::create("warehouse_catalog_cache");
     let client = client(Some(&db.name));
     let name = &db.name;
     for statement in [
         "CREATE TABLE t1 (id String) ENGINE = MergeTree ORDER BY id".to_owned(),
-        "CREATE TABLE t2 (id String) ENGINE = MergeTree ORDER BY id".to_owned(),
+        "CREATE TABLE t2 (id String, n UInt64 DEFAULT 1) ENGINE = ReplacingMergeTree ORDER BY id"
+            .to_owned(),
+        format!("CREATE MATERIALIZED VIEW t1_to_t2 TO {name}.t2 AS SELECT id FROM {name}.t1"),
+        "CREATE TABLE scratch (x UInt8) ENGINE = Memory".to_owned(),
         format!("CREATE VIEW a AS SELECT * FROM {name}.t1"),
         format!("CREATE VIEW b AS SELECT * FROM {name}.t2"),
         format!("CREATE VIEW c AS SELECT * FROM {name}.t2"),
@@ -339,18 +342,20 @@ fn a_plan_read_takes_unchanged_views_from_the_cache_and_reads_changed_ones() {
         client.execute(&statement, None).expect(&statement);
     }
     let depth = stb_warehouse::Depth::Plan { defined: vec![] };
-    let read = |cache: Option<&mut stb_warehouse::ViewCache>| {
+    let read_to = |depth: &stb_warehouse::Depth,
+                   cache: Option<&mut stb_warehouse::CatalogCache>| {
         client
-            .load_catalog_stamped(name, &[], &depth, cache)
+            .load_catalog_stamped(name, &[], depth, cache)
             .expect("catalog")
             .0
     };
+    let read = |cache: Option<&mut stb_warehouse::CatalogCache>| read_to(&depth, cache);
     let as_select = |catalog: &stb_warehouse::Catalog, view: &str| {
         catalog.relation(view).expect(view).as_select.clone()
     };
 
-    // Views changed just now are read and not kept.
-    let mut cache = stb_warehouse::ViewCache::default();
+    // Relations changed just now are read and not kept.
+    let mut cache = stb_warehouse::CatalogCache::default();
     let fresh = read(Some(&mut cache));
     assert_eq!(
         fresh,
@@ -362,27 +367,31 @@ fn a_plan_read_takes_unchanged_views_from_the_cache_and_reads_changed_ones() {
     wait_until_settled(&client, name);
     let first = read(Some(&mut cache));
     assert_eq!(first, read(None));
-    assert_eq!(cache.len(), 3);
+    assert_eq!(
+        cache.len(),
+        5,
+        "the tables and the views; not the materialized view, listed by name every time, nor the Memory table, whose definition is read"
+    );
     assert!(cache.changed());
 
-    // What a later plan loads: proven to be served from the cache by altering a kept
-    // definition by hand (the server's copy is unchanged, so only the cache says t9).
+    // What a later plan loads: proven to be served from the cache by altering kept reads
+    // by hand (the server's copies are unchanged, so only the cache says so).
     let mut saved = serde_json::to_value(&cache).expect("saved");
-    let kept = saved["views"]["a"]["as_select"]
+    let kept = saved["relations"]["a"]["relation"]["as_select"]
         .as_str()
         .expect("a kept")
         .to_owned();
-    saved["views"]["a"]["as_select"] = kept.replace(".t1", ".t9").into();
-    // Likewise its columns: the columns read leaves out the views the cache holds.
-    saved["views"]["a"]["columns"][0]["data_type"] = "FixedString(9)".into();
-    let mut loaded: stb_warehouse::ViewCache = serde_json::from_value(saved).expect("loaded");
+    saved["relations"]["a"]["relation"]["as_select"] = kept.replace(".t1", ".t9").into();
+    saved["relations"]["a"]["relation"]["columns"][0]["data_type"] = "FixedString(9)".into();
+    saved["relations"]["t2"]["relation"]["sorting_key"] = "n".into();
+    let mut loaded: stb_warehouse::CatalogCache = serde_json::from_value(saved).expect("loaded");
     assert!(!loaded.changed());
     let before = client.requests();
     let served = read(Some(&mut loaded));
     assert_eq!(
         client.requests() - before,
-        5,
-        "time zone, relations, the views' list (their definitions all kept), columns, refreshable views"
+        6,
+        "time zone, the relations' list, the relations the cache cannot hold (the Memory table: other relations, views and columns, side by side), refreshable views"
     );
     assert_eq!(as_select(&served, "a"), format!("SELECT * FROM {name}.t9"));
     let columns = &served.relation("a").expect("a").columns;
@@ -394,15 +403,18 @@ fn a_plan_read_takes_unchanged_views_from_the_cache_and_reads_changed_ones() {
         [("id", "FixedString(9)")],
         "the view's columns come from the cache"
     );
+    assert_eq!(served.relation("t2").expect("t2").sorting_key, "n");
     assert_eq!(
-        served.relation("t1").expect("t1").columns,
-        first.relation("t1").expect("t1").columns,
-        "tables' columns are read"
+        served.relation("scratch"),
+        first.relation("scratch"),
+        "read again"
     );
     assert!(!loaded.changed(), "nothing new to save");
 
-    // Replaced, exchanged and dropped views are read again (or forgotten) at once.
+    // Altered, replaced, exchanged and dropped relations are read again (or forgotten) at
+    // once.
     for statement in [
+        "ALTER TABLE t1 ADD COLUMN note String".to_owned(),
         format!("CREATE OR REPLACE VIEW b AS SELECT * FROM {name}.t1"),
         "EXCHANGE TABLES a AND c".to_owned(),
     ] {
@@ -410,6 +422,11 @@ fn a_plan_read_takes_unchanged_views_from_the_cache_and_reads_changed_ones() {
     }
     let changed = read(Some(&mut cache));
     assert_eq!(changed, read(None));
+    assert_eq!(
+        changed.relation("t1").expect("t1").columns.len(),
+        2,
+        "the added column"
+    );
     assert_eq!(as_select(&changed, "b"), format!("SELECT * FROM {name}.t1"));
     assert_eq!(as_select(&changed, "a"), format!("SELECT * FROM {name}.t2"));
     assert_eq!(as_select(&changed, "c"), format!("SELECT * FROM {name}.t1"));
@@ -417,11 +434,29 @@ fn a_plan_read_takes_unchanged_views_from_the_cache_and_reads_changed_ones() {
     let dropped = read(Some(&mut cache));
     assert!(dropped.relation("c").is_none());
     // An exchange keeps each view's modification time and swaps identities: `a` is read
-    // again for its new identity and kept; `b` was replaced just now; `c` is gone.
-    assert_eq!(cache.len(), 1);
+    // again for its new identity and kept; t1 was altered and `b` replaced just now; `c`
+    // is gone; t2 is unchanged.
+    let kept: Vec<String> = serde_json::to_value(&cache).expect("saved")["relations"]
+        .as_object()
+        .expect("relations")
+        .keys()
+        .cloned()
+        .collect();
+    assert_eq!(kept, ["a", "t2"]);
+
+    // A plan that names a table wants its definition: the kept read without it is not
+    // used.
+    wait_until_settled(&client, name);
+    read(Some(&mut cache));
+    let naming = stb_warehouse::Depth::Plan {
+        defined: vec!["t2".to_owned()],
+    };
+    let named = read_to(&naming, Some(&mut cache));
+    assert_eq!(named, read_to(&naming, None));
+    assert!(named.relation("t2").expect("t2").defined);
 
     // Another database starts over: nothing of this one is used there.
-    let other = TestDatabase::create("warehouse_view_cache_other");
+    let other = TestDatabase::create("warehouse_catalog_cache_other");
     client
         .execute(
             &format!("CREATE VIEW {}.a AS SELECT 1 AS one", other.name),

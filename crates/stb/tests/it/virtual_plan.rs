@@ -421,7 +421,7 @@ fn a_stable_view_rebound_after_a_plan_is_seen_by_the_next_plan() {
         serde_json::from_slice(&std::fs::read(&cache_file).expect("the plan kept the views"))
             .expect("cache JSON");
     assert_eq!(
-        cache["views"]["tbl__clean"]["as_select"],
+        cache["relations"]["tbl__clean"]["relation"]["as_select"],
         format!("SELECT * FROM {0}.tbl__clean__{1}", db.name, ACTIVE),
         "{cache}"
     );

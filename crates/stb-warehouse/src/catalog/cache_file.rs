@@ -1,4 +1,4 @@
-//! Where a project keeps its [`ViewCache`]: `target/.catalog_cache.json`. Only a cache: a
+//! Where a project keeps its [`CatalogCache`]: `target/.catalog_cache.json`. Only a cache: a
 //! file that is missing, unreadable or from another server or database means the
 //! definitions are read from the server, and a cache that cannot be written is left
 //! unwritten. The CLI and the dev server plan through the same file.
@@ -6,7 +6,7 @@
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use super::ViewCache;
+use super::CatalogCache;
 
 /// Tells apart the temporary files of saves running at once in one process (the dev
 /// server plans on several threads).
@@ -16,7 +16,7 @@ fn path(root: &Path) -> PathBuf {
     root.join("target").join(".catalog_cache.json")
 }
 
-impl ViewCache {
+impl CatalogCache {
     /// The cache the last plan of the project at `root` left, or an empty one.
     #[must_use]
     pub fn load(root: &Path) -> Self {
