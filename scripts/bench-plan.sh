@@ -13,8 +13,8 @@
 #   direct   one selected          `-s` of a model early in a chain, with its downstream
 #   virtual  nothing built         empty database: everything is staged
 #   virtual  deployed, cold        every model deployed and published, nothing changed,
-#                                  the first plan after the deployment (no stable view's
-#                                  definition kept from an earlier plan)
+#                                  the first plan after the deployment (nothing kept
+#                                  from an earlier plan in target/.catalog_cache.json)
 #   virtual  all deployed          the same, planned again (the usual case)
 #   virtual  one changed           one model's query edited
 #   mixed    nothing built         every other pipeline virtual (each joins the pipeline
@@ -234,8 +234,9 @@ for models in "${sizes[@]}"; do
       echo "  deploying $models virtual models ..." >&2
       create_relations "$virtual" landings
       "$CARGO_TARGET_DIR/release/stb-bench-deploy" "$virtual" 20261130T000000Z_bench >/dev/null
-      # The first plan after the deployment reads every stable view's definition and
-      # keeps them (target/.catalog_cache.json); the plans after it read only changed ones.
+      # The first plan after the deployment reads every relation and keeps what it read
+      # (target/.catalog_cache.json: tables' keys and columns, stable views' definitions);
+      # the plans after it read only relations changed since.
       sleep 2
       plan "$models" virtual "deployed, cold" "$virtual"
       plan "$models" virtual "all deployed" "$virtual"

@@ -252,3 +252,93 @@ fn a_plan_is_written_as_markdown_for_a_pull_request() {
         );
     }
 }
+
+/// `stb plan --json`'s `plan_hash`.
+fn plan_hash(dir: &tempfile::TempDir) -> String {
+    let output = plan(dir, &["--json"]);
+    assert!(output.status.success(), "{output:?}");
+    let plan: Value = serde_json::from_slice(&output.stdout).expect("plan JSON");
+    plan["plan_hash"].as_str().expect("a plan hash").to_owned()
+}
+
+/// Each relation of `database` with its identity and rows: what a refused build must leave.
+fn relations_with_rows(database: &str) -> String {
+    execute(&format!(
+        "SELECT name, toString(uuid), total_rows FROM system.tables WHERE database = '{database}' AND NOT startsWith(name, '_streambuild') ORDER BY name"
+    ))
+}
+
+#[test]
+fn a_build_bound_to_a_reviewed_plan_is_refused_after_a_concurrent_change() {
+    let db = TestDatabase::create("plan_hash_bound");
+    for statement in [
+        format!(
+            "CREATE TABLE {}.customers_existing (id UInt64, name String, updated_at DateTime64(3)) ENGINE = MergeTree ORDER BY id",
+            db.name
+        ),
+        format!(
+            "INSERT INTO {}.customers_existing VALUES (1, 'ada', '2020-01-01 00:00:00'), (2, 'bob', '2020-01-02 00:00:00')",
+            db.name
+        ),
+    ] {
+        execute(&statement);
+    }
+    let dir = project(&db.name);
+    let reviewed = plan_hash(&dir);
+    assert_eq!(plan_hash(&dir), reviewed, "nothing changed, the same hash");
+    let bound_build = |hash: &str| {
+        stb_test_support::stb_on_project(
+            dir.path(),
+            &["build", "--auto-approve", "--json", "--plan-hash", hash],
+            "",
+        )
+    };
+    let refused = |output: &std::process::Output, what: &str| {
+        assert_eq!(output.status.code(), Some(1), "{what}: {output:?}");
+        let failure: Value = serde_json::from_slice(&output.stdout)
+            .unwrap_or_else(|_| panic!("{what}: JSON: {output:?}"));
+        assert_eq!(
+            failure["error"]["code"], "STB-BUILD-007",
+            "{what}: {failure}"
+        );
+        let message = failure["error"]["message"].as_str().expect("a message");
+        assert!(
+            message.contains(&reviewed) && message.contains("nothing was changed"),
+            "{what}: {message}"
+        );
+    };
+
+    // Someone else builds the project between the review and this build: the plan would
+    // now replace the tables that build made, not create them.
+    let other = stb_test_support::stb_on_project(dir.path(), &["build", "--auto-approve"], "");
+    assert!(other.status.success(), "{other:?}");
+    let after_other = relations_with_rows(&db.name);
+    refused(&bound_build(&reviewed), "after a concurrent build");
+    assert_eq!(
+        relations_with_rows(&db.name),
+        after_other,
+        "the refused build changed nothing"
+    );
+
+    // The project changes after the review: refused too.
+    let model = dir.path().join("pipelines/pl__crm/customer_names.sql");
+    let edited = std::fs::read_to_string(&model)
+        .expect("model")
+        .replace("name::String AS name", "upper(name)::String AS name");
+    std::fs::write(&model, edited).expect("edited");
+    let rebuilt = plan_hash(&dir);
+    assert_ne!(rebuilt, reviewed);
+    refused(&bound_build(&reviewed), "after an edit");
+    assert_eq!(relations_with_rows(&db.name), after_other);
+
+    // The plan reviewed now is the one built.
+    let output = bound_build(&rebuilt);
+    assert!(output.status.success(), "{output:?}");
+    assert_eq!(
+        execute(&format!(
+            "SELECT name FROM {}.tbl__customer_names ORDER BY customer_id",
+            db.name
+        )),
+        "ADA\nBOB\n"
+    );
+}
