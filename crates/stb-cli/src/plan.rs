@@ -165,19 +165,6 @@ pub(crate) fn run(args: &PlanArgs) -> ExitCode {
         Format::Text => {}
     }
     drop(document);
-    match &plan {
-        Plan::Direct(one) => crate::plan_render::print(&one.planned, false, args.verbose),
-        Plan::Virtual(one) => match &one.staged {
-            Some(staged) => crate::staged_render::print(staged, false, args.verbose),
-            None => crate::plan_render::print(&one.planned, false, args.verbose),
-        },
-        Plan::Mixed { staged, direct } => {
-            crate::staged_render::print_mixed(
-                staged.staged.as_ref(),
-                &direct.planned,
-                args.verbose,
-            );
-        }
-    }
+    crate::plan_render::print_plan(&plan, args.verbose);
     ExitCode::SUCCESS
 }

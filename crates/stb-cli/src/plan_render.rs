@@ -35,6 +35,45 @@ pub(crate) fn write_replay_windows(planned: &Planned, out: &mut dyn Write) {
     }
 }
 
+/// What the replays read, root by root, against the target's budget (nothing when the
+/// plan replays nothing).
+pub(crate) fn write_replay_cost(planned: &Planned, out: &mut dyn Write) {
+    if planned.replay_costs.is_empty() {
+        return;
+    }
+    let summary = planned.cost_summary();
+    let _ = writeln!(out, "\nReplay cost  {}", summary.describe());
+    for cost in &planned.replay_costs {
+        let _ = writeln!(out, "  {}", cost.describe());
+    }
+    if !summary.over_budget.is_empty() {
+        let _ = writeln!(
+            out,
+            "\nOVER BUDGET: {}; `stb build` refuses it unless --allow-large is given",
+            summary.over_budget.join("; ")
+        );
+    }
+}
+
+/// A plan of any kind as `stb plan` and `stb build` show it.
+pub(crate) fn print_plan(plan: &stb_engine::plan::Plan, verbose: bool) {
+    use stb_engine::plan::Plan;
+    match plan {
+        Plan::Direct(one) | Plan::Virtual(one) => match &one.staged {
+            Some(staged) => {
+                crate::staged_render::print(staged, false, verbose);
+                write_replay_cost(&one.planned, &mut std::io::stdout().lock());
+            }
+            None => print(&one.planned, false, verbose),
+        },
+        Plan::Mixed { staged, direct } => {
+            crate::staged_render::print_mixed(staged.staged.as_ref(), &direct.planned, verbose);
+            // The virtual phase's replays, after both phases (its build's own plan).
+            write_replay_cost(&staged.planned, &mut std::io::stdout().lock());
+        }
+    }
+}
+
 pub(crate) fn print(planned: &Planned, as_json: bool, verbose: bool) {
     if as_json {
         print_json(&stb_engine::direct::json::json(planned));
@@ -143,6 +182,7 @@ pub(crate) fn print(planned: &Planned, as_json: bool, verbose: bool) {
         );
     }
     write_replay_windows(planned, &mut out);
+    write_replay_cost(planned, &mut out);
     if !planned.plan.warnings.is_empty() {
         let _ = writeln!(out, "\nWarnings");
         for warning in &planned.plan.warnings {

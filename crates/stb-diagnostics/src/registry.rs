@@ -45,6 +45,10 @@ pub const CODES: &[(&str, &str)] = &[
         "the plan changed since it was reviewed (--plan-hash); nothing was changed",
     ),
     (
+        "STB-BUILD-008",
+        "the replays read more than the target's [build] max_replay_rows / max_replay_bytes; nothing was changed (--allow-large accepts it)",
+    ),
+    (
         "STB-CLUSTER-001",
         "the target's cluster topology (on_cluster, sharded) cannot be planned, built or changed yet",
     ),

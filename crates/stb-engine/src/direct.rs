@@ -186,6 +186,13 @@ pub struct Planned {
     /// Per replay root (same order as the workflow's roots): what its table holds and
     /// what its replay window restores; filled by [`measure`].
     pub replay_windows: Vec<ReplayWindow>,
+    /// What each replay root reads ([`stb_plan::cost`]); filled by [`measure`].
+    pub replay_costs: Vec<stb_plan::cost::ReplayCost>,
+    /// How fast this warehouse replayed before, which the costs' times are estimated
+    /// from; filled by [`measure`].
+    pub replay_throughput: Option<stb_plan::cost::Throughput>,
+    /// `[build] max_replay_rows` / `max_replay_bytes` for the target.
+    pub replay_budget: stb_plan::cost::ReplayBudget,
     /// The compiled models, for fingerprints (shared with the compile).
     pub models: std::sync::Arc<[PlanModel]>,
     /// Set when this workflow builds a virtual deployment (its copies under their physical
@@ -225,6 +232,16 @@ impl Planned {
             .iter()
             .filter(|w| w.needs_consent())
             .collect()
+    }
+
+    /// The replays together, against the target's budget.
+    #[must_use]
+    pub fn cost_summary(&self) -> stb_plan::cost::CostSummary {
+        stb_plan::cost::summarise(
+            &self.replay_costs,
+            self.replay_throughput,
+            self.replay_budget,
+        )
     }
 
     #[must_use]
@@ -431,6 +448,9 @@ pub fn plan_selection(
         repairs,
         probes,
         replay_windows: Vec::new(),
+        replay_costs: Vec::new(),
+        replay_throughput: None,
+        replay_budget: project.replay_budget,
         models: compiled.plan_models.clone(),
         deployment: None,
         validated: None,
@@ -493,7 +513,8 @@ const STREAMING_ENGINES: &[&str] = &[
 ];
 
 /// Runs the shrink guard's queries (after every check that can stop the plan, before
-/// anything is dropped).
+/// anything is dropped), then measures what the replays read (their cost: never an error
+/// of its own).
 ///
 /// # Errors
 /// The live counts could not be read.
@@ -501,6 +522,8 @@ pub fn measure(client: &Client, planned: &mut Planned) -> Result<(), EngineError
     planned.replay_windows =
         stb_build::shrink::measure(client, &planned.database, &mut planned.probes)
             .map_err(|e| EngineError::from(&e))?;
+    (planned.replay_costs, planned.replay_throughput) =
+        stb_build::cost::measure(client, &planned.database, &planned.probes);
     Ok(())
 }
 

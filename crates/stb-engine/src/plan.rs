@@ -188,9 +188,11 @@ impl Plan {
         match self {
             Self::Direct(one) => Document::Direct(crate::direct::json::json(&one.planned)),
             Self::Virtual(one) => match &one.staged {
-                Some(staged) => {
-                    Document::Virtual(crate::staged::json::json(staged).with_plan_hash(self.hash()))
-                }
+                Some(staged) => Document::Virtual(
+                    crate::staged::json::json(staged)
+                        .with_plan_hash(self.hash())
+                        .with_replay_cost(&one.planned),
+                ),
                 None => Document::Direct(crate::direct::json::json(&one.planned)),
             },
             Self::Mixed { staged, direct } => Document::Mixed(Box::new(MixedJson {
@@ -198,7 +200,9 @@ impl Plan {
                 execution_order: ["virtual".into(), "direct".into()],
                 mode: "mixed".into(),
                 plan_hash: self.hash(),
-                staged: staged.staged.as_ref().map(crate::staged::json::json),
+                staged: staged.staged.as_ref().map(|deployment| {
+                    crate::staged::json::json(deployment).with_replay_cost(&staged.planned)
+                }),
             })),
         }
     }

@@ -254,3 +254,28 @@ pub struct Landing {
     /// The source's extra Kafka settings (security and SASL ones concern a client too).
     pub settings: Vec<(String, String)>,
 }
+
+/// How much a build's replays may read before it needs `--allow-large`: `[build]
+/// max_replay_rows` and `max_replay_bytes`, for the project or one target.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
+pub struct ReplayBudget {
+    pub max_rows: Option<u64>,
+    pub max_bytes: Option<u64>,
+}
+
+impl ReplayBudget {
+    /// Each limit this budget sets, else `fallback`'s.
+    #[must_use]
+    pub fn or(self, fallback: Self) -> Self {
+        Self {
+            max_rows: self.max_rows.or(fallback.max_rows),
+            max_bytes: self.max_bytes.or(fallback.max_bytes),
+        }
+    }
+
+    /// Whether any limit is set.
+    #[must_use]
+    pub fn is_set(&self) -> bool {
+        self.max_rows.is_some() || self.max_bytes.is_some()
+    }
+}

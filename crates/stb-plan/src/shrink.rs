@@ -94,6 +94,12 @@ pub struct WindowSql {
     pub retained: String,
     /// From `--start-time` on; `None` without one.
     pub bounded: Option<String>,
+    /// The driving input's rows the replay reads: its window, from `--start-time` on (the
+    /// replay's cost, [`crate::cost`]).
+    pub replay_input: String,
+    /// In offsets mode, the window's messages per Kafka partition (`partition`,
+    /// `messages`, `first_offset`, `last_offset`).
+    pub partitions: Option<String>,
 }
 
 /// What the planner knows around the roots.
@@ -179,8 +185,17 @@ pub fn probes(roots: &[RootReplay], context: &Context<'_>) -> Vec<Probe> {
             } else {
                 "1".to_owned()
             };
+            let anchor = &template.anchor;
+            let replayed = if root.bounded {
+                crate::replay::window_now(anchor, root.start_time.as_ref())
+            } else {
+                "1".to_owned()
+            };
             let window = input_facts.as_ref().map(|_| WindowSql {
-                input_rows: format!("SELECT count() FROM {}", template.anchor.relation),
+                input_rows: format!("SELECT count() FROM {}", anchor.relation),
+                replay_input: format!("SELECT count() FROM {} WHERE {replayed}", anchor.relation),
+                partitions: (anchor.mode == crate::replay::BoundaryMode::Offsets)
+                    .then(|| crate::cost::partitions_sql(&anchor.relation, &replayed)),
                 history: window_count(history, &everything),
                 retained: window_count(template, &everything),
                 // Each root's own start: a deployment bounds its roots one by one.

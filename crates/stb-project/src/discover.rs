@@ -44,6 +44,9 @@ pub struct Project {
     /// `[build] max_pipelines` for this target: the target's own limit, else the project
     /// default (local-only targets always inherit the project default).
     pub max_pipelines: Option<u32>,
+    /// `[build] max_replay_rows` / `max_replay_bytes` for this target: each the target's
+    /// own, else the project's.
+    pub replay_budget: crate::project_config::ReplayBudget,
     /// `[targets.X] production = true`, or a target named `prod`/`production`: a reset of
     /// it asks for `PRODUCTION` to be typed.
     pub production: bool,
@@ -400,6 +403,9 @@ pub fn discover(options: &DiscoverOptions) -> Result<Project, Diagnostics> {
     let max_pipelines = target_config
         .and_then(|t| t.max_pipelines)
         .or(config.max_pipelines);
+    let replay_budget = target_config.map_or(config.replay_budget, |t| {
+        t.replay_budget.or(config.replay_budget)
+    });
     // A target named prod or production is one whatever its flag says.
     let production = target_config.is_some_and(|t| t.production)
         || matches!(target.to_ascii_lowercase().as_str(), "prod" | "production");
@@ -424,6 +430,7 @@ pub fn discover(options: &DiscoverOptions) -> Result<Project, Diagnostics> {
         database,
         pipeline_mode: mode,
         max_pipelines,
+        replay_budget,
         pipelines,
         sources,
         macros,

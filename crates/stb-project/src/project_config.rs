@@ -90,6 +90,8 @@ pub struct TargetConfig {
     pub database: Option<Node>,
     pub vars: BTreeMap<String, Node>,
     pub max_pipelines: Option<u32>,
+    /// `[targets.<name>.build] max_replay_rows` / `max_replay_bytes`.
+    pub replay_budget: ReplayBudget,
     pub production: bool,
     /// `[targets.<name>.destruction] max_table_size_to_drop`, in bytes.
     pub max_table_size_to_drop: Option<u64>,
@@ -131,6 +133,8 @@ pub struct ProjectConfig {
     pub virtual_only_defaults: Vec<(String, Position)>,
     pub naming: RawNaming,
     pub max_pipelines: Option<u32>,
+    /// `[build] max_replay_rows` / `max_replay_bytes`: the targets' default.
+    pub replay_budget: ReplayBudget,
     pub dependencies: Dependencies,
     pub timezone: String,
     pub kafka_broker_list: Option<Node>,
@@ -209,9 +213,11 @@ pub(crate) fn read(reader: &mut Reader<'_>, root: &Node) -> Option<ProjectConfig
         .get("naming")
         .map(|node| naming(reader, node))
         .unwrap_or_default();
-    let max_pipelines = root
+    let limits = root
         .get("build")
-        .and_then(|node| build(reader, node, "[build]"));
+        .map(|node| build(reader, node, "[build]"))
+        .unwrap_or_default();
+    let max_pipelines = limits.max_pipelines;
     for (name, target) in &targets {
         if target.max_pipelines.is_some() && max_pipelines.is_none() {
             reader.report(
@@ -247,6 +253,7 @@ pub(crate) fn read(reader: &mut Reader<'_>, root: &Node) -> Option<ProjectConfig
         virtual_only_defaults,
         naming,
         max_pipelines,
+        replay_budget: limits.replay_budget,
         dependencies,
         timezone,
         kafka_broker_list,
@@ -390,9 +397,10 @@ fn targets(reader: &mut Reader<'_>, node: &Node) -> BTreeMap<String, TargetConfi
             .get("vars")
             .map(|v| vars_table(reader, v, &format!("[targets.{}.vars]", key.name)))
             .unwrap_or_default();
-        let max_pipelines = target
+        let limits = target
             .get("build")
-            .and_then(|b| build(reader, b, &format!("[targets.{}.build]", key.name)));
+            .map(|b| build(reader, b, &format!("[targets.{}.build]", key.name)))
+            .unwrap_or_default();
         let production = target
             .get("production")
             .and_then(|p| reader.bool(p, &format!("targets.{}.production", key.name)))
@@ -423,7 +431,8 @@ fn targets(reader: &mut Reader<'_>, node: &Node) -> BTreeMap<String, TargetConfi
                 position: key.position,
                 database,
                 vars,
-                max_pipelines,
+                max_pipelines: limits.max_pipelines,
+                replay_budget: limits.replay_budget,
                 production,
                 max_table_size_to_drop,
                 connection: target.get("connection").cloned(),
@@ -435,11 +444,64 @@ fn targets(reader: &mut Reader<'_>, node: &Node) -> BTreeMap<String, TargetConfi
     targets
 }
 
-fn build(reader: &mut Reader<'_>, node: &Node, what: &str) -> Option<u32> {
-    reader.table(node, what)?;
-    reader.allowed_keys(node, what, &["max_pipelines"]);
-    let value = node.get("max_pipelines")?;
-    reader.positive_int(value, &format!("{what} max_pipelines"))
+pub use stb_model::planning::ReplayBudget;
+
+/// `[build]` or `[targets.<name>.build]`.
+#[derive(Debug, Clone, Copy, Default)]
+struct BuildLimits {
+    max_pipelines: Option<u32>,
+    replay_budget: ReplayBudget,
+}
+
+fn build(reader: &mut Reader<'_>, node: &Node, what: &str) -> BuildLimits {
+    if reader.table(node, what).is_none() {
+        return BuildLimits::default();
+    }
+    reader.allowed_keys(
+        node,
+        what,
+        &["max_pipelines", "max_replay_rows", "max_replay_bytes"],
+    );
+    let max_pipelines = node
+        .get("max_pipelines")
+        .and_then(|value| reader.positive_int(value, &format!("{what} max_pipelines")));
+    let max_rows = node
+        .get("max_replay_rows")
+        .and_then(|value| match value.value {
+            Value::Int(rows) if rows > 0 => u64::try_from(rows).ok(),
+            _ => {
+                reader.report(
+                    codes::CONFIG_VALUE,
+                    value.position,
+                    format!("{what} max_replay_rows must be a positive integer"),
+                    "write the most rows a build's replays may read, such as 100000000",
+                );
+                None
+            }
+        });
+    let max_bytes = node.get("max_replay_bytes").and_then(|value| {
+        let bytes = match &value.value {
+            Value::Int(bytes) if *bytes > 0 => u64::try_from(*bytes).ok(),
+            Value::Str(text) => parse_byte_size(text).filter(|bytes| *bytes > 0),
+            _ => None,
+        };
+        if bytes.is_none() {
+            reader.report(
+                codes::CONFIG_VALUE,
+                value.position,
+                format!("{what} max_replay_bytes must be a positive byte size such as '50GiB'"),
+                "write a number and a unit: B, KB, MB, GB, TB, KiB, MiB, GiB, TiB",
+            );
+        }
+        bytes
+    });
+    BuildLimits {
+        max_pipelines,
+        replay_budget: ReplayBudget {
+            max_rows,
+            max_bytes,
+        },
+    }
 }
 
 fn destruction(reader: &mut Reader<'_>, node: &Node, what: &str) -> Option<u64> {

@@ -38,6 +38,8 @@ pub struct Job {
     pub authorised: Vec<String>,
     pub windows: stb_engine::runs::Windows,
     pub allow_shrink: bool,
+    /// Replays over the target's budget go on.
+    pub allow_large: bool,
     /// Protected pipelines' confirmation tokens.
     pub tokens: Vec<String>,
 }
@@ -266,6 +268,7 @@ fn build(
         run,
         scope: job.scope.clone(),
         plan_hash: Some(job.plan_hash.clone()),
+        allow_large: job.allow_large,
         authorised: Some(job.authorised.clone()),
         windows: job.windows,
         timings: Timings {

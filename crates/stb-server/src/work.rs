@@ -271,6 +271,9 @@ pub(crate) struct BuildRequest {
     full_refresh: bool,
     #[serde(default)]
     allow_shrink: bool,
+    /// Replays over the target's budget go on (`--allow-large`).
+    #[serde(default)]
+    allow_large: bool,
     /// Protected pipelines' confirmation tokens (`confirm`, as `--confirm` is spelled,
     /// is read as the same).
     #[serde(default, alias = "confirm")]
@@ -373,6 +376,7 @@ pub(crate) async fn build(
         authorised: direct.iter().chain(&staged).cloned().collect(),
         windows: state.run_windows,
         allow_shrink: request.allow_shrink,
+        allow_large: request.allow_large,
         tokens: request.confirmations.clone(),
     })?;
     Ok((

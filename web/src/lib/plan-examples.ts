@@ -47,6 +47,19 @@ export const planExamples: Record<string, Plan> = {
         "present": true
       }
     ],
+    "replay_cost": {
+      "budget": {
+        "max_bytes": null,
+        "max_rows": null
+      },
+      "bytes": 0,
+      "estimated_seconds": null,
+      "over_budget": [],
+      "roots_without_bytes": 0,
+      "rows": 0,
+      "throughput": null
+    },
+    "replay_costs": [],
     "replay_roots": [
       {
         "bounded": true,
@@ -328,6 +341,19 @@ export const planExamples: Record<string, Plan> = {
         "present": false
       }
     ],
+    "replay_cost": {
+      "budget": {
+        "max_bytes": null,
+        "max_rows": null
+      },
+      "bytes": 0,
+      "estimated_seconds": null,
+      "over_budget": [],
+      "roots_without_bytes": 0,
+      "rows": 0,
+      "throughput": null
+    },
+    "replay_costs": [],
     "replay_roots": [
       {
         "bounded": true,
@@ -430,6 +456,19 @@ export const planExamples: Record<string, Plan> = {
         "present": false
       }
     ],
+    "replay_cost": {
+      "budget": {
+        "max_bytes": null,
+        "max_rows": null
+      },
+      "bytes": 0,
+      "estimated_seconds": null,
+      "over_budget": [],
+      "roots_without_bytes": 0,
+      "rows": 0,
+      "throughput": null
+    },
+    "replay_costs": [],
     "replay_roots": [
       {
         "bounded": true,
@@ -604,6 +643,19 @@ export const planExamples: Record<string, Plan> = {
         "present": false
       }
     ],
+    "replay_cost": {
+      "budget": {
+        "max_bytes": null,
+        "max_rows": null
+      },
+      "bytes": 0,
+      "estimated_seconds": null,
+      "over_budget": [],
+      "roots_without_bytes": 0,
+      "rows": 0,
+      "throughput": null
+    },
+    "replay_costs": [],
     "replay_roots": [
       {
         "bounded": true,
@@ -720,6 +772,19 @@ export const planExamples: Record<string, Plan> = {
           "present": false
         }
       ],
+      "replay_cost": {
+        "budget": {
+          "max_bytes": null,
+          "max_rows": null
+        },
+        "bytes": 0,
+        "estimated_seconds": null,
+        "over_budget": [],
+        "roots_without_bytes": 0,
+        "rows": 0,
+        "throughput": null
+      },
+      "replay_costs": [],
       "replay_roots": [
         {
           "bounded": true,

@@ -56,6 +56,26 @@ export interface ReplayRoot {
   waits_for: string[];
 }
 
+export interface ReplayCost {
+  model: string;
+  driving_input: string;
+  rows: number;
+  bytes: number | null;
+  partitions?: { partition: string; messages: number; first_offset: string; last_offset: string }[];
+  estimated_seconds: number | null;
+  error?: string;
+}
+
+export interface ReplayCostSummary {
+  rows: number;
+  bytes: number;
+  roots_without_bytes: number;
+  estimated_seconds: number | null;
+  throughput: { rows_per_second: number; replays: number } | null;
+  budget: { max_rows: number | null; max_bytes: number | null };
+  over_budget: string[];
+}
+
 export interface Validation {
   checked: number;
   unchecked: { model: string; reason: string }[];
@@ -72,6 +92,8 @@ export interface DirectPlan {
   mode: "direct";
   plan_hash: string;
   prerequisite_scope: { framework_managed: boolean; name: string; present: boolean }[];
+  replay_cost: ReplayCostSummary;
+  replay_costs: ReplayCost[];
   replay_roots: ReplayRoot[];
   selection_mode: string;
   shrink: { needs_allow_shrink: boolean; lost_rows: number; models: string[]; discarded_by_start_time: number };
@@ -126,6 +148,8 @@ export interface VirtualPlan {
   plan_hash?: string;
   prepared_shadow_objects: { logical_key: string; logical_model_name: string; object_type: string; physical_name: string }[];
   rebuild_subtrees: RebuildSubtree[];
+  replay_cost?: ReplayCostSummary;
+  replay_costs?: ReplayCost[];
   sql_diffs: { diff_lines: string[]; key: ObjectKey; name: string; object_type: string }[];
   steps: string[];
   warnings: string[];

@@ -34,16 +34,7 @@ impl Frontend for Terminal<'_> {
         if self.args.json || self.args.events {
             return;
         }
-        let verbose = self.args.verbose;
-        match plan {
-            Plan::Direct(one) | Plan::Virtual(one) => match &one.staged {
-                Some(staged) => crate::staged_render::print(staged, false, verbose),
-                None => crate::plan_render::print(&one.planned, false, verbose),
-            },
-            Plan::Mixed { staged, direct } => {
-                crate::staged_render::print_mixed(staged.staged.as_ref(), &direct.planned, verbose);
-            }
-        }
+        crate::plan_render::print_plan(plan, self.args.verbose);
     }
 
     fn accept_shrink(&self, prepared: &Prepared) -> Approval {

@@ -44,6 +44,10 @@ pub(crate) struct BuildArgs {
     /// plan's "Replay windows" shows what is lost). Protected pipelines still need --confirm.
     #[arg(long)]
     allow_shrink: bool,
+    /// Build even when the replays read more than the target's `[build] max_replay_rows`
+    /// or `max_replay_bytes` (the plan's "Replay cost" shows what they read).
+    #[arg(long)]
+    allow_large: bool,
     /// Build only the plan that was reviewed: the `plan_hash` `stb plan --json` gave. A
     /// plan that differs now (the project or the warehouse changed) is refused.
     #[arg(long, value_name = "HASH")]
@@ -103,6 +107,7 @@ pub(crate) fn run(args: &BuildArgs) -> ExitCode {
         run,
         scope,
         plan_hash: args.plan_hash.clone(),
+        allow_large: args.allow_large,
         authorised: crate::run_context::authorised_pipelines(),
         windows: crate::run_context::windows(&project),
         timings,

@@ -95,6 +95,8 @@ fn context(project: &Project) -> String {
         database,
         pipeline_mode,
         max_pipelines,
+        // A build's limit on what its replays read: no compiled file depends on it.
+        replay_budget: _,
         production,
         audit_scheduler_enabled,
         max_table_size_to_drop,

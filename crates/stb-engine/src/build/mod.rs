@@ -36,6 +36,8 @@ pub const AUDIT_CODE: &str = "STB-BUILD-004";
 pub const SHRINK_CODE: &str = "STB-BUILD-005";
 /// The deployment id names a complete deployment.
 pub const DEPLOYMENT_CODE: &str = "STB-BUILD-006";
+/// The replays read more than the target's `[build] max_replay_rows` / `max_replay_bytes`.
+pub const BUDGET_CODE: &str = "STB-BUILD-008";
 /// The event that says a phase's statements passed their checks again under the lock
 /// (`checked`, `elapsedMs`), or that the catalog they read is unchanged since they ran
 /// (`unchanged: true`: one query instead of the checks).

@@ -17,7 +17,7 @@ use stb_warehouse::Client;
 use stb_warehouse::events::{HEARTBEAT_INTERVAL, RunEventSink};
 
 use super::records::{BuildObserver, Ending, EventHook, Recorder, WarningHook};
-use super::{Ended, Finished, Ran, RunIdentity, SHRINK_CODE, Timings};
+use super::{BUDGET_CODE, Ended, Finished, Ran, RunIdentity, SHRINK_CODE, Timings};
 use crate::EngineError;
 use crate::plan::{Plan, Prepared, Purpose};
 use crate::runs::Windows;
@@ -40,6 +40,8 @@ pub struct Request<'a> {
     pub scope: Scope,
     /// The hash of the plan that was reviewed: any other plan is refused.
     pub plan_hash: Option<String>,
+    /// `--allow-large`: replays over the target's budget go on.
+    pub allow_large: bool,
     /// The pipelines the dev server authorised, when it started the build: a plan that
     /// grew beyond them is refused.
     pub authorised: Option<Vec<String>>,
@@ -353,8 +355,14 @@ fn single(
     let heartbeat = sink.heartbeat(HEARTBEAT_INTERVAL);
     frontend.show(plan);
     let shrink = serde_json::to_value(planned.shrink_summary()).unwrap_or_default();
-    // The shrink guard first: a refused loss is recorded as refused, with its numbers.
-    let refusal = match approve(frontend, prepared, prepared) {
+    // The replay budget, then the shrink guard: a refusal is recorded as refused, with its
+    // numbers.
+    let over_budget = check_budget(&[prepared], request.allow_large);
+    let approval = match over_budget {
+        Some(error) => Approval::Refused(error),
+        None => approve(frontend, prepared, prepared),
+    };
+    let refusal = match approval {
         Approval::Go => {
             if !planned.shrinking().is_empty() {
                 observer.event("shrink_accepted", None, shrink.clone());
@@ -377,7 +385,17 @@ fn single(
     if let Some((outcome, error)) = refusal {
         drop(heartbeat);
         let mut summary = "{}".to_owned();
-        if outcome == "refused" {
+        if error.code == BUDGET_CODE {
+            let cost = serde_json::to_value(planned.cost_summary()).unwrap_or_default();
+            observer.event("budget_refused", None, cost.clone());
+            summary = serde_json::json!({
+                "status": "refused",
+                "code": BUDGET_CODE,
+                "replay_cost": cost,
+                "replay_costs": planned.replay_costs,
+            })
+            .to_string();
+        } else if outcome == "refused" {
             observer.event("shrink_refused", None, shrink.clone());
             summary = serde_json::json!({
                 "status": "refused",
@@ -559,9 +577,14 @@ fn mixed(
             exit_code: 1,
         });
     }
-    // One confirmation: the direct phase's shrink guard and protected pipelines (virtual
-    // pipelines drop nothing readers see and cannot be protected).
-    match approve(frontend, direct, direct) {
+    // The replay budget over both phases, then one confirmation: the direct phase's shrink
+    // guard and protected pipelines (virtual pipelines drop nothing readers see and cannot
+    // be protected).
+    let approval = match check_budget(&[staged, direct], request.allow_large) {
+        Some(error) => Approval::Refused(error),
+        None => approve(frontend, direct, direct),
+    };
+    match approval {
         Approval::Go => {}
         Approval::Declined => {
             both("cancelled", None);
@@ -828,6 +851,8 @@ pub fn summary(
         "error_message": execution.error_message,
         "warnings": execution.warnings,
         "replay_windows": prepared.planned.replay_windows,
+        "replay_cost": prepared.planned.cost_summary(),
+        "replay_costs": prepared.planned.replay_costs,
         "shrink": accepted_shrink(prepared),
         "audits": {
             "results": audits,
@@ -858,6 +883,44 @@ fn accepted_shrink(prepared: &Prepared) -> serde_json::Value {
         fields.insert("accepted".into(), accepted.into());
     }
     shrink
+}
+
+/// The replay budget: `parts`' replays together (a mixed build's two phases) read more
+/// than the target's `[build] max_replay_rows` or `max_replay_bytes` allow, and the
+/// caller did not accept it (`--allow-large`). The refusal carries the numbers.
+#[must_use]
+pub fn check_budget(parts: &[&Prepared], allow_large: bool) -> Option<EngineError> {
+    if allow_large {
+        return None;
+    }
+    let costs: Vec<stb_plan::cost::ReplayCost> = parts
+        .iter()
+        .flat_map(|p| p.planned.replay_costs.iter().cloned())
+        .collect();
+    let first = parts.first()?;
+    let summary = stb_plan::cost::summarise(
+        &costs,
+        first.planned.replay_throughput,
+        first.planned.replay_budget,
+    );
+    if summary.over_budget.is_empty() {
+        return None;
+    }
+    let mut lines: Vec<String> = summary
+        .over_budget
+        .iter()
+        .map(|reason| format!("  {reason}"))
+        .collect();
+    lines.push(format!("  in all: {}", summary.describe()));
+    lines.extend(costs.iter().map(|cost| format!("  {}", cost.describe())));
+    Some(EngineError::new(
+        BUDGET_CODE,
+        format!(
+            "Refusing to build: the replays read more than the target's budget; nothing was changed\n{}",
+            lines.join("\n")
+        ),
+        "rerun with --allow-large to accept the cost, narrow the replays (--start-time, --select), or raise [build] max_replay_rows / max_replay_bytes",
+    ))
 }
 
 /// The shrink guard without anyone to ask: a loss retained history cannot restore is

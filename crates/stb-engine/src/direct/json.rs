@@ -34,6 +34,10 @@ pub struct DirectJson<'a> {
     pub mode: Text<'a>,
     pub plan_hash: String,
     pub prerequisite_scope: Vec<PrerequisiteJson<'a>>,
+    /// The replays together against the target's budget ([`stb_plan::cost::CostSummary`]).
+    pub replay_cost: serde_json::Value,
+    /// What each replay root reads ([`stb_plan::cost::ReplayCost`]).
+    pub replay_costs: serde_json::Value,
     pub replay_roots: Vec<ReplayRootJson<'a>>,
     /// `all`, `selected` or `changed`.
     pub selection_mode: Text<'a>,
@@ -243,6 +247,8 @@ pub fn json(planned: &Planned) -> DirectJson<'_> {
                 present: p.present,
             })
             .collect(),
+        replay_cost: serde_json::to_value(planned.cost_summary()).unwrap_or_default(),
+        replay_costs: serde_json::to_value(&planned.replay_costs).unwrap_or_default(),
         replay_roots,
         selection_mode: Cow::Borrowed(planned.selection_mode()),
         shrink: serde_json::to_value(planned.shrink_summary()).unwrap_or_default(),

@@ -7,6 +7,7 @@
 //! Rendered from the plan's JSON document (what `stb plan --json` prints), so a plan read
 //! back from `target/run/plan/plan.json` renders the same.
 
+use stb_plan::cost::thousands;
 use std::fmt::Write as _;
 
 use serde_json::Value;
@@ -36,8 +37,10 @@ pub fn markdown(document: &Document<'_>, limit: usize) -> String {
             parts.summary = combined(&virtual_summary, &direct_summary, &value["plan_hash"]);
             if !staged.is_null() {
                 virtual_parts(staged, &mut parts, "Virtual phase: ");
+                cost_parts(staged, &mut parts, "Virtual phase: ");
             }
             direct_parts(direct, &mut parts, "Direct phase: ");
+            cost_parts(direct, &mut parts, "Direct phase: ");
         }
         Some("virtual environments") => {
             parts.title = format!(
@@ -47,6 +50,7 @@ pub fn markdown(document: &Document<'_>, limit: usize) -> String {
             );
             parts.summary = summary_line(&summary_of(&value), &value["plan_hash"]);
             virtual_parts(&value, &mut parts, "");
+            cost_parts(&value, &mut parts, "");
         }
         _ => {
             parts.title = format!(
@@ -55,6 +59,7 @@ pub fn markdown(document: &Document<'_>, limit: usize) -> String {
             );
             parts.summary = summary_line(&summary_of(&value), &value["plan_hash"]);
             direct_parts(&value, &mut parts, "");
+            cost_parts(&value, &mut parts, "");
         }
     }
     parts.assemble(limit)
@@ -266,6 +271,67 @@ impl Parts {
         }
         out
     }
+}
+
+/// What the replays read: over the target's budget among the destructive steps (a build
+/// refuses it), and a row per replay root.
+fn cost_parts(plan: &Value, parts: &mut Parts, phase: &str) {
+    let summary = &plan["replay_cost"];
+    let over = array(&summary["over_budget"]);
+    if !over.is_empty() {
+        parts.destructive.push(format!(
+            "{phase}**over the replay budget**: {}; `stb build` refuses without `--allow-large`",
+            over.iter()
+                .map(|reason| plain(text(reason)))
+                .collect::<Vec<_>>()
+                .join("; ")
+        ));
+    }
+    let costs = array(&plan["replay_costs"]);
+    if costs.is_empty() {
+        return;
+    }
+    let rows = costs
+        .iter()
+        .map(|cost| {
+            let rows = cost["rows"].as_u64().unwrap_or(0);
+            let bytes = cost["bytes"]
+                .as_u64()
+                .map_or_else(|| "unknown".to_owned(), stb_plan::cost::byte_size);
+            let partitions = array(&cost["partitions"]).len();
+            let from = if partitions > 0 {
+                format!(
+                    "{} ({partitions} partition(s))",
+                    code(text(&cost["driving_input"]))
+                )
+            } else {
+                code(text(&cost["driving_input"]))
+            };
+            match cost["error"].as_str() {
+                Some(error) => format!(
+                    "| {} | {from} | not counted: {} | |\n",
+                    code(text(&cost["model"])),
+                    plain(error)
+                ),
+                None => format!(
+                    "| {} | {from} | {} | {bytes} |\n",
+                    code(text(&cost["model"])),
+                    thousands(rows)
+                ),
+            }
+        })
+        .collect();
+    let total = summary["rows"].as_u64().unwrap_or(0);
+    let estimate = summary["estimated_seconds"]
+        .as_f64()
+        .map_or_else(String::new, |seconds| format!(", about {seconds:.0} s"));
+    parts.sections.push(Section {
+        head: format!(
+            "### {phase}Replay cost ({} rows{estimate})\n\n| Root | Reads | Rows | Bytes |\n|---|---|---|---|\n",
+            thousands(total)
+        ),
+        rows,
+    });
 }
 
 fn direct_parts(plan: &Value, parts: &mut Parts, phase: &str) {
@@ -487,18 +553,6 @@ fn short(hash: &str) -> &str {
 
 fn chars(text: &str) -> usize {
     text.chars().count()
-}
-
-fn thousands(n: u64) -> String {
-    let digits = n.to_string();
-    let mut out = String::new();
-    for (index, c) in digits.chars().enumerate() {
-        if index > 0 && (digits.len() - index).is_multiple_of(3) {
-            out.push(',');
-        }
-        out.push(c);
-    }
-    out
 }
 
 #[cfg(test)]

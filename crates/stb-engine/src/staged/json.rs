@@ -143,6 +143,13 @@ pub struct HeadJson<'a> {
     pub plan_hash: Option<String>,
     pub prepared_shadow_objects: Vec<ShadowObjectJson<'a>>,
     pub rebuild_subtrees: Vec<SubtreeJson<'a>>,
+    /// What the deployment's replays read together, against the target's budget (from
+    /// its build's plan; [`VirtualJson::with_replay_cost`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub replay_cost: Option<serde_json::Value>,
+    /// What each of its replay roots reads.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub replay_costs: Option<serde_json::Value>,
     pub sql_diffs: Vec<SqlDiffJson<'a>>,
 }
 
@@ -169,6 +176,14 @@ impl VirtualJson<'_> {
     /// Adds the plan's hash (a plan on its own carries it; a mixed plan's part does not).
     pub fn with_plan_hash(mut self, hash: String) -> Self {
         self.head.plan_hash = Some(hash);
+        self
+    }
+
+    /// Adds what the deployment's replays read, from `build` (its build's plan).
+    #[must_use]
+    pub fn with_replay_cost(mut self, build: &crate::direct::Planned) -> Self {
+        self.head.replay_cost = serde_json::to_value(build.cost_summary()).ok();
+        self.head.replay_costs = serde_json::to_value(&build.replay_costs).ok();
         self
     }
 
@@ -285,6 +300,8 @@ pub fn json(planned: &Planned) -> VirtualJson<'_> {
             plan_hash: None,
             prepared_shadow_objects,
             rebuild_subtrees,
+            replay_cost: None,
+            replay_costs: None,
             sql_diffs,
         },
         tail: TailJson {

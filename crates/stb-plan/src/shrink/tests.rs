@@ -282,6 +282,8 @@ fn probe(retention: Option<&str>, input: bool) -> Probe {
             history: String::new(),
             retained: String::new(),
             bounded: None,
+            replay_input: String::new(),
+            partitions: None,
         }),
         retention: retention.map(str::to_owned),
         retention_source: None,

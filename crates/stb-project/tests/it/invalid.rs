@@ -127,6 +127,21 @@ invalid!(
     "streambuild_project.toml:7:17"
 );
 invalid!(
+    zero_max_replay_rows,
+    [(PROJECT, project_with("[build]\nmax_replay_rows = 0\n"))],
+    "STB-CONFIG-006",
+    "streambuild_project.toml:7:19"
+);
+invalid!(
+    max_replay_bytes_without_a_unit_that_reads,
+    [(
+        PROJECT,
+        project_with("[targets.dev.build]\nmax_replay_bytes = \"lots\"\n")
+    )],
+    "STB-CONFIG-006",
+    "streambuild_project.toml:7:20"
+);
+invalid!(
     target_limit_without_project_default,
     [(
         PROJECT,

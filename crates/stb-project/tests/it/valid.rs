@@ -40,6 +40,8 @@ retention = false
 
 [build]
 max_pipelines = 20
+max_replay_rows = 500000000
+max_replay_bytes = "200GiB"
 
 [targets.dev]
 database = "analytics_${db_suffix}"
@@ -50,6 +52,7 @@ production = true
 
 [targets.prod.build]
 max_pipelines = 10
+max_replay_rows = 100000000
 
 [targets.prod.destruction]
 max_table_size_to_drop = "100GiB"
@@ -253,6 +256,19 @@ fn the_full_project_discovers_cleanly() {
     let prod = discover_in(dir.path(), Some("prod")).expect("prod");
     assert!(prod.production);
     assert_eq!(prod.max_table_size_to_drop, Some(100 * 1024 * 1024 * 1024));
+    // The replay budget: each limit the target's own, else the project's.
+    let gib = 1024 * 1024 * 1024;
+    assert_eq!(
+        (
+            project.replay_budget.max_rows,
+            project.replay_budget.max_bytes
+        ),
+        (Some(500_000_000), Some(200 * gib))
+    );
+    assert_eq!(
+        (prod.replay_budget.max_rows, prod.replay_budget.max_bytes),
+        (Some(100_000_000), Some(200 * gib))
+    );
     let readiness = project.defaults.deployment_readiness;
     assert_eq!(readiness.maximum_lag_seconds, 120);
     assert!((readiness.minimum_staged_row_ratio - 0.25).abs() < f64::EPSILON);

@@ -333,6 +333,39 @@ fn settings_drift_recreates_the_kafka_table_and_other_drift_stops_before_teardow
     );
     let plan = stb(tuned.path(), &["plan", "--json"]);
     let plan: Value = serde_json::from_slice(&plan.stdout).expect("JSON");
+    // What the replay reads, from the landing's offsets: the nine messages, by partition.
+    let cost = &plan["replay_costs"][0];
+    assert_eq!(cost["model"], "order_lines", "{plan}");
+    assert_eq!(cost["rows"], 9, "{plan}");
+    let partitions = cost["partitions"].as_array().expect("partitions");
+    assert_eq!(
+        partitions
+            .iter()
+            .map(|p| p["messages"].as_u64().expect("messages"))
+            .sum::<u64>(),
+        9,
+        "{plan}"
+    );
+    for partition in partitions {
+        let (first, last, messages) = (
+            partition["first_offset"]
+                .as_str()
+                .expect("first")
+                .parse::<u64>()
+                .expect("offset"),
+            partition["last_offset"]
+                .as_str()
+                .expect("last")
+                .parse::<u64>()
+                .expect("offset"),
+            partition["messages"].as_u64().expect("messages"),
+        );
+        assert_eq!(
+            last - first + 1,
+            messages,
+            "contiguous offsets: {partition}"
+        );
+    }
     assert_eq!(
         plan["source_recreations"],
         serde_json::json!([{"source": "orders", "changes": ["kafka_poll_timeout_ms differs"]}])

@@ -342,3 +342,90 @@ fn a_build_bound_to_a_reviewed_plan_is_refused_after_a_concurrent_change() {
         "ADA\nBOB\n"
     );
 }
+
+#[test]
+fn a_build_whose_replays_read_more_than_the_budget_is_refused_with_the_numbers() {
+    let db = TestDatabase::create("plan_budget");
+    for statement in [
+        format!(
+            "CREATE TABLE {}.customers_existing (id UInt64, name String, updated_at DateTime64(3)) ENGINE = MergeTree ORDER BY id",
+            db.name
+        ),
+        format!(
+            "INSERT INTO {}.customers_existing SELECT number, concat('c', toString(number)), toDateTime64('2020-01-01 00:00:00', 3) + number FROM numbers(1500)",
+            db.name
+        ),
+    ] {
+        execute(&statement);
+    }
+    let dir = project(&db.name);
+    let config = dir.path().join("streambuild_project.toml");
+    let mut text = std::fs::read_to_string(&config).expect("project file");
+    text.push_str("\n[build]\nmax_replay_rows = 1000\n");
+    std::fs::write(&config, text).expect("budget set");
+
+    // The plan says what the replay reads and that it is over the budget.
+    let output = plan(&dir, &["--json"]);
+    assert!(output.status.success(), "{output:?}");
+    let json: Value = serde_json::from_slice(&output.stdout).expect("plan JSON");
+    let costs = json["replay_costs"].as_array().expect("costs");
+    assert_eq!(costs.len(), 1, "{json}");
+    assert_eq!(costs[0]["model"], "customer_names");
+    assert_eq!(costs[0]["rows"], 1500, "every retained row: {json}");
+    assert!(costs[0]["bytes"].as_u64().is_some_and(|b| b > 0), "{json}");
+    assert_eq!(json["replay_cost"]["budget"]["max_rows"], 1000);
+    assert_eq!(
+        json["replay_cost"]["over_budget"],
+        serde_json::json!(["the replays read 1,500 rows, over max_replay_rows = 1,000"])
+    );
+    let text = plan(&dir, &[]);
+    let text = String::from_utf8_lossy(&text.stdout);
+    assert!(text.contains("Replay cost  1,500 rows"), "{text}");
+    assert!(text.contains("OVER BUDGET"), "{text}");
+    let markdown = plan(&dir, &["--format", "markdown"]);
+    let markdown = String::from_utf8_lossy(&markdown.stdout);
+    assert!(
+        markdown.contains("**over the replay budget**")
+            && markdown.contains("### Replay cost (1,500 rows"),
+        "{markdown}"
+    );
+
+    // The build is refused with the numbers, and changes nothing (but its own records).
+    let user_tables = || {
+        tables(&db.name)
+            .lines()
+            .filter(|name| !name.starts_with("_streambuild"))
+            .map(str::to_owned)
+            .collect::<Vec<_>>()
+    };
+    let before = user_tables();
+    let refused =
+        stb_test_support::stb_on_project(dir.path(), &["build", "--auto-approve", "--json"], "");
+    assert_eq!(refused.status.code(), Some(1), "{refused:?}");
+    let failure: Value = serde_json::from_slice(&refused.stdout).expect("failure JSON");
+    assert_eq!(failure["error"]["code"], "STB-BUILD-008", "{failure}");
+    let message = failure["error"]["message"].as_str().expect("message");
+    assert!(
+        message.contains("the replays read 1,500 rows, over max_replay_rows = 1,000")
+            && message.contains("customer_names  1,500 rows")
+            && message.contains("nothing was changed"),
+        "{message}"
+    );
+    assert_eq!(user_tables(), before);
+    assert_eq!(before, ["customers_existing"]);
+
+    // Accepted: it builds, and the cost was what it read.
+    let accepted = stb_test_support::stb_on_project(
+        dir.path(),
+        &["build", "--auto-approve", "--json", "--allow-large"],
+        "",
+    );
+    assert!(accepted.status.success(), "{accepted:?}");
+    assert_eq!(
+        execute(&format!(
+            "SELECT count() FROM {}.tbl__customer_names",
+            db.name
+        )),
+        "1500\n"
+    );
+}

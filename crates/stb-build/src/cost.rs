@@ -1,0 +1,188 @@
+//! Reads what a plan's replays would cost ([`stb_plan::cost`]): the rows of each replay
+//! window, the inputs' sizes, a Kafka landing's messages per partition, and how fast this
+//! warehouse replayed before. A fixed number of queries whatever the number of models:
+//! the counts fifty distinct ones to a request (roots that share a driving input and a
+//! window count it once), one for the sizes, one per distinct Kafka window, one for the
+//! throughput. Nothing here stops a plan: a count that fails is said on its root (and a
+//! budget then refuses the build), a size or a throughput that cannot be read is unknown.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use stb_plan::cost::{PartitionMessages, Reading, ReplayCost, Throughput};
+use stb_plan::shrink::Probe;
+use stb_warehouse::{Client, Rows};
+
+/// Distinct counts per request.
+const COUNTS_PER_REQUEST: usize = 50;
+
+/// The replays whose throughput estimates a new one's time.
+const RECENT_REPLAYS: usize = 20;
+
+/// Each measured root's cost ([`stb_plan::cost::measured`]) and the throughput its time
+/// was estimated from.
+#[must_use]
+pub fn measure(
+    client: &Client,
+    database: &str,
+    probes: &[Probe],
+) -> (Vec<ReplayCost>, Option<Throughput>) {
+    let measured = stb_plan::cost::measured(probes);
+    if measured.is_empty() {
+        return (Vec::new(), None);
+    }
+    let window = |index: usize| probes[index].window.as_ref();
+    let counts: BTreeSet<&str> = measured
+        .iter()
+        .filter_map(|&index| window(index))
+        .flat_map(|w| [w.replay_input.as_str(), w.input_rows.as_str()])
+        .collect();
+    let counted = count_all(client, &counts.into_iter().collect::<Vec<_>>());
+    let sizes = input_sizes(client, database, probes, &measured);
+    let partition_sqls: BTreeSet<&str> = measured
+        .iter()
+        .filter_map(|&index| window(index)?.partitions.as_deref())
+        .collect();
+    let partitions: BTreeMap<&str, Vec<PartitionMessages>> = partition_sqls
+        .into_iter()
+        .filter_map(|sql| {
+            client
+                .query(sql)
+                .ok()
+                .map(|rows| (sql, partitions_of(&rows)))
+        })
+        .collect();
+    let throughput = throughput(client, database);
+    let readings = |index: usize| {
+        let probe = &probes[index];
+        let Some(window) = probe.window.as_ref() else {
+            return Reading::default();
+        };
+        let count = |sql: &str| counted.get(sql).cloned().unwrap_or(Err(String::new()));
+        let (rows, error) = match count(&window.replay_input) {
+            Ok(rows) => (Some(rows), None),
+            Err(error) => (None, (!error.is_empty()).then_some(error)),
+        };
+        Reading {
+            rows,
+            input_rows: count(&window.input_rows).ok(),
+            input_bytes: probe
+                .retention_source
+                .as_ref()
+                .and_then(|input| sizes.get(input).copied()),
+            partitions: window
+                .partitions
+                .as_deref()
+                .and_then(|sql| partitions.get(sql).cloned())
+                .unwrap_or_default(),
+            error,
+        }
+    };
+    (
+        stb_plan::cost::assemble(probes, &readings, throughput),
+        throughput,
+    )
+}
+
+/// Each count's value, or why the server refused it.
+fn count_all(client: &Client, sqls: &[&str]) -> BTreeMap<String, Result<u64, String>> {
+    let mut counted = BTreeMap::new();
+    for batch in sqls.chunks(COUNTS_PER_REQUEST) {
+        let union: Vec<String> = batch
+            .iter()
+            .enumerate()
+            .map(|(key, sql)| format!("SELECT {key} AS k, ({sql}) AS n"))
+            .collect();
+        match client.query(&union.join(" UNION ALL ")) {
+            Ok(rows) => {
+                for row in 0..rows.data.len() {
+                    let key = number(&rows, row, "k").and_then(|k| usize::try_from(k).ok());
+                    if let (Some(sql), Some(n)) =
+                        (key.and_then(|k| batch.get(k)), number(&rows, row, "n"))
+                    {
+                        counted.insert((*sql).to_owned(), Ok(n));
+                    }
+                }
+            }
+            // One refused count refuses the request: each on its own, to say which.
+            Err(_) => {
+                for sql in batch {
+                    let one = client
+                        .query(&format!("SELECT ({sql}) AS n"))
+                        .map_err(|e| stb_warehouse::plain_message(&e.to_string()))
+                        .and_then(|rows| {
+                            number(&rows, 0, "n").ok_or_else(|| "no count".to_owned())
+                        });
+                    counted.insert((*sql).to_owned(), one);
+                }
+            }
+        }
+    }
+    counted
+}
+
+/// The measured roots' input tables' bytes on disk, by name; inputs that are not tables
+/// (views) have none.
+fn input_sizes(
+    client: &Client,
+    database: &str,
+    probes: &[Probe],
+    measured: &[usize],
+) -> BTreeMap<String, u64> {
+    let inputs: BTreeSet<&str> = measured
+        .iter()
+        .filter_map(|&index| probes[index].retention_source.as_deref())
+        .collect();
+    if inputs.is_empty() {
+        return BTreeMap::new();
+    }
+    let names: Vec<String> = inputs
+        .iter()
+        .map(|name| stb_ddl::string_literal(name))
+        .collect();
+    let sql = format!(
+        "SELECT name, total_bytes FROM system.tables WHERE database = {} AND name IN ({}) AND total_bytes IS NOT NULL",
+        stb_ddl::string_literal(database),
+        names.join(", ")
+    );
+    let Ok(rows) = client.query(&sql) else {
+        return BTreeMap::new();
+    };
+    (0..rows.data.len())
+        .filter_map(|row| Some((rows.text(row, "name")?, number(&rows, row, "total_bytes")?)))
+        .collect()
+}
+
+fn partitions_of(rows: &Rows) -> Vec<PartitionMessages> {
+    (0..rows.data.len())
+        .map(|row| PartitionMessages {
+            partition: rows.text(row, "partition").unwrap_or_default(),
+            messages: number(rows, row, "messages").unwrap_or(0),
+            first_offset: rows.text(row, "first_offset").unwrap_or_default(),
+            last_offset: rows.text(row, "last_offset").unwrap_or_default(),
+        })
+        .collect()
+}
+
+/// How fast the last replays of `database` read: their statements' ids from the run
+/// events, their rows and time from the server's query log. `None` when there were none,
+/// or the log cannot be read.
+fn throughput(client: &Client, database: &str) -> Option<Throughput> {
+    let sql = format!(
+        "SELECT sum(read_rows) AS read, sum(query_duration_ms) AS ms, count() AS replays FROM system.query_log \
+         WHERE type = 'QueryFinish' AND query_id IN (\
+         SELECT JSONExtractString(payload_json, 'queryId') FROM {}._streambuild_run_events \
+         WHERE event_kind = 'statement_started' AND startsWith(step_id, 'replay_') \
+         ORDER BY emitted_at DESC LIMIT {RECENT_REPLAYS})",
+        stb_ddl::identifier(database)
+    );
+    let rows = client.query(&sql).ok()?;
+    Throughput::of(
+        number(&rows, 0, "read")?,
+        number(&rows, 0, "ms")?,
+        number(&rows, 0, "replays")?,
+    )
+}
+
+fn number(rows: &Rows, row: usize, column: &str) -> Option<u64> {
+    rows.text(row, column).and_then(|text| text.parse().ok())
+}
