@@ -220,7 +220,7 @@ impl ReplayCost {
             parts.push(byte_size(bytes));
         }
         if let Some(seconds) = self.estimated_seconds {
-            parts.push(format!("~{}", duration(seconds)));
+            parts.push(estimate(seconds));
         }
         let mut from = format!("from {}", self.driving_input);
         if !self.partitions.is_empty() {
@@ -248,8 +248,8 @@ impl CostSummary {
         }
         match (self.estimated_seconds, self.throughput) {
             (Some(seconds), Some(throughput)) => text.push_str(&format!(
-                " · ~{} at {} rows/s (the last {} replay(s) here)",
-                duration(seconds),
+                " · {} at {} rows/s (the last {} replay(s) here)",
+                estimate(seconds),
                 thousands(whole(throughput.rows_per_second)),
                 throughput.replays
             )),
@@ -302,6 +302,16 @@ fn whole(value: f64) -> u64 {
         value.round() as u64
     } else {
         0
+    }
+}
+
+/// An estimated time: `~0.4 s`, `~3 min 5 s`, or `under 0.1 s`.
+#[must_use]
+pub fn estimate(seconds: f64) -> String {
+    if seconds < 0.1 {
+        "under 0.1 s".to_owned()
+    } else {
+        format!("~{}", duration(seconds))
     }
 }
 

@@ -324,7 +324,9 @@ fn cost_parts(plan: &Value, parts: &mut Parts, phase: &str) {
     let total = summary["rows"].as_u64().unwrap_or(0);
     let estimate = summary["estimated_seconds"]
         .as_f64()
-        .map_or_else(String::new, |seconds| format!(", about {seconds:.0} s"));
+        .map_or_else(String::new, |seconds| {
+            format!(", {}", stb_plan::cost::estimate(seconds))
+        });
     parts.sections.push(Section {
         head: format!(
             "### {phase}Replay cost ({} rows{estimate})\n\n| Root | Reads | Rows | Bytes |\n|---|---|---|---|\n",

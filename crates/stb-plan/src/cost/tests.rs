@@ -1,5 +1,5 @@
 use super::{
-    PartitionMessages, Reading, ReplayBudget, Throughput, assemble, byte_size, duration,
+    PartitionMessages, Reading, ReplayBudget, Throughput, assemble, byte_size, duration, estimate,
     partitions_sql, summarise, thousands,
 };
 use crate::shrink::{Basis, Probe, WindowSql};
@@ -181,6 +181,8 @@ fn numbers_read_as_people_write_them() {
     assert_eq!(duration(42.0), "42 s");
     assert_eq!(duration(185.0), "3 min 5 s");
     assert_eq!(duration(7800.0), "2 h 10 min");
+    assert_eq!(estimate(0.02), "under 0.1 s");
+    assert_eq!(estimate(185.0), "~3 min 5 s");
 }
 
 #[test]
