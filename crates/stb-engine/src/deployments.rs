@@ -48,6 +48,9 @@ pub struct State {
     pub relations: BTreeSet<String>,
     /// Each relation's columns (name, type), as the catalog shows them.
     pub columns: BTreeMap<String, Vec<(String, String)>>,
+    /// Each table's sorting key as the catalog prints it (what a data diff matches rows
+    /// by); empty for views.
+    pub sorting_keys: BTreeMap<String, String>,
 }
 
 /// Reads the deployment metadata and the catalog of `database`.
@@ -77,6 +80,12 @@ pub fn read_state(client: &Client, database: &str) -> Result<State, EngineError>
                         .collect(),
                 )
             })
+            .collect(),
+        sorting_keys: catalog
+            .relations()
+            .iter()
+            .filter(|r| !r.sorting_key.is_empty())
+            .map(|r| (r.name.clone(), r.sorting_key.clone()))
             .collect(),
     })
 }

@@ -11,6 +11,7 @@ pub mod admission;
 pub mod audits;
 pub mod build;
 pub mod cluster;
+pub mod data_diff;
 pub mod deployments;
 pub mod destruction;
 pub mod direct;

@@ -488,14 +488,37 @@ pub(crate) async fn deployment(
     .await
 }
 
+/// What `GET /api/deployments/{spec}/diff` reads from its query: `stb deployment diff`'s
+/// `--data`, `--key` (comma-separated) and `--samples`.
+#[derive(Debug, Default, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct DiffQuery {
+    #[serde(default)]
+    data: bool,
+    key: Option<String>,
+    samples: Option<usize>,
+}
+
 /// `GET /api/deployments/{spec}/diff`: as `stb deployment diff <spec> --json` (`ID`,
-/// `active:ID`, `FROM:TO`).
+/// `active:ID`, `FROM:TO`); `?data=true` (with `key`, `samples`) as `--data`.
 pub(crate) async fn diff(
     State(state): Shared,
     Path(spec): Path<String>,
+    axum::extract::Query(query): axum::extract::Query<DiffQuery>,
 ) -> Result<Json<serde_json::Value>, ApiError> {
+    let options = query.data.then(|| stb_engine::data_diff::Options {
+        key: query.key.as_deref().map(|key| {
+            key.split(',')
+                .map(|c| c.trim().to_owned())
+                .filter(|c| !c.is_empty())
+                .collect()
+        }),
+        samples: query
+            .samples
+            .unwrap_or(stb_engine::data_diff::Options::default().samples),
+    });
     read_deployments(&state, move |client, database| {
-        stb_engine::deployments::reports::compare(client, database, &spec)
+        stb_engine::deployments::reports::compare_with(client, database, &spec, options.as_ref())
     })
     .await
 }

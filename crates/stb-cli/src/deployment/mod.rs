@@ -22,7 +22,8 @@ pub(crate) enum DeploymentCommand {
     /// Show one deployment.
     Show(WithId),
     /// Compare two deployments, or what promoting one would change (`ID` is
-    /// `active:ID`): each relation's columns and rows.
+    /// `active:ID`): each relation's columns and row counts; with --data, the rows
+    /// themselves.
     Diff(DiffArgs),
     /// Judge whether a staged deployment is ready to promote: its copies against the
     /// active ones and their sources, and the project's audits run on its copies. With no
@@ -47,6 +48,18 @@ pub(crate) struct WithId {
 pub(crate) struct DiffArgs {
     /// `ID`, `FROM:TO`; each side a deployment id or `active`.
     range: String,
+    /// Compare the rows too: for each relation bound to two different copies, the rows only
+    /// in one and the rows both hold differently, matched by the model's ORDER BY (or
+    /// --key), over the replay history both copies hold.
+    #[arg(long)]
+    data: bool,
+    /// With --data: the columns rows are matched by (comma-separated), instead of each
+    /// model's ORDER BY.
+    #[arg(long, value_name = "COLUMNS", value_delimiter = ',', requires = "data")]
+    key: Vec<String>,
+    /// With --data: differing keys shown per kind of difference.
+    #[arg(long, value_name = "N", default_value_t = 5, requires = "data")]
+    samples: usize,
     #[command(flatten)]
     common: Common,
 }
@@ -252,7 +265,11 @@ fn diff(args: &DiffArgs) -> ExitCode {
         Ok(connected) => connected,
         Err(code) => return code,
     };
-    let compared = match reports::compare(&client, &database, &args.range) {
+    let options = args.data.then(|| stb_engine::data_diff::Options {
+        key: (!args.key.is_empty()).then(|| args.key.clone()),
+        samples: args.samples,
+    });
+    let compared = match reports::compare_with(&client, &database, &args.range, options.as_ref()) {
         Ok(compared) => compared,
         Err(error) => return fail(&Failure::from(error), json),
     };
@@ -260,6 +277,7 @@ fn diff(args: &DiffArgs) -> ExitCode {
         print_json(&compared);
         return ExitCode::SUCCESS;
     }
+    let data = compared.data;
     let diff = compared.diff;
     let mut out = std::io::stdout().lock();
     let _ = writeln!(out, "Diff {} -> {} in '{database}'", diff.from, diff.to);
@@ -283,5 +301,54 @@ fn diff(args: &DiffArgs) -> ExitCode {
             }
         }
     }
+    if let Some(data) = &data {
+        write_data(&mut out, data);
+    }
     ExitCode::SUCCESS
+}
+
+/// `--data`: each compared relation's counts, then its samples.
+fn write_data(out: &mut dyn Write, data: &[stb_engine::data_diff::RelationData]) {
+    let _ = writeln!(
+        out,
+        "\nRows ({} relation(s) bound to different copies)",
+        data.len()
+    );
+    for relation in data {
+        if let Some(error) = &relation.error {
+            let _ = writeln!(out, "  {:<32} not compared: {error}", relation.name);
+            continue;
+        }
+        let _ = writeln!(
+            out,
+            "  {:<32} only in {}: {}  only in {}: {}  changed: {}  (by {})",
+            relation.name,
+            relation.from_relation,
+            relation.only_in_from,
+            relation.to_relation,
+            relation.only_in_to,
+            relation.changed,
+            relation.key.join(", ")
+        );
+        if relation.outside_window.from + relation.outside_window.to > 0 {
+            let _ = writeln!(
+                out,
+                "    outside the history both hold (not compared): {} and {} rows",
+                relation.outside_window.from, relation.outside_window.to
+            );
+        }
+        for sample in &relation.samples {
+            let key = serde_json::Value::Object(sample.key.clone());
+            let _ = writeln!(out, "    {} {key}", sample.kind);
+            for (side, rows) in [("-", &sample.from_rows), ("+", &sample.to_rows)] {
+                for row in rows {
+                    let _ = writeln!(
+                        out,
+                        "      {side} {}",
+                        serde_json::Value::Object(row.clone())
+                    );
+                }
+            }
+        }
+    }
 }

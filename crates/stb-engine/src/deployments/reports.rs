@@ -44,10 +44,13 @@ pub struct Shown {
 }
 
 /// `stb deployment diff RANGE --json`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Compared {
     pub database: String,
     pub diff: Diff,
+    /// `--data`: the rows of each relation bound to two different copies, compared.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub data: Option<Vec<crate::data_diff::RelationData>>,
 }
 
 /// Every deployment of `database`, newest first.
@@ -91,13 +94,31 @@ pub fn show(client: &Client, database: &str, id: &str) -> Result<Shown, EngineEr
 /// # Errors
 /// A malformed range, an unknown or incomplete deployment, or a failed read.
 pub fn compare(client: &Client, database: &str, range: &str) -> Result<Compared, EngineError> {
+    compare_with(client, database, range, None)
+}
+
+/// [`compare`], and given `data`, each relation's rows compared too
+/// ([`crate::data_diff`]).
+///
+/// # Errors
+/// As [`compare`]; a relation whose rows cannot be compared says why in its entry.
+pub fn compare_with(
+    client: &Client,
+    database: &str,
+    range: &str,
+    data: Option<&crate::data_diff::Options>,
+) -> Result<Compared, EngineError> {
     let (from, to) = parse_range(range)?;
     let state = read_state(client, database)?;
     let counted = diff_relations(&state, &from, &to)?;
     let rows = count_rows(client, database, &counted)?;
+    let diff = diff(&state, &from, &to, &rows)?;
+    let data =
+        data.map(|options| crate::data_diff::compare(client, database, &state, &diff, options));
     Ok(Compared {
         database: database.to_owned(),
-        diff: diff(&state, &from, &to, &rows)?,
+        diff,
+        data,
     })
 }
 

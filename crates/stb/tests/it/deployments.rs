@@ -1174,3 +1174,132 @@ fn a_mixed_build_whose_virtual_phase_fails_skips_the_direct_one() {
     ));
     assert_eq!(outcomes.trim(), "cancelled\nfailed");
 }
+
+#[test]
+fn a_data_diff_finds_the_rows_one_deployment_changed_added_and_removed() {
+    let db = TestDatabase::create("deploy_data_diff");
+    events_table(&db.name);
+    // Four offsets in each of three partitions.
+    insert(&db.name, 0, 4);
+    let dir = project(&db.name);
+    for model in ["big", "report"] {
+        std::fs::remove_file(dir.path().join(format!("pipelines/pl__v/{model}.sql"))).expect(model);
+    }
+    let clean = dir.path().join("pipelines/pl__v/clean.sql");
+    let write = |amount: &str, left_out: (u32, u64)| {
+        std::fs::write(
+            &clean,
+            format!(
+                "MODEL (order_by [\"_replay_partition\", \"_replay_offset\"]);\nSELECT _replay_partition::UInt32 AS _replay_partition, _replay_offset::UInt64 AS _replay_offset, ({amount})::UInt64 AS amount\nFROM __source(\"events\")\nWHERE NOT (_replay_partition = {} AND _replay_offset = {})\n",
+                left_out.0, left_out.1
+            ),
+        )
+        .expect("model");
+    };
+    // The first deployment leaves out partition 1's offset 1; the second leaves out
+    // partition 0's offset 2 instead, and adds 100 to partition 2's offset 1.
+    write("amount", (1, 1));
+    let first = build(dir.path(), &[]);
+    promote(dir.path(), &first);
+    write(
+        "if(_replay_partition = 2 AND _replay_offset = 1, amount + 100, amount)",
+        (0, 2),
+    );
+    let second = build(dir.path(), &[]);
+
+    let range = format!("{first}:{second}");
+    let diff = ok_json(
+        dir.path(),
+        &["deployment", "diff", &range, "--data", "--json"],
+    );
+    let data = diff["data"].as_array().expect("data");
+    assert_eq!(data.len(), 1, "{diff}");
+    let clean = &data[0];
+    assert_eq!(clean["name"], "tbl__clean", "{diff}");
+    assert_eq!(
+        clean["key"],
+        serde_json::json!(["_replay_partition", "_replay_offset"]),
+        "the model's ORDER BY: {diff}"
+    );
+    assert_eq!(clean["key_source"], "order_by");
+    assert_eq!(clean["window"]["kind"], "offsets", "{diff}");
+    assert_eq!(
+        (
+            &clean["only_in_from"],
+            &clean["only_in_to"],
+            &clean["changed"]
+        ),
+        (&Value::from(1), &Value::from(1), &Value::from(1)),
+        "{diff}"
+    );
+    let sample = |kind: &str| {
+        clean["samples"]
+            .as_array()
+            .expect("samples")
+            .iter()
+            .find(|s| s["kind"] == kind)
+            .unwrap_or_else(|| panic!("a {kind} sample: {diff}"))
+            .clone()
+    };
+    let removed = sample("only_in_from");
+    assert_eq!(
+        removed["key"],
+        serde_json::json!({"_replay_partition": "0", "_replay_offset": "2"})
+    );
+    assert_eq!(removed["from_rows"].as_array().map(Vec::len), Some(1));
+    assert_eq!(removed["to_rows"], serde_json::json!([]));
+    let added = sample("only_in_to");
+    assert_eq!(
+        added["key"],
+        serde_json::json!({"_replay_partition": "1", "_replay_offset": "1"})
+    );
+    let changed = sample("changed");
+    assert_eq!(
+        changed["key"],
+        serde_json::json!({"_replay_partition": "2", "_replay_offset": "1"})
+    );
+    let amount = |rows: &Value| {
+        rows[0]["amount"]
+            .as_str()
+            .map(str::to_owned)
+            .unwrap_or_else(|| rows[0]["amount"].to_string())
+            .parse::<u64>()
+            .expect("amount")
+    };
+    assert_eq!(
+        amount(&changed["to_rows"]),
+        amount(&changed["from_rows"]) + 100,
+        "{changed}"
+    );
+
+    // Matched by another key: every row's amount is part of it, so the changed row is
+    // one removed and one added.
+    let by_amount = ok_json(
+        dir.path(),
+        &[
+            "deployment",
+            "diff",
+            &range,
+            "--data",
+            "--key",
+            "_replay_partition,_replay_offset,amount",
+            "--json",
+        ],
+    );
+    let clean = &by_amount["data"][0];
+    assert_eq!(clean["key_source"], "--key", "{by_amount}");
+    assert_eq!(
+        (
+            &clean["only_in_from"],
+            &clean["only_in_to"],
+            &clean["changed"]
+        ),
+        (&Value::from(2), &Value::from(2), &Value::from(0)),
+        "{by_amount}"
+    );
+    // The text says the same.
+    let text = stb(dir.path(), &["deployment", "diff", &range, "--data"]);
+    let text = String::from_utf8_lossy(&text.stdout);
+    assert!(text.contains("changed: 1"), "{text}");
+    assert!(text.contains("only_in_from {"), "{text}");
+}

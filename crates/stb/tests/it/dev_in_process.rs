@@ -251,6 +251,29 @@ fn read_routes_answer_in_process_with_the_commands_documents() {
         .await;
         assert_eq!(status, 200, "{diff}");
         assert_eq!(diff, cli(dir.path(), &["deployment", "diff", &deployment]));
+        let (status, data) = call(
+            &app,
+            Method::GET,
+            &format!("/deployments/{deployment}/diff?data=true&samples=2"),
+            "",
+        )
+        .await;
+        assert_eq!(status, 200, "{data}");
+        assert!(data["data"].is_array(), "{data}");
+        assert_eq!(
+            data,
+            cli(
+                dir.path(),
+                &[
+                    "deployment",
+                    "diff",
+                    &deployment,
+                    "--data",
+                    "--samples",
+                    "2"
+                ]
+            )
+        );
         // An unknown deployment is not found (by the error's kind, not its text).
         let (status, unknown) =
             call(&app, Method::GET, "/deployments/20200101T000000Z_none", "").await;

@@ -1,0 +1,507 @@
+//! `stb deployment diff --data`: for each relation two endpoints bind to different copies,
+//! the rows only one side holds and the rows both hold differently, matched by the model's
+//! key (its `ORDER BY`, or `--key`), computed in the warehouse over the part of the replay
+//! history both copies hold, with counts and samples. The statements are
+//! [`sql`]'s; this module runs them and judges the answers.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use serde::Serialize;
+use stb_warehouse::{Client, Rows};
+
+use crate::deployments::{Diff, State};
+
+pub mod sql;
+
+use sql::{Shape, WINDOW_COLUMNS, Window};
+
+/// Hashed buckets of keys a relation is first compared by.
+pub const BUCKETS: u64 = 256;
+
+/// How a data diff matches and shows rows.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Options {
+    /// `--key`: the columns rows are matched by, instead of each copy's `ORDER BY`.
+    pub key: Option<Vec<String>>,
+    /// Keys shown per kind of difference.
+    pub samples: usize,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Self {
+            key: None,
+            samples: 5,
+        }
+    }
+}
+
+/// One relation's rows compared.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct RelationData {
+    pub name: String,
+    pub from_relation: String,
+    pub to_relation: String,
+    /// What rows are matched by.
+    pub key: Vec<String>,
+    /// `order_by` (the `to` copy's sorting key), `--key`, or `all_columns` (a relation
+    /// without a sorting key: rows compared whole, so none is `changed`).
+    pub key_source: &'static str,
+    /// The columns both copies have: what `changed` compares.
+    pub compared_columns: Vec<String>,
+    /// The part of the replay history both copies hold, which is all that is compared.
+    pub window: WindowJson,
+    /// Rows of each copy outside the window (not compared).
+    pub outside_window: Sides,
+    /// Keys only the `from` copy holds, only the `to` copy holds, and both hold with other
+    /// values (or other numbers of rows).
+    pub only_in_from: u64,
+    pub only_in_to: u64,
+    pub changed: u64,
+    pub buckets: u64,
+    /// Buckets whose rows differed, which were compared key by key.
+    pub differing_buckets: u64,
+    pub samples: Vec<Sample>,
+    /// Why the relation could not be compared (the counts are then zero).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+/// A count on each side.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct Sides {
+    pub from: u64,
+    pub to: u64,
+}
+
+/// The compared window, as the JSON shows it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct WindowJson {
+    /// `everything`, `span`, `offsets` or `disjoint`.
+    pub kind: &'static str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub column: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub lower: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub upper: Option<String>,
+    /// `offsets`: each partition's common offsets, `[partition, lower, upper]`.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub partitions: Vec<[String; 3]>,
+}
+
+/// One differing key, with the rows each copy holds for it.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Sample {
+    /// `only_in_from`, `only_in_to` or `changed`.
+    pub kind: &'static str,
+    pub key: serde_json::Map<String, serde_json::Value>,
+    pub from_rows: Vec<serde_json::Map<String, serde_json::Value>>,
+    pub to_rows: Vec<serde_json::Map<String, serde_json::Value>>,
+}
+
+/// Compares the rows of every relation `diff` found bound to two different copies that
+/// both exist. A relation that cannot be compared says why; the others go on.
+#[must_use]
+pub fn compare(
+    client: &Client,
+    database: &str,
+    state: &State,
+    diff: &Diff,
+    options: &Options,
+) -> Vec<RelationData> {
+    diff.relations
+        .iter()
+        .filter_map(|relation| {
+            let (from, to) = (
+                relation.from_relation.as_ref()?,
+                relation.to_relation.as_ref()?,
+            );
+            (from != to && state.relations.contains(from) && state.relations.contains(to))
+                .then(|| compare_one(client, database, state, &relation.name, from, to, options))
+        })
+        .collect()
+}
+
+fn compare_one(
+    client: &Client,
+    database: &str,
+    state: &State,
+    name: &str,
+    from: &str,
+    to: &str,
+    options: &Options,
+) -> RelationData {
+    let columns = |relation: &str| -> BTreeMap<String, String> {
+        state
+            .columns
+            .get(relation)
+            .map(|c| c.iter().cloned().collect())
+            .unwrap_or_default()
+    };
+    let (before, after) = (columns(from), columns(to));
+    // The `to` copy's order; a column both have.
+    let compared: Vec<String> = state
+        .columns
+        .get(to)
+        .into_iter()
+        .flatten()
+        .map(|(column, _)| column.clone())
+        .filter(|column| before.contains_key(column))
+        .collect();
+    let retyped: Vec<String> = compared
+        .iter()
+        .filter(|c| before.get(*c) != after.get(*c))
+        .cloned()
+        .collect();
+    let mut data = RelationData {
+        name: name.to_owned(),
+        from_relation: from.to_owned(),
+        to_relation: to.to_owned(),
+        key: Vec::new(),
+        key_source: "order_by",
+        compared_columns: compared.clone(),
+        window: window_json(&Window::Everything),
+        outside_window: Sides::default(),
+        only_in_from: 0,
+        only_in_to: 0,
+        changed: 0,
+        buckets: BUCKETS,
+        differing_buckets: 0,
+        samples: Vec::new(),
+        error: None,
+    };
+    let key = match resolve_key(options, state, to, &compared, &before, &after) {
+        Ok((key, source)) => {
+            data.key_source = source;
+            key
+        }
+        Err(error) => {
+            data.error = Some(error);
+            return data;
+        }
+    };
+    data.key.clone_from(&key);
+    let shape = Shape {
+        key,
+        compared,
+        retyped,
+    };
+    let qualified = |relation: &str| {
+        format!(
+            "{}.{}",
+            stb_ddl::identifier(database),
+            stb_ddl::identifier(relation)
+        )
+    };
+    let (from_sql, to_sql) = (qualified(from), qualified(to));
+    if let Err(error) = run(
+        client, &from_sql, &to_sql, &shape, &before, &after, options, &mut data,
+    ) {
+        data.error = Some(stb_warehouse::plain_message(&error.to_string()));
+    }
+    data
+}
+
+/// What rows are matched by: `--key` (columns both copies have), else the `to` copy's
+/// sorting key, else every compared column.
+fn resolve_key(
+    options: &Options,
+    state: &State,
+    to: &str,
+    compared: &[String],
+    before: &BTreeMap<String, String>,
+    after: &BTreeMap<String, String>,
+) -> Result<(Vec<String>, &'static str), String> {
+    if let Some(columns) = &options.key {
+        let missing: Vec<&str> = columns
+            .iter()
+            .filter(|c| !(before.contains_key(*c) && after.contains_key(*c)))
+            .map(String::as_str)
+            .collect();
+        if !missing.is_empty() {
+            return Err(format!(
+                "--key names columns both copies do not have: {}",
+                missing.join(", ")
+            ));
+        }
+        return Ok((
+            columns.iter().map(|c| stb_ddl::identifier(c)).collect(),
+            "--key",
+        ));
+    }
+    let key = state
+        .sorting_keys
+        .get(to)
+        .map(|k| sql::key_expressions(k))
+        .unwrap_or_default();
+    if key.is_empty() {
+        if compared.is_empty() {
+            return Err("the copies have no column in common".to_owned());
+        }
+        return Ok((
+            compared.iter().map(|c| stb_ddl::identifier(c)).collect(),
+            "all_columns",
+        ));
+    }
+    Ok((key, "order_by"))
+}
+
+#[allow(clippy::too_many_arguments)]
+fn run(
+    client: &Client,
+    from: &str,
+    to: &str,
+    shape: &Shape,
+    before: &BTreeMap<String, String>,
+    after: &BTreeMap<String, String>,
+    options: &Options,
+    data: &mut RelationData,
+) -> Result<(), stb_warehouse::WarehouseError> {
+    let window = common_window(client, from, to, before, after)?;
+    data.window = window_json(&window);
+    data.outside_window = Sides {
+        from: count(&client.query(&sql::outside_sql(from, &window))?),
+        to: count(&client.query(&sql::outside_sql(to, &window))?),
+    };
+    let buckets = |relation: &str| -> Result<BTreeMap<String, (String, String)>, _> {
+        let rows = client.query(&sql::buckets_sql(relation, shape, &window, BUCKETS))?;
+        Ok::<_, stb_warehouse::WarehouseError>(
+            (0..rows.data.len())
+                .map(|row| {
+                    (
+                        rows.text(row, "bucket").unwrap_or_default(),
+                        (
+                            rows.text(row, "n").unwrap_or_default(),
+                            rows.text(row, "h").unwrap_or_default(),
+                        ),
+                    )
+                })
+                .collect(),
+        )
+    };
+    let (a, b) = (buckets(from)?, buckets(to)?);
+    let differing: Vec<u64> = a
+        .keys()
+        .chain(b.keys())
+        .collect::<BTreeSet<_>>()
+        .into_iter()
+        .filter(|bucket| a.get(*bucket) != b.get(*bucket))
+        .filter_map(|bucket| bucket.parse().ok())
+        .collect();
+    data.differing_buckets = differing.len() as u64;
+    if differing.is_empty() {
+        return Ok(());
+    }
+    // Most buckets differing: the whole tables, without a long list of buckets.
+    let only: &[u64] = if differing.len() * 2 > usize::try_from(BUCKETS).unwrap_or(usize::MAX) {
+        &[]
+    } else {
+        &differing
+    };
+    let counts = client.query(&sql::counts_sql(from, to, shape, &window, only, BUCKETS))?;
+    data.only_in_from = number(&counts, 0, "only_in_from");
+    data.only_in_to = number(&counts, 0, "only_in_to");
+    data.changed = number(&counts, 0, "changed");
+    if options.samples == 0 {
+        return Ok(());
+    }
+    let sampled = client.query(&sql::samples_sql(
+        from,
+        to,
+        shape,
+        &window,
+        only,
+        BUCKETS,
+        options.samples,
+    ))?;
+    let keys: Vec<Vec<String>> = (0..sampled.data.len())
+        .map(|row| {
+            (0..shape.key.len())
+                .map(|k| sampled.text(row, &format!("__k{k}")).unwrap_or_default())
+                .collect()
+        })
+        .collect();
+    let per_key = 3;
+    let from_rows = client.query(&sql::rows_sql(from, shape, &keys, per_key))?;
+    let to_rows = client.query(&sql::rows_sql(to, shape, &keys, per_key))?;
+    data.samples = (0..sampled.data.len())
+        .map(|row| {
+            let kind = match sampled.text(row, "side").as_deref() {
+                Some("from") => "only_in_from",
+                Some("to") => "only_in_to",
+                _ => "changed",
+            };
+            let key = &keys[row];
+            Sample {
+                kind,
+                key: shape
+                    .key
+                    .iter()
+                    .zip(key)
+                    .map(|(expression, value)| {
+                        (
+                            expression.trim_matches('`').to_owned(),
+                            serde_json::Value::String(value.clone()),
+                        )
+                    })
+                    .collect(),
+                from_rows: rows_of_key(&from_rows, key),
+                to_rows: rows_of_key(&to_rows, key),
+            }
+        })
+        .collect();
+    Ok(())
+}
+
+/// The part of the history both copies hold, by the first window column set both have.
+fn common_window(
+    client: &Client,
+    from: &str,
+    to: &str,
+    before: &BTreeMap<String, String>,
+    after: &BTreeMap<String, String>,
+) -> Result<Window, stb_warehouse::WarehouseError> {
+    let Some(columns) = WINDOW_COLUMNS.iter().find(|set| {
+        set.iter()
+            .all(|c| before.contains_key(*c) && after.contains_key(*c))
+    }) else {
+        return Ok(Window::Everything);
+    };
+    let bounds = |relation: &str| -> Result<Vec<(String, String, String, u64)>, _> {
+        let rows = client.query(&sql::bounds_sql(relation, columns))?;
+        Ok::<_, stb_warehouse::WarehouseError>(
+            (0..rows.data.len())
+                .map(|row| {
+                    (
+                        rows.text(row, "partition").unwrap_or_default(),
+                        rows.text(row, "lower").unwrap_or_default(),
+                        rows.text(row, "upper").unwrap_or_default(),
+                        rows.text(row, "n")
+                            .and_then(|n| n.parse().ok())
+                            .unwrap_or(1),
+                    )
+                })
+                .filter(|(_, _, _, n)| *n > 0)
+                .collect(),
+        )
+    };
+    let (a, b) = (bounds(from)?, bounds(to)?);
+    // A copy without rows shares no span: everything the other holds is compared.
+    if a.is_empty() || b.is_empty() {
+        return Ok(Window::Everything);
+    }
+    let later = |x: &str, y: &str| {
+        if position_cmp(x, y).is_ge() {
+            x.to_owned()
+        } else {
+            y.to_owned()
+        }
+    };
+    let earlier = |x: &str, y: &str| {
+        if position_cmp(x, y).is_le() {
+            x.to_owned()
+        } else {
+            y.to_owned()
+        }
+    };
+    if columns.len() == 2 {
+        let common: Vec<(String, String, String)> = a
+            .iter()
+            .filter_map(|(p, lower_a, upper_a, _)| {
+                let (_, lower_b, upper_b, _) = b.iter().find(|(q, ..)| q == p)?;
+                let (lower, upper) = (later(lower_a, lower_b), earlier(upper_a, upper_b));
+                position_cmp(&lower, &upper)
+                    .is_le()
+                    .then(|| (p.clone(), lower, upper))
+            })
+            .collect();
+        return Ok(if common.is_empty() {
+            Window::Disjoint
+        } else {
+            Window::Offsets(common)
+        });
+    }
+    let ((_, lower_a, upper_a, _), (_, lower_b, upper_b, _)) = (&a[0], &b[0]);
+    let (lower, upper) = (later(lower_a, lower_b), earlier(upper_a, upper_b));
+    Ok(if position_cmp(&lower, &upper).is_le() {
+        Window::Span {
+            column: columns[0].to_owned(),
+            lower,
+            upper,
+        }
+    } else {
+        Window::Disjoint
+    })
+}
+
+/// Positions compared as numbers when both are (offsets, cursors), else as text
+/// (timestamps as the server prints them sort as text).
+fn position_cmp(a: &str, b: &str) -> std::cmp::Ordering {
+    match (a.parse::<i128>(), b.parse::<i128>()) {
+        (Ok(x), Ok(y)) => x.cmp(&y),
+        _ => a.cmp(b),
+    }
+}
+
+fn window_json(window: &Window) -> WindowJson {
+    let mut json = WindowJson {
+        kind: "everything",
+        column: None,
+        lower: None,
+        upper: None,
+        partitions: Vec::new(),
+    };
+    match window {
+        Window::Everything => {}
+        Window::Disjoint => json.kind = "disjoint",
+        Window::Span {
+            column,
+            lower,
+            upper,
+        } => {
+            json.kind = "span";
+            json.column = Some(column.clone());
+            json.lower = Some(lower.clone());
+            json.upper = Some(upper.clone());
+        }
+        Window::Offsets(partitions) => {
+            json.kind = "offsets";
+            json.partitions = partitions
+                .iter()
+                .map(|(p, l, u)| [p.clone(), l.clone(), u.clone()])
+                .collect();
+        }
+    }
+    json
+}
+
+/// The rows of a [`sql::rows_sql`] answer whose key is `key`, without the key columns
+/// it added.
+fn rows_of_key(rows: &Rows, key: &[String]) -> Vec<serde_json::Map<String, serde_json::Value>> {
+    (0..rows.data.len())
+        .filter(|&row| {
+            key.iter()
+                .enumerate()
+                .all(|(k, value)| rows.text(row, &format!("__k{k}")).as_deref() == Some(value))
+        })
+        .map(|row| {
+            rows.names
+                .iter()
+                .zip(&rows.data[row])
+                .filter(|(name, _)| !name.starts_with("__k"))
+                .map(|(name, value)| (name.clone(), value.clone()))
+                .collect()
+        })
+        .collect()
+}
+
+fn count(rows: &Rows) -> u64 {
+    number(rows, 0, "n")
+}
+
+fn number(rows: &Rows, row: usize, column: &str) -> u64 {
+    rows.text(row, column)
+        .and_then(|t| t.parse().ok())
+        .unwrap_or(0)
+}
