@@ -299,22 +299,22 @@ fn run(
     } else {
         &differing
     };
-    let counts = client.query(&sql::counts_sql(from, to, shape, &window, only, BUCKETS))?;
+    let pair = sql::Pair {
+        from,
+        to,
+        shape,
+        window: &window,
+        only,
+        buckets: BUCKETS,
+    };
+    let counts = client.query(&pair.counts_sql())?;
     data.only_in_from = number(&counts, 0, "only_in_from");
     data.only_in_to = number(&counts, 0, "only_in_to");
     data.changed = number(&counts, 0, "changed");
     if options.samples == 0 {
         return Ok(());
     }
-    let sampled = client.query(&sql::samples_sql(
-        from,
-        to,
-        shape,
-        &window,
-        only,
-        BUCKETS,
-        options.samples,
-    ))?;
+    let sampled = client.query(&pair.samples_sql(options.samples))?;
     let keys: Vec<Vec<String>> = (0..sampled.data.len())
         .map(|row| {
             (0..shape.key.len())

@@ -183,60 +183,53 @@ fn per_key(relation: &str, shape: &Shape, window: &Window, only: &[u64], buckets
     sql
 }
 
-/// The join of both sides' keys, with the category of each: `from` (only in the first),
-/// `to` (only in the second), `changed`, `same`.
-fn joined(
-    from: &str,
-    to: &str,
-    shape: &Shape,
-    window: &Window,
-    only: &[u64],
-    buckets: u64,
-) -> String {
-    format!(
-        "SELECT {keys}, a.__n AS from_rows, b.__n AS to_rows, \
-         multiIf(b.__n = 0, 'from', a.__n = 0, 'to', a.__n != b.__n OR a.__h != b.__h, 'changed', 'same') AS side \
-         FROM ({a}) AS a FULL OUTER JOIN ({b}) AS b USING ({keys}) \
-         SETTINGS join_use_nulls = 0",
-        keys = shape.key_names(),
-        a = per_key(from, shape, window, only, buckets),
-        b = per_key(to, shape, window, only, buckets),
-    )
+/// Two relations compared over a window, within some buckets of keys (all when `only`
+/// is empty).
+#[derive(Debug, Clone, Copy)]
+pub struct Pair<'a> {
+    pub from: &'a str,
+    pub to: &'a str,
+    pub shape: &'a Shape,
+    pub window: &'a Window,
+    pub only: &'a [u64],
+    pub buckets: u64,
 }
 
-/// The counts of each category, over the `only` buckets (all when empty).
-#[must_use]
-pub fn counts_sql(
-    from: &str,
-    to: &str,
-    shape: &Shape,
-    window: &Window,
-    only: &[u64],
-    buckets: u64,
-) -> String {
-    format!(
-        "SELECT countIf(side = 'from') AS only_in_from, countIf(side = 'to') AS only_in_to, countIf(side = 'changed') AS changed FROM ({})",
-        joined(from, to, shape, window, only, buckets)
-    )
-}
+impl Pair<'_> {
+    /// The join of both sides' keys, with the category of each: `from` (only in the
+    /// first), `to` (only in the second), `changed`, `same`.
+    fn joined(&self) -> String {
+        let side = |relation| per_key(relation, self.shape, self.window, self.only, self.buckets);
+        format!(
+            "SELECT {keys}, a.__n AS from_rows, b.__n AS to_rows, \
+             multiIf(b.__n = 0, 'from', a.__n = 0, 'to', a.__n != b.__n OR a.__h != b.__h, 'changed', 'same') AS side \
+             FROM ({a}) AS a FULL OUTER JOIN ({b}) AS b USING ({keys}) \
+             SETTINGS join_use_nulls = 0",
+            keys = self.shape.key_names(),
+            a = side(self.from),
+            b = side(self.to),
+        )
+    }
 
-/// Up to `limit` keys of each category but `same`, with the category and the rows each
-/// side holds for them.
-#[must_use]
-pub fn samples_sql(
-    from: &str,
-    to: &str,
-    shape: &Shape,
-    window: &Window,
-    only: &[u64],
-    buckets: u64,
-    limit: usize,
-) -> String {
-    format!(
-        "SELECT * FROM ({}) WHERE side != 'same' ORDER BY side, {} LIMIT {limit} BY side",
-        joined(from, to, shape, window, only, buckets),
-        shape.key_names()
-    )
+    /// The counts of each category.
+    #[must_use]
+    pub fn counts_sql(&self) -> String {
+        format!(
+            "SELECT countIf(side = 'from') AS only_in_from, countIf(side = 'to') AS only_in_to, countIf(side = 'changed') AS changed FROM ({})",
+            self.joined()
+        )
+    }
+
+    /// Up to `limit` keys of each category but `same`, with the category and the rows
+    /// each side holds for them.
+    #[must_use]
+    pub fn samples_sql(&self, limit: usize) -> String {
+        format!(
+            "SELECT * FROM ({}) WHERE side != 'same' ORDER BY side, {} LIMIT {limit} BY side",
+            self.joined(),
+            self.shape.key_names()
+        )
+    }
 }
 
 /// The rows of `relation` whose key is one of `keys` (each key's values as the server

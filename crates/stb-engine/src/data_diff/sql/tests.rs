@@ -1,4 +1,15 @@
-use super::{Shape, Window, buckets_sql, counts_sql, key_expressions, rows_sql, samples_sql};
+use super::{Pair, Shape, Window, buckets_sql, key_expressions, rows_sql};
+
+fn pair<'a>(shape: &'a Shape, window: &'a Window, only: &'a [u64]) -> Pair<'a> {
+    Pair {
+        from: "db.a",
+        to: "db.b",
+        shape,
+        window,
+        only,
+        buckets: 256,
+    }
+}
 
 fn shape() -> Shape {
     Shape {
@@ -57,7 +68,8 @@ fn each_side_is_bucketed_by_its_key_and_hashed_over_every_compared_column() {
 
 #[test]
 fn the_counts_join_both_sides_reduced_to_a_row_per_key() {
-    let sql = counts_sql("db.a", "db.b", &shape(), &Window::Everything, &[3, 7], 256);
+    let shape = shape();
+    let sql = pair(&shape, &Window::Everything, &[3, 7]).counts_sql();
     assert_eq!(
         sql,
         "SELECT countIf(side = 'from') AS only_in_from, countIf(side = 'to') AS only_in_to, countIf(side = 'changed') AS changed FROM (\
@@ -71,13 +83,16 @@ fn the_counts_join_both_sides_reduced_to_a_row_per_key() {
     );
     // Without buckets: the whole tables.
     assert!(
-        !counts_sql("db.a", "db.b", &shape(), &Window::Everything, &[], 256).contains("% 256 IN")
+        !pair(&shape, &Window::Everything, &[])
+            .counts_sql()
+            .contains("% 256 IN")
     );
 }
 
 #[test]
 fn samples_take_a_few_keys_of_each_kind_and_their_rows_are_read_by_key() {
-    let sql = samples_sql("db.a", "db.b", &shape(), &Window::Disjoint, &[], 256, 5);
+    let shape = shape();
+    let sql = pair(&shape, &Window::Disjoint, &[]).samples_sql(5);
     assert!(
         sql.ends_with("WHERE side != 'same' ORDER BY side, __k0, __k1 LIMIT 5 BY side"),
         "{sql}"
@@ -86,7 +101,7 @@ fn samples_take_a_few_keys_of_each_kind_and_their_rows_are_read_by_key() {
     assert_eq!(
         rows_sql(
             "db.a",
-            &shape(),
+            &shape,
             &[
                 vec!["0".into(), "2".into()],
                 vec!["1".into(), "it's".into()]
