@@ -2,8 +2,8 @@
 //! window, the inputs' sizes, a Kafka landing's messages per partition, and how fast this
 //! warehouse replayed before. A fixed number of queries whatever the number of models:
 //! the counts fifty distinct ones to a request (roots that share a driving input and a
-//! window count it once), one for the sizes, one per distinct Kafka window, one for the
-//! throughput. Nothing here stops a plan: a count that fails is said on its root (and a
+//! window count it once), one for the sizes, the Kafka windows' partitions fifty to a
+//! request, one for the throughput. Nothing here stops a plan: a count that fails is said on its root (and a
 //! budget then refuses the build), a size or a throughput that cannot be read is unknown.
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -42,15 +42,7 @@ pub fn measure(
         .iter()
         .filter_map(|&index| window(index)?.partitions.as_deref())
         .collect();
-    let partitions: BTreeMap<&str, Vec<PartitionMessages>> = partition_sqls
-        .into_iter()
-        .filter_map(|sql| {
-            client
-                .query(sql)
-                .ok()
-                .map(|rows| (sql, partitions_of(&rows)))
-        })
-        .collect();
+    let partitions = partitions_all(client, &partition_sqls.into_iter().collect::<Vec<_>>());
     let throughput = throughput(client, database);
     let readings = |index: usize| {
         let probe = &probes[index];
@@ -152,15 +144,59 @@ fn input_sizes(
         .collect()
 }
 
-fn partitions_of(rows: &Rows) -> Vec<PartitionMessages> {
-    (0..rows.data.len())
-        .map(|row| PartitionMessages {
-            partition: rows.text(row, "partition").unwrap_or_default(),
-            messages: number(rows, row, "messages").unwrap_or(0),
-            first_offset: rows.text(row, "first_offset").unwrap_or_default(),
-            last_offset: rows.text(row, "last_offset").unwrap_or_default(),
-        })
-        .collect()
+/// Each Kafka window's messages per partition, fifty windows to a request; a window the
+/// server refuses has none (its count says why).
+fn partitions_all<'s>(
+    client: &Client,
+    sqls: &[&'s str],
+) -> BTreeMap<&'s str, Vec<PartitionMessages>> {
+    let mut found: BTreeMap<&str, Vec<PartitionMessages>> = BTreeMap::new();
+    for batch in sqls.chunks(COUNTS_PER_REQUEST) {
+        let union: Vec<String> = batch
+            .iter()
+            .enumerate()
+            .map(|(key, sql)| format!("SELECT {key} AS k, * FROM ({sql})"))
+            .collect();
+        let answers: Vec<Rows> = match client.query(&union.join(" UNION ALL ")) {
+            Ok(rows) => vec![rows],
+            // One refused window refuses the request: each on its own then.
+            Err(_) => batch
+                .iter()
+                .enumerate()
+                .filter_map(|(key, sql)| {
+                    client
+                        .query(&format!("SELECT {key} AS k, * FROM ({sql})"))
+                        .ok()
+                })
+                .collect(),
+        };
+        for rows in answers {
+            for row in 0..rows.data.len() {
+                let Some(sql) = number(&rows, row, "k")
+                    .and_then(|k| usize::try_from(k).ok())
+                    .and_then(|k| batch.get(k))
+                else {
+                    continue;
+                };
+                found.entry(sql).or_default().push(PartitionMessages {
+                    partition: rows.text(row, "partition").unwrap_or_default(),
+                    messages: number(&rows, row, "messages").unwrap_or(0),
+                    first_offset: rows.text(row, "first_offset").unwrap_or_default(),
+                    last_offset: rows.text(row, "last_offset").unwrap_or_default(),
+                });
+            }
+        }
+    }
+    // A union keeps no order between its parts: partitions in their own order.
+    for partitions in found.values_mut() {
+        partitions.sort_by(
+            |a, b| match (a.partition.parse::<i64>(), b.partition.parse::<i64>()) {
+                (Ok(x), Ok(y)) => x.cmp(&y),
+                _ => a.partition.cmp(&b.partition),
+            },
+        );
+    }
+    found
 }
 
 /// How fast the last replays of `database` read: their statements' ids from the run
