@@ -199,24 +199,12 @@ fn partitions_all<'s>(
     found
 }
 
-/// How fast the last replays of `database` read: their statements' ids from the run
-/// events, their rows and time from the server's query log. `None` when there were none,
-/// or the log cannot be read.
+/// How fast the last replays of `database` read; `None` when there were none, or the
+/// server's query log cannot be read.
 fn throughput(client: &Client, database: &str) -> Option<Throughput> {
-    let sql = format!(
-        "SELECT sum(read_rows) AS read, sum(query_duration_ms) AS ms, count() AS replays FROM system.query_log \
-         WHERE type = 'QueryFinish' AND query_id IN (\
-         SELECT JSONExtractString(payload_json, 'queryId') FROM {}._streambuild_run_events \
-         WHERE event_kind = 'statement_started' AND startsWith(step_id, 'replay_') \
-         ORDER BY emitted_at DESC LIMIT {RECENT_REPLAYS})",
-        stb_ddl::identifier(database)
-    );
-    let rows = client.query(&sql).ok()?;
-    Throughput::of(
-        number(&rows, 0, "read")?,
-        number(&rows, 0, "ms")?,
-        number(&rows, 0, "replays")?,
-    )
+    let read =
+        stb_warehouse::runs::recent_replay_reads(client, database, RECENT_REPLAYS).ok()??;
+    Throughput::of(read.rows, read.milliseconds, read.statements)
 }
 
 fn number(rows: &Rows, row: usize, column: &str) -> Option<u64> {

@@ -68,8 +68,19 @@ pub(crate) fn print_plan(plan: &stb_engine::plan::Plan, verbose: bool) {
         },
         Plan::Mixed { staged, direct } => {
             crate::staged_render::print_mixed(staged.staged.as_ref(), &direct.planned, verbose);
-            // The virtual phase's replays, after both phases (its build's own plan).
-            write_replay_cost(&staged.planned, &mut std::io::stdout().lock());
+            // The virtual phase's replays (its build's own plan), then both together:
+            // what the budget is checked against.
+            let mut out = std::io::stdout().lock();
+            write_replay_cost(&staged.planned, &mut out);
+            let both = stb_engine::plan::replay_cost(&[staged, direct]);
+            let _ = writeln!(out, "\nReplay cost, both phases  {}", both.describe());
+            if !both.over_budget.is_empty() {
+                let _ = writeln!(
+                    out,
+                    "OVER BUDGET: {}; `stb build` refuses it unless --allow-large is given",
+                    both.over_budget.join("; ")
+                );
+            }
         }
     }
 }

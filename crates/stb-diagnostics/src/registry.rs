@@ -145,6 +145,10 @@ pub const CODES: &[(&str, &str)] = &[
         "a deployment command in a project without virtual pipelines",
     ),
     (
+        "STB-DEPLOY-005",
+        "stb deployment diff --data --key names columns no compared relation has in both copies",
+    ),
+    (
         "STB-DESTROY-001",
         "a destruction that cannot be planned or run: an unknown or non-pipeline selection, a pipeline left out that reads a selected one, a view elsewhere that reads what it would drop, a plan that drifted before the drops, or a drop that failed",
     ),

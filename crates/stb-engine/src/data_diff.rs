@@ -13,7 +13,9 @@ use crate::deployments::{Diff, State};
 
 pub mod sql;
 
-use sql::{Shape, WINDOW_COLUMNS, Window};
+use sql::{KEY, Shape, Source, WINDOW_COLUMNS, Window};
+
+use crate::EngineError;
 
 /// Hashed buckets of keys a relation is first compared by.
 pub const BUCKETS: u64 = 256;
@@ -100,17 +102,27 @@ pub struct Sample {
     pub to_rows: Vec<serde_json::Map<String, serde_json::Value>>,
 }
 
+/// Most keys shown per kind of difference (`--samples` above it is taken as this).
+pub const MAX_SAMPLES: usize = 100;
+
+/// `--key` names columns no compared relation has.
+pub const KEY_CODE: &str = "STB-DEPLOY-005";
+
 /// Compares the rows of every relation `diff` found bound to two different copies that
 /// both exist. A relation that cannot be compared says why; the others go on.
-#[must_use]
+///
+/// # Errors
+/// `--key` names columns that no relation to compare has in both copies
+/// (`STB-DEPLOY-005`): a misspelt key would otherwise leave every relation uncompared.
 pub fn compare(
     client: &Client,
     database: &str,
     state: &State,
     diff: &Diff,
     options: &Options,
-) -> Vec<RelationData> {
-    diff.relations
+) -> Result<Vec<RelationData>, EngineError> {
+    let pairs: Vec<(&str, &str, &str)> = diff
+        .relations
         .iter()
         .filter_map(|relation| {
             let (from, to) = (
@@ -118,9 +130,74 @@ pub fn compare(
                 relation.to_relation.as_ref()?,
             );
             (from != to && state.relations.contains(from) && state.relations.contains(to))
-                .then(|| compare_one(client, database, state, &relation.name, from, to, options))
+                .then_some((relation.name.as_str(), from.as_str(), to.as_str()))
         })
-        .collect()
+        .collect();
+    if let Some(key) = &options.key {
+        let has_key = |relation: &str| {
+            state.columns.get(relation).is_some_and(|columns| {
+                key.iter()
+                    .all(|k| columns.iter().any(|(name, _)| name == k))
+            })
+        };
+        if !pairs.is_empty()
+            && !pairs
+                .iter()
+                .any(|(_, from, to)| has_key(from) && has_key(to))
+        {
+            return Err(EngineError::new(
+                KEY_CODE,
+                format!(
+                    "--key {} names columns that no compared relation has in both copies",
+                    key.join(",")
+                ),
+                "name columns both copies have (`stb deployment diff RANGE --json` lists each relation's columns), or leave --key out to match rows by each model's ORDER BY",
+            ));
+        }
+    }
+    Ok(pairs
+        .into_iter()
+        .map(|(name, from, to)| compare_one(client, database, state, name, from, to, options))
+        .collect())
+}
+
+/// One copy as the diff reads it.
+struct Copy<'a> {
+    name: &'a str,
+    /// `db.name`, quoted.
+    qualified: String,
+    /// Its engine merges rows by key: read merged (`FINAL`).
+    merged: bool,
+    columns: BTreeMap<String, String>,
+}
+
+impl<'a> Copy<'a> {
+    fn of(state: &State, database: &str, name: &'a str) -> Self {
+        Self {
+            name,
+            qualified: format!(
+                "{}.{}",
+                stb_ddl::identifier(database),
+                stb_ddl::identifier(name)
+            ),
+            merged: state
+                .engines
+                .get(name)
+                .is_some_and(|engine| stb_plan::shrink::merges_rows(engine)),
+            columns: state
+                .columns
+                .get(name)
+                .map(|c| c.iter().cloned().collect())
+                .unwrap_or_default(),
+        }
+    }
+
+    fn source(&self) -> Source<'_> {
+        Source {
+            relation: &self.qualified,
+            merged: self.merged,
+        }
+    }
 }
 
 fn compare_one(
@@ -132,14 +209,10 @@ fn compare_one(
     to: &str,
     options: &Options,
 ) -> RelationData {
-    let columns = |relation: &str| -> BTreeMap<String, String> {
-        state
-            .columns
-            .get(relation)
-            .map(|c| c.iter().cloned().collect())
-            .unwrap_or_default()
-    };
-    let (before, after) = (columns(from), columns(to));
+    let (before, after) = (
+        Copy::of(state, database, from),
+        Copy::of(state, database, to),
+    );
     // The `to` copy's order; a column both have.
     let compared: Vec<String> = state
         .columns
@@ -147,11 +220,22 @@ fn compare_one(
         .into_iter()
         .flatten()
         .map(|(column, _)| column.clone())
-        .filter(|column| before.contains_key(column))
+        .filter(|column| before.columns.contains_key(column))
         .collect();
     let retyped: Vec<String> = compared
         .iter()
-        .filter(|c| before.get(*c) != after.get(*c))
+        .filter(|c| before.columns.get(*c) != after.columns.get(*c))
+        .cloned()
+        .collect();
+    let aggregates: Vec<String> = compared
+        .iter()
+        .filter(|c| {
+            [&before, &after].iter().any(|copy| {
+                copy.columns
+                    .get(*c)
+                    .is_some_and(|t| t.starts_with("AggregateFunction("))
+            })
+        })
         .cloned()
         .collect();
     let mut data = RelationData {
@@ -171,7 +255,7 @@ fn compare_one(
         samples: Vec::new(),
         error: None,
     };
-    let key = match resolve_key(options, state, to, &compared, &before, &after) {
+    let key = match resolve_key(options, state, &before, &after, &compared) {
         Ok((key, source)) => {
             data.key_source = source;
             key
@@ -186,18 +270,9 @@ fn compare_one(
         key,
         compared,
         retyped,
+        aggregates,
     };
-    let qualified = |relation: &str| {
-        format!(
-            "{}.{}",
-            stb_ddl::identifier(database),
-            stb_ddl::identifier(relation)
-        )
-    };
-    let (from_sql, to_sql) = (qualified(from), qualified(to));
-    if let Err(error) = run(
-        client, &from_sql, &to_sql, &shape, &before, &after, options, &mut data,
-    ) {
+    if let Err(error) = run(client, &before, &after, &shape, options, &mut data) {
         data.error = Some(stb_warehouse::plain_message(&error.to_string()));
     }
     data
@@ -208,15 +283,14 @@ fn compare_one(
 fn resolve_key(
     options: &Options,
     state: &State,
-    to: &str,
+    before: &Copy<'_>,
+    after: &Copy<'_>,
     compared: &[String],
-    before: &BTreeMap<String, String>,
-    after: &BTreeMap<String, String>,
 ) -> Result<(Vec<String>, &'static str), String> {
     if let Some(columns) = &options.key {
         let missing: Vec<&str> = columns
             .iter()
-            .filter(|c| !(before.contains_key(*c) && after.contains_key(*c)))
+            .filter(|c| !(before.columns.contains_key(*c) && after.columns.contains_key(*c)))
             .map(String::as_str)
             .collect();
         if !missing.is_empty() {
@@ -232,7 +306,7 @@ fn resolve_key(
     }
     let key = state
         .sorting_keys
-        .get(to)
+        .get(after.name)
         .map(|k| sql::key_expressions(k))
         .unwrap_or_default();
     if key.is_empty() {
@@ -247,33 +321,31 @@ fn resolve_key(
     Ok((key, "order_by"))
 }
 
-#[allow(clippy::too_many_arguments)]
 fn run(
     client: &Client,
-    from: &str,
-    to: &str,
+    before: &Copy<'_>,
+    after: &Copy<'_>,
     shape: &Shape,
-    before: &BTreeMap<String, String>,
-    after: &BTreeMap<String, String>,
     options: &Options,
     data: &mut RelationData,
 ) -> Result<(), stb_warehouse::WarehouseError> {
-    let window = common_window(client, from, to, before, after)?;
+    let (from, to) = (before.source(), after.source());
+    let window = common_window(client, before, after)?;
     data.window = window_json(&window);
     data.outside_window = Sides {
         from: count(&client.query(&sql::outside_sql(from, &window))?),
         to: count(&client.query(&sql::outside_sql(to, &window))?),
     };
-    let buckets = |relation: &str| -> Result<BTreeMap<String, (String, String)>, _> {
-        let rows = client.query(&sql::buckets_sql(relation, shape, &window, BUCKETS))?;
+    let buckets = |source: Source<'_>| -> Result<BTreeMap<String, (String, String)>, _> {
+        let rows = client.query(&sql::buckets_sql(source, shape, &window, BUCKETS))?;
         Ok::<_, stb_warehouse::WarehouseError>(
             (0..rows.data.len())
                 .map(|row| {
                     (
-                        rows.text(row, "bucket").unwrap_or_default(),
+                        rows.text(row, "__stb_bucket").unwrap_or_default(),
                         (
-                            rows.text(row, "n").unwrap_or_default(),
-                            rows.text(row, "h").unwrap_or_default(),
+                            rows.text(row, "__stb_n").unwrap_or_default(),
+                            rows.text(row, "__stb_h").unwrap_or_default(),
                         ),
                     )
                 })
@@ -311,83 +383,82 @@ fn run(
     data.only_in_from = number(&counts, 0, "only_in_from");
     data.only_in_to = number(&counts, 0, "only_in_to");
     data.changed = number(&counts, 0, "changed");
-    if options.samples == 0 {
+    let limit = options.samples.min(MAX_SAMPLES);
+    if limit == 0 {
         return Ok(());
     }
-    let sampled = client.query(&pair.samples_sql(options.samples))?;
-    let keys: Vec<Vec<String>> = (0..sampled.data.len())
+    let sampled = client.query(&pair.samples_sql(limit))?;
+    let keys: Vec<Vec<Option<String>>> = (0..sampled.data.len())
         .map(|row| {
             (0..shape.key.len())
-                .map(|k| sampled.text(row, &format!("__k{k}")).unwrap_or_default())
+                .map(|k| sampled.text(row, &format!("{KEY}{k}")))
                 .collect()
         })
         .collect();
     let per_key = 3;
-    let from_rows = client.query(&sql::rows_sql(from, shape, &keys, per_key))?;
-    let to_rows = client.query(&sql::rows_sql(to, shape, &keys, per_key))?;
-    data.samples = (0..sampled.data.len())
-        .map(|row| {
-            let kind = match sampled.text(row, "side").as_deref() {
+    let from_rows = client.query(&sql::rows_sql(from, shape, &window, &keys, per_key))?;
+    let to_rows = client.query(&sql::rows_sql(to, shape, &window, &keys, per_key))?;
+    data.samples = keys
+        .iter()
+        .enumerate()
+        .map(|(row, key)| Sample {
+            kind: match sampled.text(row, "__stb_kind").as_deref() {
                 Some("from") => "only_in_from",
                 Some("to") => "only_in_to",
                 _ => "changed",
-            };
-            let key = &keys[row];
-            Sample {
-                kind,
-                key: shape
-                    .key
-                    .iter()
-                    .zip(key)
-                    .map(|(expression, value)| {
-                        (
-                            expression.trim_matches('`').to_owned(),
-                            serde_json::Value::String(value.clone()),
-                        )
-                    })
-                    .collect(),
-                from_rows: rows_of_key(&from_rows, key),
-                to_rows: rows_of_key(&to_rows, key),
-            }
+            },
+            key: shape
+                .key
+                .iter()
+                .zip(key)
+                .map(|(expression, value)| {
+                    (
+                        expression.trim_matches('`').to_owned(),
+                        value
+                            .clone()
+                            .map_or(serde_json::Value::Null, serde_json::Value::String),
+                    )
+                })
+                .collect(),
+            from_rows: rows_of_key(&from_rows, key),
+            to_rows: rows_of_key(&to_rows, key),
         })
         .collect();
     Ok(())
 }
 
-/// The part of the history both copies hold, by the first window column set both have.
+/// The part of the history both copies hold, by the first window column set both have
+/// with the same types (a retyped position compares as nothing sound: every row is
+/// compared then).
 fn common_window(
     client: &Client,
-    from: &str,
-    to: &str,
-    before: &BTreeMap<String, String>,
-    after: &BTreeMap<String, String>,
+    before: &Copy<'_>,
+    after: &Copy<'_>,
 ) -> Result<Window, stb_warehouse::WarehouseError> {
     let Some(columns) = WINDOW_COLUMNS.iter().find(|set| {
-        set.iter()
-            .all(|c| before.contains_key(*c) && after.contains_key(*c))
+        set.iter().all(|c| {
+            before.columns.contains_key(*c) && before.columns.get(*c) == after.columns.get(*c)
+        })
     }) else {
         return Ok(Window::Everything);
     };
-    let bounds = |relation: &str| -> Result<Vec<(String, String, String, u64)>, _> {
-        let rows = client.query(&sql::bounds_sql(relation, columns))?;
+    let bounds = |source: Source<'_>| -> Result<Vec<(String, String, String)>, _> {
+        let rows = client.query(&sql::bounds_sql(source, columns))?;
         Ok::<_, stb_warehouse::WarehouseError>(
             (0..rows.data.len())
+                .filter(|&row| number(&rows, row, "__stb_n") > 0)
                 .map(|row| {
                     (
-                        rows.text(row, "partition").unwrap_or_default(),
-                        rows.text(row, "lower").unwrap_or_default(),
-                        rows.text(row, "upper").unwrap_or_default(),
-                        rows.text(row, "n")
-                            .and_then(|n| n.parse().ok())
-                            .unwrap_or(1),
+                        rows.text(row, "__stb_partition").unwrap_or_default(),
+                        rows.text(row, "__stb_lower").unwrap_or_default(),
+                        rows.text(row, "__stb_upper").unwrap_or_default(),
                     )
                 })
-                .filter(|(_, _, _, n)| *n > 0)
                 .collect(),
         )
     };
-    let (a, b) = (bounds(from)?, bounds(to)?);
-    // A copy without rows shares no span: everything the other holds is compared.
+    let (a, b) = (bounds(before.source())?, bounds(after.source())?);
+    // A copy without positioned rows shares no span: everything is compared.
     if a.is_empty() || b.is_empty() {
         return Ok(Window::Everything);
     }
@@ -408,8 +479,8 @@ fn common_window(
     if columns.len() == 2 {
         let common: Vec<(String, String, String)> = a
             .iter()
-            .filter_map(|(p, lower_a, upper_a, _)| {
-                let (_, lower_b, upper_b, _) = b.iter().find(|(q, ..)| q == p)?;
+            .filter_map(|(p, lower_a, upper_a)| {
+                let (_, lower_b, upper_b) = b.iter().find(|(q, ..)| q == p)?;
                 let (lower, upper) = (later(lower_a, lower_b), earlier(upper_a, upper_b));
                 position_cmp(&lower, &upper)
                     .is_le()
@@ -422,7 +493,7 @@ fn common_window(
             Window::Offsets(common)
         });
     }
-    let ((_, lower_a, upper_a, _), (_, lower_b, upper_b, _)) = (&a[0], &b[0]);
+    let ((_, lower_a, upper_a), (_, lower_b, upper_b)) = (&a[0], &b[0]);
     let (lower, upper) = (later(lower_a, lower_b), earlier(upper_a, upper_b));
     Ok(if position_cmp(&lower, &upper).is_le() {
         Window::Span {
@@ -436,7 +507,7 @@ fn common_window(
 }
 
 /// Positions compared as numbers when both are (offsets, cursors), else as text
-/// (timestamps as the server prints them sort as text).
+/// (timestamps of one type, as the server prints them, sort as text).
 fn position_cmp(a: &str, b: &str) -> std::cmp::Ordering {
     match (a.parse::<i128>(), b.parse::<i128>()) {
         (Ok(x), Ok(y)) => x.cmp(&y),
@@ -478,18 +549,21 @@ fn window_json(window: &Window) -> WindowJson {
 
 /// The rows of a [`sql::rows_sql`] answer whose key is `key`, without the key columns
 /// it added.
-fn rows_of_key(rows: &Rows, key: &[String]) -> Vec<serde_json::Map<String, serde_json::Value>> {
+fn rows_of_key(
+    rows: &Rows,
+    key: &[Option<String>],
+) -> Vec<serde_json::Map<String, serde_json::Value>> {
     (0..rows.data.len())
         .filter(|&row| {
             key.iter()
                 .enumerate()
-                .all(|(k, value)| rows.text(row, &format!("__k{k}")).as_deref() == Some(value))
+                .all(|(k, value)| rows.text(row, &format!("{KEY}{k}")) == *value)
         })
         .map(|row| {
             rows.names
                 .iter()
                 .zip(&rows.data[row])
-                .filter(|(name, _)| !name.starts_with("__k"))
+                .filter(|(name, _)| !name.starts_with(KEY))
                 .map(|(name, value)| (name.clone(), value.clone()))
                 .collect()
         })
@@ -497,7 +571,7 @@ fn rows_of_key(rows: &Rows, key: &[String]) -> Vec<serde_json::Map<String, serde
 }
 
 fn count(rows: &Rows) -> u64 {
-    number(rows, 0, "n")
+    number(rows, 0, "__stb_n")
 }
 
 fn number(rows: &Rows, row: usize, column: &str) -> u64 {

@@ -51,6 +51,8 @@ pub struct State {
     /// Each table's sorting key as the catalog prints it (what a data diff matches rows
     /// by); empty for views.
     pub sorting_keys: BTreeMap<String, String>,
+    /// Each relation's engine.
+    pub engines: BTreeMap<String, String>,
 }
 
 /// Reads the deployment metadata and the catalog of `database`.
@@ -86,6 +88,11 @@ pub fn read_state(client: &Client, database: &str) -> Result<State, EngineError>
             .iter()
             .filter(|r| !r.sorting_key.is_empty())
             .map(|r| (r.name.clone(), r.sorting_key.clone()))
+            .collect(),
+        engines: catalog
+            .relations()
+            .iter()
+            .map(|r| (r.name.clone(), r.engine.clone()))
             .collect(),
     })
 }

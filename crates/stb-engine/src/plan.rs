@@ -200,6 +200,8 @@ impl Plan {
                 execution_order: ["virtual".into(), "direct".into()],
                 mode: "mixed".into(),
                 plan_hash: self.hash(),
+                replay_cost: serde_json::to_value(replay_cost(&[staged, direct]))
+                    .unwrap_or_default(),
                 staged: staged.staged.as_ref().map(|deployment| {
                     crate::staged::json::json(deployment).with_replay_cost(&staged.planned)
                 }),
@@ -246,6 +248,9 @@ pub struct MixedJson<'a> {
     /// `mixed`.
     pub mode: std::borrow::Cow<'a, str>,
     pub plan_hash: String,
+    /// Both phases' replays together, against the target's budget (what `stb build`
+    /// checks; each phase carries its own too).
+    pub replay_cost: serde_json::Value,
     #[serde(rename = "virtual")]
     pub staged: Option<crate::staged::json::VirtualJson<'a>>,
 }
@@ -359,6 +364,22 @@ pub fn plan_hash(parts: &[&Prepared]) -> String {
             stb_warehouse::statements::sha256_hex(&joined.join("\n"))
         }
     }
+}
+
+/// The replays of `parts` (one, or a mixed scope's two phases) together, against the
+/// target's budget: what a build checks before anything runs.
+#[must_use]
+pub fn replay_cost(parts: &[&Prepared]) -> stb_plan::cost::CostSummary {
+    let costs: Vec<stb_plan::cost::ReplayCost> = parts
+        .iter()
+        .flat_map(|p| p.planned.replay_costs.iter().cloned())
+        .collect();
+    let first = parts.first().map(|p| &p.planned);
+    stb_plan::cost::summarise(
+        &costs,
+        first.and_then(|p| p.replay_throughput),
+        first.map(|p| p.replay_budget).unwrap_or_default(),
+    )
 }
 
 /// Refuses a build whose plan is not the one reviewed (`--plan-hash`).

@@ -194,6 +194,18 @@ pub fn summarise(
             unmeasured.join(", ")
         ));
     }
+    let without_size: Vec<&str> = costs
+        .iter()
+        .filter(|c| c.error.is_none() && c.bytes.is_none())
+        .map(|c| c.model.as_str())
+        .collect();
+    if budget.max_bytes.is_some() && !without_size.is_empty() {
+        over_budget.push(format!(
+            "the size of what {} read{} is unknown (an input that is not a table), so max_replay_bytes cannot be checked",
+            without_size.join(", "),
+            if without_size.len() == 1 { "s" } else { "" }
+        ));
+    }
     CostSummary {
         rows,
         bytes,

@@ -308,7 +308,7 @@ fn unwrap_parentheses(key: &str) -> &str {
 }
 
 /// Engines whose parts merge rows that share a sorting key, so `count()` moves with merges.
-fn merges_rows(engine: &str) -> bool {
+pub fn merges_rows(engine: &str) -> bool {
     let base = engine
         .strip_prefix("Replicated")
         .or_else(|| engine.strip_prefix("Shared"))

@@ -507,12 +507,16 @@ pub(crate) async fn diff(
     axum::extract::Query(query): axum::extract::Query<DiffQuery>,
 ) -> Result<Json<serde_json::Value>, ApiError> {
     let options = query.data.then(|| stb_engine::data_diff::Options {
-        key: query.key.as_deref().map(|key| {
-            key.split(',')
-                .map(|c| c.trim().to_owned())
-                .filter(|c| !c.is_empty())
-                .collect()
-        }),
+        key: query
+            .key
+            .as_deref()
+            .map(|key| {
+                key.split(',')
+                    .map(|c| c.trim().to_owned())
+                    .filter(|c| !c.is_empty())
+                    .collect::<Vec<_>>()
+            })
+            .filter(|key| !key.is_empty()),
         samples: query
             .samples
             .unwrap_or(stb_engine::data_diff::Options::default().samples),

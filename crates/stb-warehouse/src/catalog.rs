@@ -384,8 +384,10 @@ impl Client {
         ))?;
         if let Some(cache) = cache.as_deref_mut() {
             let config = self.config();
+            // The user too: grants decide which columns a user sees.
             cache.bind(&format!(
-                "{}:{} {} {}",
+                "{}@{}:{} {} {}",
+                config.username,
                 config.host,
                 config.port,
                 database,

@@ -281,3 +281,43 @@ pub fn events_of(
         })
         .collect())
 }
+
+/// What the last replay statements of a database read, and how long they took.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ReplayReads {
+    pub rows: u64,
+    pub milliseconds: u64,
+    pub statements: u64,
+}
+
+/// The rows the last `limit` replay statements of `database` read and the time they
+/// took: their query ids from the run events, their figures from the server's query log
+/// (read from the day before the oldest of them on, so the server prunes the log's
+/// partitions by date). `None` when no replay finished there.
+///
+/// # Errors
+/// The events or the query log could not be read.
+pub fn recent_replay_reads(
+    client: &Client,
+    database: &str,
+    limit: usize,
+) -> Result<Option<ReplayReads>, WarehouseError> {
+    let rows = client.query(&format!(
+        "WITH replays AS (SELECT JSONExtractString(payload_json, 'queryId') AS id, emitted_at FROM {}.{EVENTS} \
+         WHERE event_kind = 'statement_started' AND startsWith(step_id, 'replay_') \
+         ORDER BY emitted_at DESC LIMIT {limit}) \
+         SELECT sum(read_rows) AS read, sum(query_duration_ms) AS ms, count() AS replays FROM system.query_log \
+         WHERE type = 'QueryFinish' AND event_date >= (SELECT toDate(min(emitted_at)) - 1 FROM replays) \
+         AND query_id IN (SELECT id FROM replays)",
+        stb_ddl::identifier(database)
+    ))?;
+    let number = |column: &str| rows.text(0, column).and_then(|t| t.parse::<u64>().ok());
+    Ok(match (number("read"), number("ms"), number("replays")) {
+        (Some(rows), Some(milliseconds), Some(statements)) if statements > 0 => Some(ReplayReads {
+            rows,
+            milliseconds,
+            statements,
+        }),
+        _ => None,
+    })
+}

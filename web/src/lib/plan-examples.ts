@@ -242,6 +242,19 @@ export const planExamples: Record<string, Plan> = {
         "upstream_boundary_key": "orders"
       }
     ],
+    "replay_cost": {
+      "budget": {
+        "max_bytes": null,
+        "max_rows": null
+      },
+      "bytes": 0,
+      "estimated_seconds": null,
+      "over_budget": [],
+      "roots_without_bytes": 0,
+      "rows": 0,
+      "throughput": null
+    },
+    "replay_costs": [],
     "sql_diffs": [],
     "steps": [
       "plan-1-table-tbl__order_events",
@@ -836,6 +849,18 @@ export const planExamples: Record<string, Plan> = {
     ],
     "mode": "mixed",
     "plan_hash": "b175ca8d64be6f01bdfc73b4c64bda4122be84683d8d667662a38760b2d3dd52",
+    "replay_cost": {
+      "budget": {
+        "max_bytes": null,
+        "max_rows": null
+      },
+      "bytes": 0,
+      "estimated_seconds": null,
+      "over_budget": [],
+      "roots_without_bytes": 0,
+      "rows": 0,
+      "throughput": null
+    },
     "virtual": {
       "adapter": "clickhouse",
       "database": "shop",
@@ -972,6 +997,19 @@ export const planExamples: Record<string, Plan> = {
           "upstream_boundary_key": "orders"
         }
       ],
+      "replay_cost": {
+        "budget": {
+          "max_bytes": null,
+          "max_rows": null
+        },
+        "bytes": 0,
+        "estimated_seconds": null,
+        "over_budget": [],
+        "roots_without_bytes": 0,
+        "rows": 0,
+        "throughput": null
+      },
+      "replay_costs": [],
       "sql_diffs": [],
       "steps": [
         "plan-1-table-tbl__order_events",

@@ -160,6 +160,7 @@ export interface MixedPlan {
   execution_order: ["virtual", "direct"];
   mode: "mixed";
   plan_hash: string;
+  replay_cost: ReplayCostSummary;
   virtual: VirtualPlan | null;
 }
 

@@ -266,7 +266,14 @@ fn diff(args: &DiffArgs) -> ExitCode {
         Err(code) => return code,
     };
     let options = args.data.then(|| stb_engine::data_diff::Options {
-        key: (!args.key.is_empty()).then(|| args.key.clone()),
+        key: Some(
+            args.key
+                .iter()
+                .map(|c| c.trim().to_owned())
+                .filter(|c| !c.is_empty())
+                .collect::<Vec<_>>(),
+        )
+        .filter(|key| !key.is_empty()),
         samples: args.samples,
     });
     let compared = match reports::compare_with(&client, &database, &args.range, options.as_ref()) {
@@ -330,7 +337,13 @@ fn write_data(out: &mut dyn Write, data: &[stb_engine::data_diff::RelationData])
             relation.changed,
             relation.key.join(", ")
         );
-        if relation.outside_window.from + relation.outside_window.to > 0 {
+        if relation.window.kind == "disjoint" {
+            let _ = writeln!(
+                out,
+                "    the copies hold no common part of their replay history: nothing compared"
+            );
+        }
+        if relation.outside_window.from > 0 || relation.outside_window.to > 0 {
             let _ = writeln!(
                 out,
                 "    outside the history both hold (not compared): {} and {} rows",

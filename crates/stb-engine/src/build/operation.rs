@@ -555,9 +555,13 @@ fn mixed(
         run: &direct_run,
         deployment: std::sync::OnceLock::new(),
     };
-    let both = |outcome: &str, error: Option<&str>| {
+    let both = |outcome: &str, error: Option<&str>, summary: &str| {
         for recorder in [first_recorder, &direct_recorder] {
-            finish(frontend, recorder, &Ending::early(outcome, error, 0));
+            let ending = Ending {
+                summary,
+                ..Ending::early(outcome, error, 0)
+            };
+            finish(frontend, recorder, &ending);
         }
     };
     // Admission before the question: one scope for both phases.
@@ -571,7 +575,7 @@ fn mixed(
             request.windows,
         )
     }) {
-        both("refused", Some(&error.message));
+        both("refused", Some(&error.message), "{}");
         return Err(Outcome::Stopped {
             error,
             exit_code: 1,
@@ -580,25 +584,35 @@ fn mixed(
     // The replay budget over both phases, then one confirmation: the direct phase's shrink
     // guard and protected pipelines (virtual pipelines drop nothing readers see and cannot
     // be protected).
-    let approval = match check_budget(&[staged, direct], request.allow_large) {
-        Some(error) => Approval::Refused(error),
-        None => approve(frontend, direct, direct),
-    };
-    match approval {
+    if let Some(error) = check_budget(&[staged, direct], request.allow_large) {
+        let summary = serde_json::json!({
+            "status": "refused",
+            "code": BUDGET_CODE,
+            "replay_cost": crate::plan::replay_cost(&[staged, direct]),
+            "replay_costs": staged.planned.replay_costs.iter().chain(&direct.planned.replay_costs).collect::<Vec<_>>(),
+        })
+        .to_string();
+        both("refused", Some(&error.message), &summary);
+        return Err(Outcome::Stopped {
+            error,
+            exit_code: 1,
+        });
+    }
+    match approve(frontend, direct, direct) {
         Approval::Go => {}
         Approval::Declined => {
-            both("cancelled", None);
+            both("cancelled", None, "{}");
             return Err(Outcome::Declined);
         }
         Approval::Refused(error) => {
-            both("refused", Some(&error.message));
+            both("refused", Some(&error.message), "{}");
             return Err(Outcome::Stopped {
                 error,
                 exit_code: 1,
             });
         }
         Approval::Failed(error) => {
-            both("failed", Some(&error.message));
+            both("failed", Some(&error.message), "{}");
             return Err(Outcome::Stopped {
                 error,
                 exit_code: 1,
@@ -893,26 +907,18 @@ pub fn check_budget(parts: &[&Prepared], allow_large: bool) -> Option<EngineErro
     if allow_large {
         return None;
     }
-    let costs: Vec<stb_plan::cost::ReplayCost> = parts
-        .iter()
-        .flat_map(|p| p.planned.replay_costs.iter().cloned())
-        .collect();
-    let first = parts.first()?;
-    let summary = stb_plan::cost::summarise(
-        &costs,
-        first.planned.replay_throughput,
-        first.planned.replay_budget,
-    );
+    let summary = crate::plan::replay_cost(parts);
     if summary.over_budget.is_empty() {
         return None;
     }
+    let costs = parts.iter().flat_map(|p| p.planned.replay_costs.iter());
     let mut lines: Vec<String> = summary
         .over_budget
         .iter()
         .map(|reason| format!("  {reason}"))
         .collect();
     lines.push(format!("  in all: {}", summary.describe()));
-    lines.extend(costs.iter().map(|cost| format!("  {}", cost.describe())));
+    lines.extend(costs.map(|cost| format!("  {}", cost.describe())));
     Some(EngineError::new(
         BUDGET_CODE,
         format!(

@@ -113,8 +113,9 @@ pub fn compare_with(
     let counted = diff_relations(&state, &from, &to)?;
     let rows = count_rows(client, database, &counted)?;
     let diff = diff(&state, &from, &to, &rows)?;
-    let data =
-        data.map(|options| crate::data_diff::compare(client, database, &state, &diff, options));
+    let data = data
+        .map(|options| crate::data_diff::compare(client, database, &state, &diff, options))
+        .transpose()?;
     Ok(Compared {
         database: database.to_owned(),
         diff,

@@ -118,7 +118,9 @@ fn example_plan(dir: &Path) -> String {
         Route::Virtual(models) => {
             let (staged, build) = staged(&models);
             text(&Document::Virtual(
-                crate::staged::json::json(&staged).with_plan_hash(build.plan_hash()),
+                crate::staged::json::json(&staged)
+                    .with_plan_hash(build.plan_hash())
+                    .with_replay_cost(&build),
             ))
         }
         Route::Mixed {
@@ -134,7 +136,14 @@ fn example_plan(dir: &Path) -> String {
                 execution_order: ["virtual".into(), "direct".into()],
                 mode: "mixed".into(),
                 plan_hash: stb_warehouse::statements::sha256_hex(&hashes),
-                staged: Some(crate::staged::json::json(&staged)),
+                // Nothing measured offline: both phases' costs are empty.
+                replay_cost: serde_json::to_value(stb_plan::cost::summarise(
+                    &[],
+                    None,
+                    build.replay_budget,
+                ))
+                .expect("json"),
+                staged: Some(crate::staged::json::json(&staged).with_replay_cost(&build)),
             })))
         }
     }

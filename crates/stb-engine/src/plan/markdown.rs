@@ -41,6 +41,23 @@ pub fn markdown(document: &Document<'_>, limit: usize) -> String {
             }
             direct_parts(direct, &mut parts, "Direct phase: ");
             cost_parts(direct, &mut parts, "Direct phase: ");
+            // Both phases together can pass a budget neither passes alone.
+            let together = array(&value["replay_cost"]["over_budget"]);
+            if !together.is_empty()
+                && !parts
+                    .destructive
+                    .iter()
+                    .any(|d| d.contains("over the replay budget"))
+            {
+                parts.destructive.push(format!(
+                    "**over the replay budget** (both phases together): {}; `stb build` refuses without `--allow-large`",
+                    together
+                        .iter()
+                        .map(|reason| plain(text(reason)))
+                        .collect::<Vec<_>>()
+                        .join("; ")
+                ));
+            }
         }
         Some("virtual environments") => {
             parts.title = format!(

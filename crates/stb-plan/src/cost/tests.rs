@@ -193,3 +193,33 @@ fn partitions_are_counted_from_the_landing_s_offsets_within_the_window() {
          FROM db.raw__orders WHERE 1 GROUP BY _replay_partition ORDER BY _replay_partition"
     );
 }
+
+#[test]
+fn a_bytes_budget_cannot_clear_an_input_of_unknown_size() {
+    let probes = [probe("a", Some("view_input"))];
+    let costs = assemble(
+        &probes,
+        &|_| Reading {
+            rows: Some(10),
+            input_rows: Some(10),
+            ..Reading::default()
+        },
+        None,
+    );
+    assert_eq!(costs[0].bytes, None);
+    let by_bytes = ReplayBudget {
+        max_rows: None,
+        max_bytes: Some(1 << 30),
+    };
+    assert_eq!(
+        summarise(&costs, None, by_bytes).over_budget,
+        [
+            "the size of what a reads is unknown (an input that is not a table), so max_replay_bytes cannot be checked"
+        ]
+    );
+    let by_rows = ReplayBudget {
+        max_rows: Some(100),
+        max_bytes: None,
+    };
+    assert!(summarise(&costs, None, by_rows).over_budget.is_empty());
+}

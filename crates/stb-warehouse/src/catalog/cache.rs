@@ -17,10 +17,10 @@
 //! same second could not be told from the first. A relation without a modification time
 //! (a database that keeps no metadata files) is never kept either.
 //!
-//! No secret is kept: the only definitions kept are plain views' (a query naming
-//! relations). The definitions a plan reads of anything else (landings' Kafka tables,
-//! adopted tables, other engines) may carry credentials; those relations are few and read
-//! every time.
+//! The only definitions kept are plain views' (a query naming relations, as the server
+//! shows it to any reader, its secrets masked where the server masks them). The
+//! definitions a plan reads of anything else (landings' Kafka tables, adopted tables,
+//! other engines) may carry credentials; those relations are few and read every time.
 
 use std::collections::BTreeMap;
 
@@ -73,9 +73,15 @@ pub(crate) struct ListedRelation {
 }
 
 impl ListedRelation {
-    /// Whether what is read of the relation now may be kept under this listing.
+    /// Whether what is read of the relation now may be kept under this listing: not
+    /// changed just now, with a modification time, and with an identity of its own (a
+    /// database that gives none, `Ordinary`, lists every relation with the zero uuid, so
+    /// a rename within the same second could not be told).
     fn keepable(&self) -> bool {
-        !self.recent && self.modified != 0
+        !self.recent
+            && self.modified != 0
+            && !self.uuid.is_empty()
+            && self.uuid != "00000000-0000-0000-0000-000000000000"
     }
 }
 

@@ -1190,14 +1190,15 @@ fn a_data_diff_finds_the_rows_one_deployment_changed_added_and_removed() {
         std::fs::write(
             &clean,
             format!(
-                "MODEL (order_by [\"_replay_partition\", \"_replay_offset\"]);\nSELECT _replay_partition::UInt32 AS _replay_partition, _replay_offset::UInt64 AS _replay_offset, ({amount})::UInt64 AS amount\nFROM __source(\"events\")\nWHERE NOT (_replay_partition = {} AND _replay_offset = {})\n",
+                "MODEL (order_by [\"_replay_partition\", \"_replay_offset\"]);\nSELECT _replay_partition::UInt32 AS _replay_partition, _replay_offset::UInt64 AS _replay_offset, ({amount})::UInt64 AS amount, (amount % 3)::UInt8 AS n, 'b'::String AS bucket\nFROM __source(\"events\")\nWHERE NOT (_replay_partition = {} AND _replay_offset = {})\n",
                 left_out.0, left_out.1
             ),
         )
         .expect("model");
     };
     // The first deployment leaves out partition 1's offset 1; the second leaves out
-    // partition 0's offset 2 instead, and adds 100 to partition 2's offset 1.
+    // partition 0's offset 2 instead, and adds 100 to partition 2's offset 1. Columns named
+    // `n` and `bucket` are the model's own, never taken for the diff's.
     write("amount", (1, 1));
     let first = build(dir.path(), &[]);
     promote(dir.path(), &first);
@@ -1297,6 +1298,22 @@ fn a_data_diff_finds_the_rows_one_deployment_changed_added_and_removed() {
         (&Value::from(2), &Value::from(2), &Value::from(0)),
         "{by_amount}"
     );
+    // A key no copy has is refused, with a code.
+    let typo = stb(
+        dir.path(),
+        &[
+            "deployment",
+            "diff",
+            &range,
+            "--data",
+            "--key",
+            "_replay_ofset",
+            "--json",
+        ],
+    );
+    assert_eq!(typo.status.code(), Some(1), "{typo:?}");
+    let typo: Value = serde_json::from_slice(&typo.stdout).expect("JSON");
+    assert_eq!(typo["error"]["code"], "STB-DEPLOY-005", "{typo}");
     // The text says the same.
     let text = stb(dir.path(), &["deployment", "diff", &range, "--data"]);
     let text = String::from_utf8_lossy(&text.stdout);

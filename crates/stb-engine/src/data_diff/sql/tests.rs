@@ -1,9 +1,17 @@
-use super::{Pair, Shape, Window, buckets_sql, key_expressions, rows_sql};
+use super::{Pair, Shape, Source, Window, buckets_sql, key_expressions, rows_sql};
+
+const A: Source<'static> = Source {
+    relation: "db.a",
+    merged: false,
+};
 
 fn pair<'a>(shape: &'a Shape, window: &'a Window, only: &'a [u64]) -> Pair<'a> {
     Pair {
-        from: "db.a",
-        to: "db.b",
+        from: A,
+        to: Source {
+            relation: "db.b",
+            merged: true,
+        },
         shape,
         window,
         only,
@@ -20,6 +28,7 @@ fn shape() -> Shape {
             "amount".into(),
         ],
         retyped: vec!["amount".into()],
+        aggregates: vec![],
     }
 }
 
@@ -54,32 +63,50 @@ fn windows_keep_only_the_history_both_copies_hold() {
             ("1".into(), "0".into(), "4".into()),
         ])
         .predicate(),
-        "((_replay_partition = 0 AND _replay_offset BETWEEN 3 AND 9) OR (_replay_partition = 1 AND _replay_offset BETWEEN 0 AND 4))"
+        "((_replay_partition = '0' AND _replay_offset BETWEEN '3' AND '9') OR (_replay_partition = '1' AND _replay_offset BETWEEN '0' AND '4'))"
     );
 }
 
 #[test]
-fn each_side_is_bucketed_by_its_key_and_hashed_over_every_compared_column() {
+fn each_side_is_bucketed_by_its_key_as_text_and_hashed_over_every_compared_column() {
+    // Names of the statement's own are prefixed: a model's columns named `bucket`, `n` or
+    // `h` are not taken for them.
     assert_eq!(
-        buckets_sql("db.a", &shape(), &Window::Everything, 256),
-        "SELECT toString(cityHash64(tuple(_replay_partition, _replay_offset)) % 256) AS bucket, count() AS n, toString(sum(cityHash64(_replay_partition, _replay_offset, toString(amount)))) AS h FROM db.a WHERE 1 GROUP BY bucket"
+        buckets_sql(A, &shape(), &Window::Everything, 256),
+        "SELECT toString(cityHash64(tuple(toString(_replay_partition), toString(_replay_offset))) % 256) AS __stb_bucket, count() AS __stb_n, \
+         toString(sum(cityHash64(_replay_partition, _replay_offset, toString(amount)))) AS __stb_h FROM db.a WHERE 1 GROUP BY __stb_bucket"
+    );
+    let mut aggregating = shape();
+    aggregating.aggregates = vec!["amount".into()];
+    assert!(
+        buckets_sql(A, &aggregating, &Window::Everything, 256)
+            .contains("toString(finalizeAggregation(amount))")
     );
 }
 
 #[test]
-fn the_counts_join_both_sides_reduced_to_a_row_per_key() {
+fn the_counts_group_both_sides_reduced_to_a_row_per_key() {
     let shape = shape();
     let sql = pair(&shape, &Window::Everything, &[3, 7]).counts_sql();
+    let side = |relation: &str, tag: &str| {
+        format!(
+            "SELECT toString(_replay_partition) AS __stb_k0, toString(_replay_offset) AS __stb_k1, count() AS __stb_n, \
+             sum(cityHash64(_replay_partition, _replay_offset, toString(amount))) AS __stb_h, '{tag}' AS __stb_side FROM {relation} WHERE 1 \
+             AND cityHash64(tuple(toString(_replay_partition), toString(_replay_offset))) % 256 IN (3, 7) GROUP BY __stb_k0, __stb_k1"
+        )
+    };
     assert_eq!(
         sql,
-        "SELECT countIf(side = 'from') AS only_in_from, countIf(side = 'to') AS only_in_to, countIf(side = 'changed') AS changed FROM (\
-         SELECT __k0, __k1, a.__n AS from_rows, b.__n AS to_rows, \
-         multiIf(b.__n = 0, 'from', a.__n = 0, 'to', a.__n != b.__n OR a.__h != b.__h, 'changed', 'same') AS side \
-         FROM (SELECT _replay_partition AS __k0, _replay_offset AS __k1, count() AS __n, sum(cityHash64(_replay_partition, _replay_offset, toString(amount))) AS __h FROM db.a WHERE 1 \
-         AND cityHash64(tuple(_replay_partition, _replay_offset)) % 256 IN (3, 7) GROUP BY __k0, __k1) AS a \
-         FULL OUTER JOIN (SELECT _replay_partition AS __k0, _replay_offset AS __k1, count() AS __n, sum(cityHash64(_replay_partition, _replay_offset, toString(amount))) AS __h FROM db.b WHERE 1 \
-         AND cityHash64(tuple(_replay_partition, _replay_offset)) % 256 IN (3, 7) GROUP BY __k0, __k1) AS b \
-         USING (__k0, __k1) SETTINGS join_use_nulls = 0)"
+        format!(
+            "SELECT countIf(__stb_kind = 'from') AS only_in_from, countIf(__stb_kind = 'to') AS only_in_to, countIf(__stb_kind = 'changed') AS changed FROM (\
+             SELECT __stb_k0, __stb_k1, sumIf(__stb_n, __stb_side = 'a') AS __stb_from_rows, sumIf(__stb_n, __stb_side = 'b') AS __stb_to_rows, \
+             multiIf(__stb_to_rows = 0, 'from', __stb_from_rows = 0, 'to', \
+             __stb_from_rows != __stb_to_rows OR sumIf(__stb_h, __stb_side = 'a') != sumIf(__stb_h, __stb_side = 'b'), 'changed', 'same') AS __stb_kind \
+             FROM ({} UNION ALL {}) GROUP BY __stb_k0, __stb_k1)",
+            side("db.a", "a"),
+            // A merging engine is read merged.
+            side("db.b FINAL", "b"),
+        )
     );
     // Without buckets: the whole tables.
     assert!(
@@ -90,26 +117,40 @@ fn the_counts_join_both_sides_reduced_to_a_row_per_key() {
 }
 
 #[test]
-fn samples_take_a_few_keys_of_each_kind_and_their_rows_are_read_by_key() {
+fn samples_take_a_few_keys_of_each_kind_and_their_rows_are_read_by_key_within_the_window() {
     let shape = shape();
     let sql = pair(&shape, &Window::Disjoint, &[]).samples_sql(5);
     assert!(
-        sql.ends_with("WHERE side != 'same' ORDER BY side, __k0, __k1 LIMIT 5 BY side"),
+        sql.ends_with(
+            "WHERE __stb_kind != 'same' ORDER BY __stb_kind, __stb_k0, __stb_k1 LIMIT 5 BY __stb_kind"
+        ),
         "{sql}"
     );
     assert!(sql.contains("FROM db.a WHERE 0"), "{sql}");
     assert_eq!(
         rows_sql(
-            "db.a",
+            A,
             &shape,
+            &Window::Everything,
             &[
-                vec!["0".into(), "2".into()],
-                vec!["1".into(), "it's".into()]
+                vec![Some("0".into()), Some("2".into())],
+                vec![Some("1".into()), None],
+                vec![Some("it's".into()), Some("9".into())],
             ],
             3
         ),
-        "SELECT _replay_partition AS __k0, _replay_offset AS __k1, * FROM db.a \
-         WHERE tuple(toString(_replay_partition), toString(_replay_offset)) IN (tuple('0', '2'), tuple('1', 'it\\'s')) \
-         ORDER BY __k0, __k1 LIMIT 3 BY __k0, __k1"
+        "SELECT toString(_replay_partition) AS __stb_k0, toString(_replay_offset) AS __stb_k1, * FROM db.a WHERE (1) AND (\
+         (toString(_replay_partition) = '0' AND toString(_replay_offset) = '2') OR \
+         (toString(_replay_partition) = '1' AND toString(_replay_offset) IS NULL) OR \
+         (toString(_replay_partition) = 'it\\'s' AND toString(_replay_offset) = '9')) \
+         ORDER BY __stb_k0, __stb_k1 LIMIT 3 BY __stb_k0, __stb_k1"
+    );
+}
+
+#[test]
+fn a_quote_escaped_in_a_sorting_key_does_not_end_its_string() {
+    assert_eq!(
+        key_expressions(r"concat(a, 'it\'s, ok'), b"),
+        [r"concat(a, 'it\'s, ok')", "b"]
     );
 }
