@@ -10,7 +10,7 @@ use axum::http::{Method, Request, header};
 use http_body_util::BodyExt as _;
 use serde_json::Value;
 use stb_server::{AppState, AuthConfig, AuthMode};
-use stb_test_support::{TestDatabase, stb_on_project};
+use stb_test_support::{TestDatabase, execute, stb_on_project};
 use tower::ServiceExt as _;
 
 use crate::deployments::{events_table, insert, project};
@@ -113,6 +113,9 @@ fn read_routes_answer_in_process_with_the_commands_documents() {
         .build()
         .expect("runtime");
     let api_id = "20261205T130000Z_apibld";
+    // The replays so far in the server's query log now, not at its next flush: a plan's
+    // time estimate reads them, and the documents compared below must read the same.
+    execute("SYSTEM FLUSH LOGS");
     let invocation = runtime.block_on(async {
         let app = server(dir.path(), &db.name).await;
         // The preview of a full refresh under a fixed deployment id is `stb plan --json`'s
