@@ -386,15 +386,9 @@ fn single(
         drop(heartbeat);
         let mut summary = "{}".to_owned();
         if error.code == BUDGET_CODE {
-            let cost = serde_json::to_value(planned.cost_summary()).unwrap_or_default();
-            observer.event("budget_refused", None, cost.clone());
-            summary = serde_json::json!({
-                "status": "refused",
-                "code": BUDGET_CODE,
-                "replay_cost": cost,
-                "replay_costs": planned.replay_costs,
-            })
-            .to_string();
+            let refused = budget_refusal(&[prepared]);
+            observer.event("budget_refused", None, refused["replay_cost"].clone());
+            summary = refused.to_string();
         } else if outcome == "refused" {
             observer.event("shrink_refused", None, shrink.clone());
             summary = serde_json::json!({
@@ -585,13 +579,7 @@ fn mixed(
     // guard and protected pipelines (virtual pipelines drop nothing readers see and cannot
     // be protected).
     if let Some(error) = check_budget(&[staged, direct], request.allow_large) {
-        let summary = serde_json::json!({
-            "status": "refused",
-            "code": BUDGET_CODE,
-            "replay_cost": crate::plan::replay_cost(&[staged, direct]),
-            "replay_costs": staged.planned.replay_costs.iter().chain(&direct.planned.replay_costs).collect::<Vec<_>>(),
-        })
-        .to_string();
+        let summary = budget_refusal(&[staged, direct]).to_string();
         both("refused", Some(&error.message), &summary);
         return Err(Outcome::Stopped {
             error,
@@ -897,6 +885,20 @@ fn accepted_shrink(prepared: &Prepared) -> serde_json::Value {
         fields.insert("accepted".into(), accepted.into());
     }
     shrink
+}
+
+/// What a build refused by its replay budget records in its invocation's summary: both
+/// the replays together (`replay_cost`, also its `budget_refused` event's payload) and
+/// each root's cost, over `parts` (one, or a mixed build's two phases).
+fn budget_refusal(parts: &[&Prepared]) -> serde_json::Value {
+    let costs: Vec<&stb_plan::cost::ReplayCost> =
+        parts.iter().flat_map(|p| &p.planned.replay_costs).collect();
+    serde_json::json!({
+        "status": "refused",
+        "code": BUDGET_CODE,
+        "replay_cost": crate::plan::replay_cost(parts),
+        "replay_costs": costs,
+    })
 }
 
 /// The replay budget: `parts`' replays together (a mixed build's two phases) read more
