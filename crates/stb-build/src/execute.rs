@@ -310,6 +310,16 @@ pub fn run_from(
         restored: None,
         statements: planned_statements(workflow),
     };
+    if let Some(cluster) = &workflow.cluster {
+        // Shown by `stb plan`, never run: the executor has one connection and no per-shard
+        // captures; the engine refuses such builds first, this is the last guard.
+        execution.status = Status::Failed;
+        execution.error_message = Some(format!(
+            "this workflow runs on the cluster '{}', which stb cannot build on yet; nothing was changed",
+            cluster.target.cluster.name
+        ));
+        return execution;
+    }
     let mut captures: Vec<Option<Capture>> = vec![None; workflow.roots.len()];
     let mut revision = 1;
     // Before the first change: what the target holds, durably on record, so a build that
@@ -707,6 +717,7 @@ fn recover_statement(
         phase: Phase::Activation,
         action: Action::Statement(sql.to_owned()),
         recorded: Some(recorded.to_owned()),
+        shard: None,
     };
     let sequence = execution.statements.len() + 1;
     let query_id = uuid::Uuid::new_v4().to_string();

@@ -194,6 +194,9 @@ pub(crate) fn print(planned: &Planned, as_json: bool, verbose: bool) {
     }
     write_replay_windows(planned, &mut out);
     write_replay_cost(planned, &mut out);
+    if let Some(cluster) = &planned.workflow.cluster {
+        write_cluster(planned, cluster, &mut out);
+    }
     if !planned.plan.warnings.is_empty() {
         let _ = writeln!(out, "\nWarnings");
         for warning in &planned.plan.warnings {
@@ -220,5 +223,57 @@ pub(crate) fn print(planned: &Planned, as_json: bool, verbose: bool) {
         "\n{} models selected, {relations} relations rebuilt, {} replay roots",
         planned.plan.entries.len(),
         planned.plan.replay_roots.len()
+    );
+}
+
+/// An `on_cluster` or `sharded` target's plan: the shards, how many statements run on
+/// every server, and each root's capture and replay on each shard.
+fn write_cluster(
+    planned: &Planned,
+    cluster: &stb_plan::cluster::ClusterWork,
+    out: &mut impl Write,
+) {
+    let target = &cluster.target;
+    let shards = target.shards.len();
+    let _ = writeln!(
+        out,
+        "\nCluster  {} ({}, {shards} shard{})",
+        target.cluster.name,
+        target.cluster.topology.as_str(),
+        if shards == 1 { "" } else { "s" }
+    );
+    for shard in &target.shards {
+        let _ = writeln!(
+            out,
+            "  shard {}  {}",
+            shard.number,
+            shard.replicas.join(", ")
+        );
+    }
+    let (everywhere, per_shard) = planned
+        .workflow
+        .steps
+        .iter()
+        .fold((0, 0), |(all, one), step| match step.shard {
+            Some(_) => (all, one + 1),
+            None => (all + 1, one),
+        });
+    let _ = writeln!(
+        out,
+        "  {everywhere} steps from this server (DDL ON CLUSTER {}), {per_shard} on a replica of each shard",
+        target.cluster.name
+    );
+    for root in &cluster.shard_roots {
+        let _ = writeln!(
+            out,
+            "  {}: on each shard, sync and capture {}, replay its rows into {}",
+            root.model,
+            root.template.anchor.read_from(),
+            root.template.target
+        );
+    }
+    let _ = writeln!(
+        out,
+        "  `stb build` cannot run this plan yet: the statements are in target/run/plan/ (docs/clusters.md)"
     );
 }

@@ -319,6 +319,7 @@ pub(crate) mod tests {
             undo: stb_plan::restore::Undo::default(),
             watermarks: Vec::new(),
             completed_when: None,
+            cluster: None,
         }
     }
 

@@ -11,8 +11,18 @@ use crate::output::Failure;
 impl ConnectionArgs {
     /// A client without a default database (statements are qualified), and the database.
     pub(crate) fn connect(&self, project: &Project) -> Result<(Client, String), Failure> {
+        self.connect_for(project, stb_engine::cluster::Work::Change)
+    }
+
+    /// [`Self::connect`] for `work`: a plan that is only shown may read an `on_cluster` or
+    /// `sharded` target, which nothing else may touch yet.
+    fn connect_for(
+        &self,
+        project: &Project,
+        work: stb_engine::cluster::Work,
+    ) -> Result<(Client, String), Failure> {
         // Nothing is asked of a cluster the commands cannot yet work on safely.
-        stb_engine::cluster::supported(project)?;
+        stb_engine::cluster::supported(project, work)?;
         let client = Client::new(self.config(project)?).map_err(|e| Failure::from(&e))?;
         let database = self
             .database
@@ -80,7 +90,11 @@ impl ConnectionArgs {
         scope: &stb_engine::scope::Scope,
         purpose: stb_engine::plan::Purpose,
     ) -> Result<stb_engine::plan::Plan, Failure> {
-        let (client, database) = self.connect(project)?;
+        let work = match purpose {
+            stb_engine::plan::Purpose::Show => stb_engine::cluster::Work::ShowPlan,
+            stb_engine::plan::Purpose::Build => stb_engine::cluster::Work::Change,
+        };
+        let (client, database) = self.connect_for(project, work)?;
         Ok(stb_engine::plan::plan(
             project,
             compiled,

@@ -106,9 +106,26 @@ pub(crate) fn models(
                         .replay_policy
                         .within(&project.defaults.replay_policy),
                 ),
+                sharding_key: sharding_key(project, item, objects),
             }
         })
         .collect()
+}
+
+/// A table model's sharding key on a sharded target: its own, else the cluster's default.
+fn sharding_key(
+    project: &Project,
+    item: &AnalysedModel<'_>,
+    objects: &CompiledModel,
+) -> Option<String> {
+    let cluster = project.cluster.as_ref()?;
+    if cluster.topology != stb_ddl::cluster::Topology::Sharded || objects.table.is_none() {
+        return None;
+    }
+    item.header
+        .sharding_key
+        .clone()
+        .or_else(|| cluster.sharding_key.clone())
 }
 
 /// What decides a table's physical layout, compared by `--changed`.
@@ -175,6 +192,8 @@ pub(crate) fn sources(
                     create_raw: objects.raw.render_if_not_exists(),
                     raw_definition: Some(objects.raw.clone()),
                     create_view: objects.landing.render_if_not_exists(),
+                    kafka_definition: Some(objects.kafka.clone()),
+                    view_definition: Some(objects.landing.clone()),
                     consumer_group: objects.kafka.group.clone(),
                     brokers: objects.kafka.broker_list.clone(),
                     settings: objects.kafka.settings.clone(),

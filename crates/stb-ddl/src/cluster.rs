@@ -281,6 +281,30 @@ impl Cluster {
         sharding_key: Option<&str>,
         placement: Placement,
     ) -> Result<Vec<String>, ClusterError> {
+        self.create_table_with(Create::Always, table, sharding_key, placement)
+    }
+
+    /// [`Self::create_table`] with `IF NOT EXISTS`: a build creates a missing landing and
+    /// never replaces one.
+    ///
+    /// # Errors
+    /// As [`Self::create_table`].
+    pub fn create_table_if_not_exists(
+        &self,
+        table: &Table,
+        sharding_key: Option<&str>,
+        placement: Placement,
+    ) -> Result<Vec<String>, ClusterError> {
+        self.create_table_with(Create::IfNotExists, table, sharding_key, placement)
+    }
+
+    fn create_table_with(
+        &self,
+        create: Create,
+        table: &Table,
+        sharding_key: Option<&str>,
+        placement: Placement,
+    ) -> Result<Vec<String>, ClusterError> {
         let (engine, key) = self.table_storage(&table.engine, sharding_key, placement)?;
         let storage = Table {
             name: self.storage_name(&table.name),
@@ -288,11 +312,11 @@ impl Cluster {
             ..table.clone()
         };
         let mut statements = vec![storage.render_named(
-            "CREATE TABLE",
+            create.table(),
             &format!("{}{}", storage.name, self.on_cluster()),
         )];
         if self.topology == Topology::Sharded {
-            statements.push(self.distributed(table, &storage.name, key));
+            statements.push(self.distributed(create, table, &storage.name, key));
         }
         Ok(statements)
     }
@@ -322,8 +346,14 @@ impl Cluster {
     }
 
     /// `CREATE TABLE <name> ON CLUSTER ... ENGINE = Distributed(...)` over `local`.
-    fn distributed(&self, table: &Table, local: &QualifiedName, key: Option<&str>) -> String {
-        let mut text = format!("CREATE TABLE {}{} (\n", table.name, self.on_cluster());
+    fn distributed(
+        &self,
+        create: Create,
+        table: &Table,
+        local: &QualifiedName,
+        key: Option<&str>,
+    ) -> String {
+        let mut text = format!("{} {}{} (\n", create.table(), table.name, self.on_cluster());
         text.push_str(&crate::column_lines(&table.columns));
         let _ = write!(
             text,
@@ -356,6 +386,19 @@ impl Cluster {
             target: self.storage_name(&view.target),
             ..view.clone()
         })
+    }
+
+    /// [`Self::create_landing_view`] with `IF NOT EXISTS`: what resumes a paused landing.
+    #[must_use]
+    pub fn create_landing_view_if_not_exists(&self, view: &MaterializedView) -> String {
+        MaterializedView {
+            target: self.storage_name(&view.target),
+            ..view.clone()
+        }
+        .render_named(
+            "CREATE MATERIALIZED VIEW IF NOT EXISTS",
+            &format!("{}{}", view.name, self.on_cluster()),
+        )
     }
 
     /// A plain view on every server.
@@ -391,6 +434,56 @@ impl Cluster {
         )
     }
 
+    /// [`Self::create_kafka_table`] with `IF NOT EXISTS`.
+    #[must_use]
+    pub fn create_kafka_table_if_not_exists(
+        &self,
+        table: &KafkaTable,
+        audience: Audience,
+    ) -> String {
+        table.render_named(
+            audience,
+            Create::IfNotExists.table(),
+            &format!("{}{}", table.name, self.on_cluster()),
+        )
+    }
+
+    /// The target database on every server (a `Replicated` database or the cloud: the
+    /// server's own statement).
+    #[must_use]
+    pub fn create_database(&self, database: &str) -> String {
+        format!(
+            "CREATE DATABASE IF NOT EXISTS {}{}",
+            identifier(database),
+            self.on_cluster()
+        )
+    }
+
+    /// A table renamed on every server; on a sharded cluster its local part with it, to
+    /// the new name's local part. (The renamed `Distributed` table still names the old
+    /// local part: a table is renamed only to be set aside, and is renamed back or
+    /// dropped, never read, under its new name.)
+    #[must_use]
+    pub fn rename(&self, from: &QualifiedName, to: &QualifiedName) -> String {
+        let mut pairs = vec![format!("{from} TO {to}")];
+        if self.topology == Topology::Sharded {
+            pairs.push(format!(
+                "{} TO {}",
+                self.storage_name(from),
+                self.storage_name(to)
+            ));
+        }
+        format!("RENAME TABLE {}{}", pairs.join(", "), self.on_cluster())
+    }
+
+    /// Waits on the server it runs on until its replica of `table`'s rows has every part
+    /// the other replicas of its shard have: run before a boundary is read there, so
+    /// rows another replica consumed are not missed.
+    #[must_use]
+    pub fn sync_replica(&self, table: &QualifiedName) -> String {
+        format!("SYSTEM SYNC REPLICA {}", self.storage_name(table))
+    }
+
     /// Two tables' rows swapped on every server: on a sharded cluster their local parts
     /// (each `Distributed` table keeps reading `<its name>_local`, which now holds the
     /// other's rows).
@@ -413,11 +506,29 @@ impl Cluster {
         };
         match kind {
             DropKind::View => vec![statement("VIEW", name)],
+            DropKind::Whole => vec![statement("TABLE", name)],
             DropKind::Table if self.topology == Topology::Sharded => vec![
                 statement("TABLE", name),
                 statement("TABLE", &self.storage_name(name)),
             ],
             DropKind::Table => vec![statement("TABLE", name)],
+        }
+    }
+}
+
+/// Whether a `CREATE` fails on an existing object or leaves it as it is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Create {
+    Always,
+    IfNotExists,
+}
+
+impl Create {
+    /// `CREATE TABLE`, with `IF NOT EXISTS` when asked.
+    fn table(self) -> &'static str {
+        match self {
+            Self::Always => "CREATE TABLE",
+            Self::IfNotExists => "CREATE TABLE IF NOT EXISTS",
         }
     }
 }
@@ -434,8 +545,12 @@ pub enum Placement {
 /// What [`Cluster::drop`] drops.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum DropKind {
+    /// A table, with its local part on a sharded cluster.
     Table,
     View,
+    /// A table every server keeps whole, never split into a local part (a Kafka table:
+    /// each server's consumer of the one group).
+    Whole,
 }
 
 #[cfg(test)]

@@ -96,6 +96,35 @@ fn every_topology_s_statements_parse_on_the_engine() {
         statements.push(cluster.exchange(&name, &copy));
         statements.extend(cluster.drop(DropKind::Table, &copy));
         statements.extend(cluster.drop(DropKind::View, &name));
+        // What a build runs besides creating the models' objects.
+        statements.push(cluster.create_database(database));
+        statements.push(cluster.rename(&name, &copy));
+        statements.extend(
+            cluster
+                .create_table_if_not_exists(
+                    &table(database, "raw__orders", "MergeTree()"),
+                    None,
+                    Placement::WhereWritten,
+                )
+                .expect("a landing"),
+        );
+        statements.push(
+            cluster.create_landing_view_if_not_exists(&MaterializedView {
+                name: QualifiedName::new(database, "mv__orders"),
+                target: QualifiedName::new(database, "raw__orders"),
+                query: format!(
+                    "SELECT 1 AS customer_id, 2 AS amount FROM {database}.kafka__orders"
+                ),
+                refresh: None,
+            }),
+        );
+        // Runs on one server of a shard: no ON CLUSTER.
+        let sync = cluster.sync_replica(&name);
+        let formatted = execute(&format!(
+            "SELECT formatQuery({}) FORMAT TSVRaw",
+            string_literal(&sync)
+        ));
+        assert!(formatted.starts_with("SYSTEM SYNC REPLICA"), "{formatted}");
         for statement in statements {
             let formatted = execute(&format!(
                 "SELECT formatQuery({}) FORMAT TSVRaw",

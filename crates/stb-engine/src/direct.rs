@@ -99,6 +99,9 @@ pub struct Reads {
     /// The catalog's stamp ([`stb_warehouse::catalog_stamp_sql`]) over the target's and
     /// the sources' databases, read with the catalog: the plan's validation records it.
     pub catalog_stamp: Option<String>,
+    /// An `on_cluster` or `sharded` target's cluster and shards, which the workflow's
+    /// statements are written for ([`stb_plan::cluster::distribute`]).
+    pub cluster: Option<stb_plan::cluster::ClusterTarget>,
 }
 
 /// Reads the catalog and the latest fingerprints: a fixed number of queries, whatever the
@@ -159,6 +162,7 @@ pub fn read(
         catalog,
         fingerprints,
         catalog_stamp,
+        cluster: None,
     })
 }
 
@@ -435,7 +439,19 @@ pub fn plan_selection(
         &present,
     )
     .map_err(|e| EngineError::new(BOUNDARY_CODE, e.message, e.hint))?;
+    // Measured through the relations the models read (a sharded cluster's Distributed
+    // tables: every shard's rows), before the workflow is written for the cluster.
     let probes = shrink_probes(&workflow, compiled, reads, &copies.live_tables);
+    let workflow = match &reads.cluster {
+        Some(target) => stb_plan::cluster::distribute(
+            workflow,
+            &compiled.plan_models,
+            &compiled.plan_sources,
+            target,
+        )
+        .map_err(|e| EngineError::new(crate::cluster::UNSUPPORTED_CODE, e.message, e.hint))?,
+        None => workflow,
+    };
     Ok(Planned {
         database: database.clone(),
         plan,

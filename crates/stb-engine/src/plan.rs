@@ -78,13 +78,23 @@ pub fn plan(
     scope.check_any()?;
     let route = crate::staged::route(project, compiled, &scope.select, scope.changed)?;
     // Once per plan (a mixed plan prepares two parts), before the catalog is read.
-    crate::cluster::check_target(project, client, database)?;
+    let cluster = crate::cluster::check_target(
+        project,
+        client,
+        database,
+        match purpose {
+            Purpose::Show => crate::cluster::Work::ShowPlan,
+            Purpose::Build => crate::cluster::Work::Change,
+        },
+        !matches!(route, Route::Direct),
+    )?;
+    let cluster = cluster.as_ref();
     match route {
         Route::Direct => {
-            prepare(project, compiled, client, database, scope, purpose).map(Plan::Direct)
+            prepare(project, compiled, client, database, scope, purpose, cluster).map(Plan::Direct)
         }
         Route::Virtual(_) => {
-            prepare(project, compiled, client, database, scope, purpose).map(Plan::Virtual)
+            prepare(project, compiled, client, database, scope, purpose, cluster).map(Plan::Virtual)
         }
         Route::Mixed {
             direct_models,
@@ -99,6 +109,7 @@ pub fn plan(
                     database,
                     &scope.part(models, virtual_part),
                     purpose,
+                    cluster,
                 )
             };
             let staged = part(&virtual_models, true)?;
@@ -258,7 +269,8 @@ pub struct MixedJson<'a> {
 /// Connects nothing: plans one kind's `scope` (direct or virtual; a mixed scope is
 /// refused, [`plan`] splits it) through `client`, reads the warehouse, plans and measures
 /// the shrink guard. A scope of virtual pipelines plans a new deployment and its build.
-/// Reached through [`plan`], which checks the target's cluster first.
+/// Reached through [`plan`], which checks the target's cluster first and reads its
+/// shards (`cluster`: an `on_cluster` or `sharded` target's).
 ///
 /// # Errors
 /// As [`plan`].
@@ -269,6 +281,7 @@ pub(crate) fn prepare(
     database: &str,
     scope: &Scope,
     purpose: Purpose,
+    cluster: Option<&stb_plan::cluster::ClusterTarget>,
 ) -> Result<Prepared, EngineError> {
     // Flags and selectors are checked before anything is read.
     let scope_kind = match crate::staged::route(project, compiled, &scope.select, scope.changed)? {
@@ -291,7 +304,10 @@ pub(crate) fn prepare(
         )?;
         // Saved now and let go: the plan keeps its own copies in the catalog.
         cache.save(&project.root);
-        reads
+        Reads {
+            cluster: cluster.cloned(),
+            ..reads
+        }
     };
     let settings = Settings::from_env(&|name| std::env::var(name).ok())?;
     let (mut planned, staged) = match &scope_kind {

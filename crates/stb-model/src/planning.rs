@@ -58,6 +58,9 @@ pub struct PlanModel {
     /// How a virtual deployment rebuilds it when it changes (model, then pipeline, then
     /// project settings).
     pub replay_policy: ReplayPolicy,
+    /// What places a table model's rows on a sharded cluster's shards: the model's
+    /// `sharding_key`, else the target cluster's default (`None` off a sharded target).
+    pub sharding_key: Option<String>,
 }
 
 /// The `_replay_*` columns a replay boundary mode (`offsets`, `timestamp`, `landed_at`,
@@ -247,6 +250,10 @@ pub struct Landing {
     pub raw_definition: Option<stb_ddl::Table>,
     /// `CREATE MATERIALIZED VIEW IF NOT EXISTS mv__S`.
     pub create_view: String,
+    /// The Kafka table and the landing view as typed values: what a cluster's statements
+    /// are written from (the Kafka table may hold broker secrets, as `create_kafka`).
+    pub kafka_definition: Option<stb_ddl::KafkaTable>,
+    pub view_definition: Option<stb_ddl::MaterializedView>,
     /// The effective consumer group (suffixed with the database).
     pub consumer_group: String,
     /// The broker list, as the Kafka table gets it (it may hold credentials).

@@ -1,6 +1,7 @@
 //! Planning for `stb plan` and `stb build`. Pure: everything here takes values and returns
 //! decisions; the commands do the reading and the executing.
 
+pub mod cluster;
 pub mod cost;
 pub mod deployment;
 pub mod direct;

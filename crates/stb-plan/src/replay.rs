@@ -103,6 +103,18 @@ pub struct Anchor {
     pub mode: BoundaryMode,
     /// The column a `--start-time` is compared with, when one is given.
     pub time_column: Option<&'static str>,
+    /// On a sharded cluster, the shard's own part of the relation (`<name>_local`): a
+    /// replay on a shard reads and bounds only the rows that shard holds, under the
+    /// relation's name.
+    pub local: Option<String>,
+}
+
+impl Anchor {
+    /// What the statements read the rows from: the shard's part when there is one.
+    #[must_use]
+    pub fn read_from(&self) -> &str {
+        self.local.as_deref().unwrap_or(&self.relation)
+    }
 }
 
 pub(crate) fn time_literal(value: &str) -> String {
@@ -115,7 +127,7 @@ pub(crate) fn time_literal(value: &str) -> String {
 /// one row (`cutoff, lower, rows, captured_at`).
 #[must_use]
 pub fn capture_sql(anchor: &Anchor, start: Option<&StartTime>) -> String {
-    let relation = &anchor.relation;
+    let relation = anchor.read_from();
     let captured_at = "toString(now64(3, 'UTC')) AS captured_at";
     match anchor.mode {
         BoundaryMode::Offsets => {
@@ -194,7 +206,7 @@ fn start_positions(relation: &str, time: &str, start: &StartTime) -> String {
 /// the plan uses this to measure it before anything is dropped.
 #[must_use]
 pub fn window_now(anchor: &Anchor, start: Option<&StartTime>) -> String {
-    let relation = &anchor.relation;
+    let relation = anchor.read_from();
     match (anchor.mode, start, anchor.time_column) {
         (BoundaryMode::Offsets, Some(start), Some(time)) => format!(
             "({PARTITION}, {OFFSET}) IN (SELECT p, o FROM ({}))",
@@ -610,10 +622,11 @@ impl ReplayTemplate {
     /// of that window writes (before the build's own already-written-key check).
     #[must_use]
     pub fn select(&self, predicate: &str) -> String {
-        let relation = &self.anchor.relation;
-        // A plain table keeps its name visible to qualified column references.
-        let bare =
-            (!relation.starts_with('(')).then(|| relation.rsplit('.').next().unwrap_or(relation));
+        let named = &self.anchor.relation;
+        let relation = self.anchor.read_from();
+        // A plain table keeps its name visible to qualified column references (a shard's
+        // part is read under the name of the relation it is part of).
+        let bare = (!named.starts_with('(')).then(|| named.rsplit('.').next().unwrap_or(named));
         let mut query = String::new();
         for (index, part) in self.query_parts.iter().enumerate() {
             if index > 0 {

@@ -84,6 +84,10 @@ pub struct Step {
     pub action: Action,
     /// What the records hold instead of the statement, when it carries secrets.
     pub recorded: Option<String>,
+    /// The shard whose replica runs it, on a cluster (see [`crate::cluster`]); `None`:
+    /// the server the build is connected to (which runs `ON CLUSTER` statements on
+    /// every server).
+    pub shard: Option<u32>,
 }
 
 impl Step {
@@ -94,6 +98,7 @@ impl Step {
             phase,
             action: Action::Statement(sql),
             recorded: None,
+            shard: None,
         }
     }
 
@@ -104,6 +109,7 @@ impl Step {
             phase,
             action,
             recorded: None,
+            shard: None,
         }
     }
 }
@@ -190,6 +196,9 @@ pub struct Workflow {
     /// stops once it is complete is neither undone nor finished: it is done. `None`: only
     /// the run's own events say so.
     pub completed_when: Option<String>,
+    /// Set when a cluster runs the workflow: its shards and each root as a shard replays
+    /// it (see [`crate::cluster::distribute`]).
+    pub cluster: Option<crate::cluster::ClusterWork>,
 }
 
 /// The consumer group of a landing the build creates.
@@ -246,10 +255,24 @@ impl Workflow {
         if let Some(recorded) = &step.recorded {
             return Cow::Borrowed(recorded);
         }
+        if let (Some(cluster), Some(shard)) = (&self.cluster, step.shard) {
+            match &step.action {
+                Action::Capture(root) => {
+                    return Cow::Borrowed(&cluster.shard_roots[*root].capture_sql);
+                }
+                Action::Replay(root) => return Cow::Owned(cluster.placeholder(*root, shard)),
+                _ => {}
+            }
+        }
         match &step.action {
             Action::Statement(sql) => Cow::Borrowed(sql),
             Action::Capture(root) => Cow::Borrowed(&self.roots[*root].capture_sql),
-            Action::SettleInserts => Cow::Borrowed(RUNNING_INSERTS_SQL),
+            Action::SettleInserts => self
+                .cluster
+                .as_ref()
+                .map_or(Cow::Borrowed(RUNNING_INSERTS_SQL), |cluster| {
+                    Cow::Owned(cluster.running_inserts_sql())
+                }),
             Action::ResetConsumerGroup(index) => {
                 let fresh = &self.fresh_groups[*index];
                 Cow::Owned(format!(
@@ -494,6 +517,7 @@ pub fn assemble(
         undo,
         watermarks: Vec::new(),
         completed_when: None,
+        cluster: None,
     })
 }
 
@@ -868,6 +892,7 @@ fn root_replay(
         relation: reference,
         mode,
         time_column,
+        local: None,
     };
     let skip_existing = if frozen {
         // Nothing reaches the fan-in's new view before its replay ends.
@@ -934,12 +959,14 @@ impl serde::Serialize for StepsJson<'_> {
 }
 
 /// One step as [`StepsJson`] lists it. Fields in sorted order, as a JSON value's map
-/// writes them.
+/// writes them; `shard` only on a cluster's per-shard steps.
 #[derive(serde::Serialize)]
 pub struct StepJson<'s> {
     intent: &'static str,
     phase: &'static str,
     sequence: usize,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    shard: Option<u32>,
     sql: std::borrow::Cow<'s, str>,
     step_id: &'s str,
     template: bool,
@@ -953,6 +980,7 @@ impl<'s> StepJson<'s> {
             intent: step.intent(),
             phase: step.phase.as_str(),
             sequence,
+            shard: step.shard,
             sql: workflow.recorded_sql(step),
             step_id: &step.id,
             template: is_template(&step.action),

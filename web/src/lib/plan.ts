@@ -82,8 +82,18 @@ export interface Validation {
   elapsed_ms: number;
 }
 
+/** An `on_cluster` or `sharded` target's shards and where each root's replay reads and writes. */
+export interface ClusterPlan {
+  name: string;
+  replays: { model: string; reads: string; writes: string }[];
+  shards: { replicas: string[]; shard: number }[];
+  topology: "on_cluster" | "sharded";
+}
+
 export interface DirectPlan {
   adapter: string;
+  /** Absent on one server. */
+  cluster?: ClusterPlan;
   creation: RelationChange[];
   database: string;
   entries: DirectEntry[];
@@ -169,6 +179,8 @@ export interface PlanStatement {
   intent: string;
   phase: string;
   sequence: number;
+  /** On a cluster: the shard whose replica runs the step. */
+  shard?: number;
   sql: string;
   step_id: string;
   template: boolean;

@@ -26,10 +26,9 @@ fn totals(engine: &str) -> Table {
     }
 }
 
-/// Every object a project creates, as `topology` creates it, one statement after another.
-fn everything(topology: Topology) -> String {
-    let cluster = Cluster::new(topology, "analytics");
-    let source = managed_source(
+/// The landing of a Kafka source `orders`.
+fn orders() -> crate::ManagedSource {
+    managed_source(
         "shop",
         "orders",
         KafkaSettings {
@@ -41,7 +40,13 @@ fn everything(topology: Topology) -> String {
             hidden: Vec::new(),
         },
         None,
-    );
+    )
+}
+
+/// Every object a project creates, as `topology` creates it, one statement after another.
+fn everything(topology: Topology) -> String {
+    let cluster = Cluster::new(topology, "analytics");
+    let source = orders();
     let mut statements = vec![cluster.create_kafka_table(&source.kafka, Audience::Artifact)];
     statements.extend(
         cluster
@@ -246,4 +251,56 @@ fn topologies_read_back_from_their_words() {
         assert_eq!(Topology::parse(topology.as_str()), Some(topology));
     }
     assert_eq!(Topology::parse("shards"), None);
+}
+
+/// What a build runs besides creating objects, and the `IF NOT EXISTS` forms a landing
+/// is created and resumed with, as `topology` writes them.
+fn build_statements(topology: Topology) -> String {
+    let cluster = Cluster::new(topology, "analytics");
+    let source = orders();
+    let table = QualifiedName::new("shop", "tbl__order_totals");
+    let aside = QualifiedName::new("shop", "tbl__order_totals__stb_aside");
+    let mut statements = vec![
+        cluster.create_database("shop"),
+        cluster.rename(&table, &aside),
+        cluster.sync_replica(&source.raw.name),
+        cluster.create_kafka_table_if_not_exists(&source.kafka, Audience::Artifact),
+    ];
+    statements.extend(
+        cluster
+            .create_table_if_not_exists(&source.raw, None, Placement::WhereWritten)
+            .expect("a landing"),
+    );
+    statements.push(cluster.create_landing_view_if_not_exists(&source.landing));
+    statements.join(";\n\n")
+}
+
+#[test]
+fn what_a_build_runs_in_every_topology() {
+    for topology in TOPOLOGIES {
+        insta::assert_snapshot!(
+            format!("build_{}", topology.as_str()),
+            build_statements(topology)
+        );
+    }
+}
+
+#[test]
+fn a_sharded_rename_moves_the_local_part_with_the_table() {
+    let sharded = Cluster::new(Topology::Sharded, "c");
+    let (a, b) = (
+        QualifiedName::new("s", "t"),
+        QualifiedName::new("s", "t__aside"),
+    );
+    assert_eq!(
+        sharded.rename(&a, &b),
+        "RENAME TABLE s.t TO s.t__aside, s.t_local TO s.t__aside_local ON CLUSTER c"
+    );
+    assert_eq!(sharded.sync_replica(&a), "SYSTEM SYNC REPLICA s.t_local");
+    let one_server = Cluster::new(Topology::Cloud, "");
+    assert_eq!(one_server.rename(&a, &b), "RENAME TABLE s.t TO s.t__aside");
+    assert_eq!(
+        one_server.create_database("s"),
+        "CREATE DATABASE IF NOT EXISTS s"
+    );
 }

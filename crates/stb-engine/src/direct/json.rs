@@ -23,6 +23,11 @@ type Text<'a> = Cow<'a, str>;
 #[serde(deny_unknown_fields)]
 pub struct DirectJson<'a> {
     pub adapter: Text<'a>,
+    /// On an `on_cluster` or `sharded` target: its shards, and what each root's replay
+    /// reads and writes on every shard (the steps say which shard runs each capture and
+    /// replay). Absent on one server.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cluster: Option<Box<ClusterJson<'a>>>,
     /// The relations the build creates, in order.
     pub creation: Vec<RelationJson<'a>>,
     pub database: Text<'a>,
@@ -113,6 +118,35 @@ pub struct ReplayRootJson<'a> {
     pub stage: usize,
     pub start_time_column: Option<Text<'a>>,
     pub waits_for: Vec<Text<'a>>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ClusterJson<'a> {
+    pub name: Text<'a>,
+    pub replays: Vec<ClusterReplayJson<'a>>,
+    pub shards: Vec<ShardJson<'a>>,
+    /// `on_cluster` or `sharded`.
+    pub topology: Text<'a>,
+}
+
+/// One replay root as every shard runs it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ClusterReplayJson<'a> {
+    pub model: Text<'a>,
+    /// What a shard's capture and replay read: its part of the driving input.
+    pub reads: Text<'a>,
+    /// Where the replayed rows go (a sharded target's `Distributed` table places them).
+    pub writes: Text<'a>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ShardJson<'a> {
+    /// Its replicas' `host:port`.
+    pub replicas: Vec<Text<'a>>,
+    pub shard: u32,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -223,6 +257,11 @@ pub fn json(planned: &Planned) -> DirectJson<'_> {
         .collect();
     DirectJson {
         adapter: Cow::Borrowed("clickhouse"),
+        cluster: planned
+            .workflow
+            .cluster
+            .as_ref()
+            .map(|work| Box::new(cluster(work))),
         creation: relations(&planned.plan.creation),
         database: Cow::Borrowed(&planned.database),
         entries,
@@ -267,5 +306,30 @@ pub fn json(planned: &Planned) -> DirectJson<'_> {
         teardown: relations(&planned.plan.teardown),
         validation: serde_json::to_value(&planned.validated).unwrap_or_default(),
         warnings: texts(planned.plan.warnings.iter().map(String::as_str)),
+    }
+}
+
+fn cluster(work: &stb_plan::cluster::ClusterWork) -> ClusterJson<'_> {
+    let target = &work.target;
+    ClusterJson {
+        name: Cow::Borrowed(&target.cluster.name),
+        replays: work
+            .shard_roots
+            .iter()
+            .map(|root| ClusterReplayJson {
+                model: Cow::Borrowed(&root.model),
+                reads: Cow::Borrowed(root.template.anchor.read_from()),
+                writes: Cow::Borrowed(&root.template.target),
+            })
+            .collect(),
+        shards: target
+            .shards
+            .iter()
+            .map(|shard| ShardJson {
+                replicas: texts(shard.replicas.iter().map(String::as_str)),
+                shard: shard.number,
+            })
+            .collect(),
+        topology: Cow::Borrowed(target.cluster.topology.as_str()),
     }
 }

@@ -112,6 +112,7 @@ fn reads(catalog: Catalog, fingerprints: Fingerprints) -> Reads {
         catalog,
         fingerprints,
         catalog_stamp: None,
+        cluster: None,
     }
 }
 

@@ -64,6 +64,7 @@ fn empty_target(project: &stb_project::Project) -> Reads {
         catalog: Catalog::new("UTC", adopted),
         fingerprints: Fingerprints::Absent,
         catalog_stamp: None,
+        cluster: None,
     }
 }
 

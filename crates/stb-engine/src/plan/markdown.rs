@@ -77,6 +77,7 @@ pub fn markdown(document: &Document<'_>, limit: usize) -> String {
             parts.summary = summary_line(&summary_of(&value), &value["plan_hash"]);
             direct_parts(&value, &mut parts, "");
             cost_parts(&value, &mut parts, "");
+            cluster_parts(&value, &mut parts);
         }
     }
     parts.assemble(limit)
@@ -576,3 +577,43 @@ fn chars(text: &str) -> usize {
 
 #[cfg(test)]
 mod tests;
+
+/// An `on_cluster` or `sharded` target's shards, and each root's replay on every shard.
+fn cluster_parts(plan: &Value, parts: &mut Parts) {
+    let cluster = &plan["cluster"];
+    if !cluster.is_object() {
+        return;
+    }
+    let shards = array(&cluster["shards"]);
+    let mut rows: Vec<String> = shards
+        .iter()
+        .map(|shard| {
+            format!(
+                "| shard {} | {} |\n",
+                shard["shard"],
+                array(&shard["replicas"])
+                    .iter()
+                    .map(|r| code(text(r)))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )
+        })
+        .collect();
+    rows.extend(array(&cluster["replays"]).iter().map(|replay| {
+        format!(
+            "| replay {} | on each shard from {} into {} |\n",
+            code(text(&replay["model"])),
+            code(text(&replay["reads"])),
+            code(text(&replay["writes"]))
+        )
+    }));
+    parts.sections.push(Section {
+        head: format!(
+            "### Cluster {} ({}, {} shards)\n\n`stb build` cannot run this plan yet; every DDL statement runs `ON CLUSTER`, captures and replays on a replica of each shard.\n\n| Where | What |\n|---|---|\n",
+            code(text(&cluster["name"])),
+            plain(text(&cluster["topology"])),
+            shards.len()
+        ),
+        rows,
+    });
+}

@@ -13,6 +13,7 @@ fn declared() -> Landing {
         consumer_group: "g_db".into(),
         brokers: "b:9092".into(),
         settings: Vec::new(),
+        ..Landing::default()
     }
 }
 

@@ -6,6 +6,7 @@ fn anchor(mode: BoundaryMode, time: Option<&'static str>) -> Anchor {
         relation: "db.raw__orders".into(),
         mode,
         time_column: time,
+        local: None,
     }
 }
 

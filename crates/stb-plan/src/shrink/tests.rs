@@ -39,6 +39,7 @@ fn root(name: &str, mode: BoundaryMode) -> RootReplay {
                 relation: "db.raw__orders".into(),
                 mode,
                 time_column: Some(crate::replay::LANDED_AT),
+                local: None,
             },
             settings: vec![("max_threads".into(), "2".into())],
             skip_existing: Some(&["_replay_partition", "_replay_offset"]),
@@ -221,6 +222,7 @@ fn a_start_time_adds_a_bounded_window_per_mode() {
         relation: "db.t".into(),
         mode,
         time_column: time,
+        local: None,
     };
     assert_eq!(
         crate::replay::window_now(&anchor(BoundaryMode::Timestamp, None), Some(&start)),

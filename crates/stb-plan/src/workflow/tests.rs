@@ -228,6 +228,7 @@ fn roots_on_paused_landings_need_no_wait_and_a_fresh_landing_resets_its_group() 
         consumer_group: "group_db".into(),
         brokers: "b:9092".into(),
         settings: Vec::new(),
+        ..Landing::default()
     });
     models.truncate(1);
     let plan = plan(&models, &sources, None);

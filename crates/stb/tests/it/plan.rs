@@ -155,7 +155,7 @@ fn project_on_cluster(database: &str, cluster: &str) -> tempfile::TempDir {
 }
 
 #[test]
-fn a_cluster_target_is_planned_only_where_its_statements_are_the_single_server_s() {
+fn a_cluster_target_is_refused_where_it_cannot_be_planned_and_the_cloud_plans_as_one_server() {
     let db = TestDatabase::create("plan_cluster");
     execute(&format!(
         "CREATE TABLE {}.customers_existing (id UInt64, name String, updated_at DateTime64(3)) ENGINE = MergeTree ORDER BY id",
@@ -171,14 +171,19 @@ fn a_cluster_target_is_planned_only_where_its_statements_are_the_single_server_s
         assert_eq!(tables(&db.name), before, "nothing changed: {text}");
         text
     };
-    // ON CLUSTER and sharded statements are not written by the planner yet.
-    for cluster in [
-        "topology = \"on_cluster\"\nname = \"stb_local\"\n",
-        "topology = \"sharded\"\nname = \"stb_local\"\nsharding_key = \"rand()\"\n",
-    ] {
-        let text = refusal(cluster);
-        assert!(text.contains("STB-CLUSTER-001"), "{cluster}: {text}");
-    }
+    // A sharded replay reads each shard's part of its driving input, which an adopted
+    // table does not have.
+    let text = refusal("topology = \"sharded\"\nname = \"stb_local\"\nsharding_key = \"rand()\"\n");
+    assert!(
+        text.contains("STB-CLUSTER-001") && text.contains("has no local part"),
+        "{text}"
+    );
+    // A cluster the server does not list.
+    let text = refusal("topology = \"on_cluster\"\nname = \"nowhere\"\n");
+    assert!(
+        text.contains("STB-CLUSTER-003") && text.contains("'nowhere'"),
+        "{text}"
+    );
     // A replicated target on a database that is not a Replicated database.
     let text = refusal("topology = \"replicated\"\n");
     assert!(
@@ -199,6 +204,158 @@ fn a_cluster_target_is_planned_only_where_its_statements_are_the_single_server_s
     let on_cloud = entries(&project_on_cluster(&db.name, "topology = \"cloud\"\n"));
     assert_eq!(on_cloud[0]["model"], "customer_names");
     assert_eq!(on_cloud, entries(&project(&db.name)));
+}
+
+/// A Kafka landing, a table model over it, one over that, and a view, on the sharded
+/// target `cluster` (the local stack's one-shard cluster `stb_local`).
+fn sharded_project(database: &str, cluster: &str) -> tempfile::TempDir {
+    let files = [
+        (
+            "streambuild_project.toml".to_owned(),
+            format!(
+                "name = \"shop\"\ndefault_target = \"dev\"\n[targets.dev]\ndatabase = \"{database}\"\n[targets.dev.cluster]\ntopology = \"sharded\"\nname = \"{cluster}\"\nsharding_key = \"cityHash64(id)\"\n"
+            ),
+        ),
+        (
+            "sources/orders.yml".to_owned(),
+            format!(
+                "sources:\n  - name: orders\n    kind: kafka\n    broker_list: \"{}\"\n    topic: plan_cluster_orders\n    replay_boundary: {{mode: offsets}}\n",
+                stack().kafka_brokers
+            ),
+        ),
+        (
+            "pipelines/pl__shop/order_lines.sql".to_owned(),
+            "MODEL (order_by [\"_replay_partition\", \"_replay_offset\"]);\nSELECT _replay_partition::Int32 AS _replay_partition, _replay_offset::Int64 AS _replay_offset, JSONExtractUInt(kafka_value, 'id')::UInt64 AS id\nFROM __source(\"orders\")\n".to_owned(),
+        ),
+        (
+            "pipelines/pl__shop/id_totals.sql".to_owned(),
+            "MODEL (engine \"SummingMergeTree(n)\", order_by [\"id\"], sharding_key \"cityHash64(id)\");\nSELECT id::UInt64 AS id, count()::UInt64 AS n FROM __ref(\"order_lines\") GROUP BY id\n".to_owned(),
+        ),
+        (
+            "pipelines/pl__shop/busiest.sql".to_owned(),
+            "MODEL (kind view);\nSELECT id::UInt64 AS id, n::UInt64 AS n FROM __ref(\"id_totals\") ORDER BY n DESC LIMIT 10\n".to_owned(),
+        ),
+    ];
+    stb_test_support::project_dir(&files)
+}
+
+/// `stb plan` on a sharded target: every DDL statement `ON CLUSTER`, tables split into
+/// local parts and `Distributed` tables, each replay root synced, captured and replayed on
+/// every shard the server lists; every statement parses on the engine, nothing changes,
+/// and `stb build` refuses the target.
+#[test]
+fn a_sharded_target_s_plan_shows_the_statements_and_the_work_of_every_shard() {
+    let db = TestDatabase::create("plan_sharded");
+    let before = tables(&db.name);
+    let dir = sharded_project(&db.name, "stb_local");
+    let output = plan(&dir, &["--json"]);
+    assert!(
+        output.status.success(),
+        "{}{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let json: Value = serde_json::from_slice(&output.stdout).expect("JSON");
+    let cluster = &json["cluster"];
+    assert_eq!(cluster["name"], "stb_local", "{json}");
+    assert_eq!(cluster["topology"], "sharded");
+    assert_eq!(
+        cluster["shards"].as_array().map(Vec::len),
+        Some(1),
+        "{cluster}"
+    );
+    assert_eq!(cluster["shards"][0]["shard"], 1);
+    assert_eq!(cluster["replays"][0]["model"], "order_lines");
+    assert_eq!(
+        cluster["replays"][0]["reads"],
+        format!("{}.raw__orders_local", db.name)
+    );
+    assert_eq!(
+        cluster["replays"][0]["writes"],
+        format!("{}.tbl__order_lines", db.name)
+    );
+    let written: Value = serde_json::from_str(
+        &std::fs::read_to_string(dir.path().join("target/run/plan/plan.json")).expect("plan.json"),
+    )
+    .expect("plan.json");
+    let steps = written["steps"].as_array().expect("steps");
+    let step = |id: &str| {
+        steps
+            .iter()
+            .find(|s| s["step_id"] == id)
+            .unwrap_or_else(|| panic!("no step {id} in {steps:?}"))
+    };
+    let local = step("realize_tbl__id_totals_local")["sql"]
+        .as_str()
+        .expect("sql")
+        .to_owned();
+    assert!(
+        local.contains("ON CLUSTER stb_local") && local.contains("ReplicatedSummingMergeTree("),
+        "{local}"
+    );
+    let distributed = step("realize_tbl__id_totals")["sql"]
+        .as_str()
+        .expect("sql")
+        .to_owned();
+    assert!(
+        distributed.contains("Distributed('stb_local'") && distributed.contains("cityHash64(id)"),
+        "{distributed}"
+    );
+    let view = step("realize_mv__id_totals")["sql"]
+        .as_str()
+        .expect("sql")
+        .to_owned();
+    assert!(
+        view.contains(&format!("FROM {}.tbl__order_lines_local", db.name)),
+        "a shard's view reads its own rows: {view}"
+    );
+    assert_eq!(step("sync_replica_order_lines__shard_1")["shard"], 1);
+    let capture = step("capture_replay_order_lines__shard_1");
+    assert_eq!(capture["shard"], 1);
+    assert!(
+        capture["sql"]
+            .as_str()
+            .is_some_and(|sql| sql.contains("raw__orders_local")),
+        "{capture}"
+    );
+    assert_eq!(step("replay_order_lines__shard_1")["template"], true);
+    // Every statement the plan shows is one the engine reads, in the cluster's form.
+    for step in steps {
+        let sql = step["sql"].as_str().expect("sql");
+        if step["template"] == true || sql.starts_with("--") {
+            continue;
+        }
+        let formatted = execute(&format!(
+            "SELECT formatQuery('{}') FORMAT TSVRaw",
+            sql.replace('\\', "\\\\").replace('\'', "\\'")
+        ));
+        assert!(!formatted.trim().is_empty(), "{sql}");
+        if step["shard"].is_null() && step["intent"] == "mutation" {
+            assert!(formatted.contains("ON CLUSTER stb_local"), "{formatted}");
+        }
+    }
+    assert_eq!(tables(&db.name), before, "a plan changes nothing");
+    // The text plan says where the work runs and that it cannot be built.
+    let text = plan(&dir, &[]);
+    let text = String::from_utf8_lossy(&text.stdout).into_owned();
+    assert!(
+        text.contains("Cluster  stb_local (sharded, 1 shard)"),
+        "{text}"
+    );
+    assert!(
+        text.contains("`stb build` cannot run this plan yet"),
+        "{text}"
+    );
+    // A build is refused before it connects.
+    let build = stb_test_support::stb_on_project(dir.path(), &["build", "--auto-approve"], "");
+    assert!(!build.status.success());
+    let refused = String::from_utf8_lossy(&build.stderr).into_owned()
+        + &String::from_utf8_lossy(&build.stdout);
+    assert!(
+        refused.contains("STB-CLUSTER-001") && refused.contains("cannot build"),
+        "{refused}"
+    );
+    assert_eq!(tables(&db.name), before, "a refused build changes nothing");
 }
 
 /// `stb plan --format markdown --out FILE`: the comment a pull request gets, written where
