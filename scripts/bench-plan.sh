@@ -163,7 +163,7 @@ plan() { # models mode state project [stb plan arguments...]
   # deployed project's Kafka consumers keep the engine busy on the machine's cores, and a
   # compile timed before the deployment would compare an idle machine with a busy one.
   # Its artifacts go first so it writes every file, as the size's first compile did.
-  rm -rf "$project/target/compiled" "$project/target/manifest.json" "$project/target/streambuild_dag.json"
+  rm -rf "${project:?}/target/compiled" "$project/target/manifest.json" "$project/target/streambuild_dag.json"
   read -r now_s _ _ < <(timed "$stb" compile --full --project-dir "$project")
   # The CPU ratio is the plan's own work against the compile's: the wall ratio also holds
   # the server's time, which a deployed project's Kafka consumers compete for.

@@ -315,7 +315,7 @@ pub fn run_from(
         // captures; the engine refuses such builds first, this is the last guard.
         execution.status = Status::Failed;
         execution.error_message = Some(format!(
-            "this workflow runs on the cluster '{}', which stb cannot build on yet; nothing was changed",
+            "this workflow runs on the cluster '{}', which stb cannot build on yet; none of its statements was run",
             cluster.target.cluster.name
         ));
         return execution;

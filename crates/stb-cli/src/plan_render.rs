@@ -260,8 +260,9 @@ fn write_cluster(
         });
     let _ = writeln!(
         out,
-        "  {everywhere} steps from this server (DDL ON CLUSTER {}), {per_shard} on a replica of each shard",
-        target.cluster.name
+        "  {everywhere} steps from the connected server (DDL ON CLUSTER {}), {} on a replica of each shard",
+        target.cluster.name,
+        per_shard / shards.max(1)
     );
     for root in &cluster.shard_roots {
         let _ = writeln!(

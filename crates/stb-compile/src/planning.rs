@@ -29,11 +29,12 @@ pub(crate) fn models(
             let mut create_statements = Vec::new();
             let mut reference = String::new();
             let mut storage = String::new();
+            let sharding_key = sharding_key(project, item, objects);
             if let Some(table) = &objects.table {
                 relations.push((RelationKind::Table, table.name.name.clone()));
                 create_statements.push(table.render());
                 reference = table.name.to_string();
-                storage = storage_identity(table);
+                storage = storage_identity(table, sharding_key.as_deref());
             }
             if let Some(view) = &objects.materialized_view {
                 relations.push((RelationKind::MaterializedView, view.name.name.clone()));
@@ -106,7 +107,7 @@ pub(crate) fn models(
                         .replay_policy
                         .within(&project.defaults.replay_policy),
                 ),
-                sharding_key: sharding_key(project, item, objects),
+                sharding_key,
             }
         })
         .collect()
@@ -128,18 +129,23 @@ fn sharding_key(
         .or_else(|| cluster.sharding_key.clone())
 }
 
-/// What decides a table's physical layout, compared by `--changed`.
-fn storage_identity(table: &stb_ddl::Table) -> String {
+/// What decides a table's physical layout, compared by `--changed`: on a sharded target
+/// also the key that places its rows (absent elsewhere, so one server's identities stay
+/// as they were).
+fn storage_identity(table: &stb_ddl::Table, sharding_key: Option<&str>) -> String {
     let mut settings = table.settings.clone();
     settings.sort();
-    serde_json::json!({
+    let mut identity = serde_json::json!({
         "engine": table.engine,
         "order_by": table.order_by,
         "partition_by": table.partition_by,
         "ttl": table.ttl,
         "settings": settings,
-    })
-    .to_string()
+    });
+    if let (Some(key), Some(object)) = (sharding_key, identity.as_object_mut()) {
+        object.insert("sharding_key".to_owned(), serde_json::Value::from(key));
+    }
+    identity.to_string()
 }
 
 /// `managed` holds the landing objects of each Kafka source.

@@ -479,9 +479,22 @@ impl Cluster {
     /// Waits on the server it runs on until its replica of `table`'s rows has every part
     /// the other replicas of its shard have: run before a boundary is read there, so
     /// rows another replica consumed are not missed.
+    /// (`LIGHTWEIGHT`: it waits for the parts to arrive, not for merges.)
     #[must_use]
     pub fn sync_replica(&self, table: &QualifiedName) -> String {
-        format!("SYSTEM SYNC REPLICA {}", self.storage_name(table))
+        format!(
+            "SYSTEM SYNC REPLICA {} LIGHTWEIGHT",
+            self.storage_name(table)
+        )
+    }
+
+    /// On a sharded cluster, sends on every server the rows waiting in `table`'s
+    /// `Distributed` queue to their shards (an insert through it returns before they are
+    /// there, unless `distributed_foreground_insert` is set); `None` elsewhere.
+    #[must_use]
+    pub fn flush_distributed(&self, table: &QualifiedName) -> Option<String> {
+        (self.topology == Topology::Sharded)
+            .then(|| format!("SYSTEM FLUSH DISTRIBUTED {table}{}", self.on_cluster()))
     }
 
     /// Two tables' rows swapped on every server: on a sharded cluster their local parts

@@ -59,24 +59,10 @@ fn chain(cluster: &Cluster, database: &str) -> Vec<String> {
     statements
 }
 
-/// `statement` in the form this single engine accepts: no `ON CLUSTER`, and the
-/// replicated engines in their plain form (their coordination path and replica dropped).
+/// `statement` in the form this single engine accepts (see
+/// [`stb_test_support::on_one_server`]).
 fn on_this_engine(statement: &str) -> String {
-    let plain = statement.replace(&format!(" ON CLUSTER {CLUSTER}"), "");
-    let Some(at) = plain.find("ENGINE = Replicated") else {
-        return plain;
-    };
-    let rest = &plain[at + "ENGINE = Replicated".len()..];
-    let open = rest.find('(').expect("arguments");
-    let close = rest.find(')').expect("arguments");
-    let arguments: Vec<&str> = rest[open + 1..close].splitn(3, ", ").collect();
-    let kept = arguments.get(2).copied().unwrap_or_default();
-    format!(
-        "{}ENGINE = {}({kept}){}",
-        &plain[..at],
-        &rest[..open],
-        &rest[close + 1..]
-    )
+    stb_test_support::on_one_server(statement, CLUSTER)
 }
 
 #[test]
@@ -125,6 +111,9 @@ fn every_topology_s_statements_parse_on_the_engine() {
             string_literal(&sync)
         ));
         assert!(formatted.starts_with("SYSTEM SYNC REPLICA"), "{formatted}");
+        if let Some(flush) = cluster.flush_distributed(&name) {
+            statements.push(flush);
+        }
         for statement in statements {
             let formatted = execute(&format!(
                 "SELECT formatQuery({}) FORMAT TSVRaw",

@@ -162,10 +162,17 @@ fn shards(
         .map_err(|error| EngineError::from(&error))?;
     let mut shards: Vec<Shard> = Vec::new();
     for row in 0..rows.data.len() {
-        let number = rows
-            .text(row, "shard")
-            .and_then(|n| n.parse::<u32>().ok())
-            .unwrap_or_default();
+        let shard = rows.text(row, "shard").unwrap_or_default();
+        let number = shard.parse::<u32>().map_err(|_| {
+            EngineError::new(
+                UNKNOWN_CLUSTER_CODE,
+                format!(
+                    "the server lists a shard '{shard}' of cluster '{}' that is not a number",
+                    cluster.name
+                ),
+                "check the servers' <remote_servers> configuration; nothing was changed",
+            )
+        })?;
         let replica = format!(
             "{}:{}",
             rows.text(row, "host_name").unwrap_or_default(),

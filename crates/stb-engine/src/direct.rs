@@ -13,7 +13,7 @@ use stb_compile::Compiled;
 use stb_plan::direct::{
     DirectPlan, Landing, PlanModel, PlanSource, Reason, Selection, model_graph, plan_direct,
 };
-use stb_plan::drift::{Drift, LiveLanding, landing_drift, missing_pieces};
+use stb_plan::drift::{Drift, LiveLanding, missing_pieces};
 use stb_plan::options::{FLAG_CODE, StartTime};
 use stb_plan::shrink::{Probe, ReplayWindow};
 use stb_plan::sql_change::{Baseline, SqlChange, sql_change};
@@ -423,7 +423,8 @@ pub fn plan_selection(
     )
     .map_err(|e| EngineError::new(PREREQUISITE_CODE, e.message, e.hint))?;
     let changes = sql_changes(&plan, compiled, database, fingerprints);
-    let (recreations, repairs) = source_recreations(&plan, compiled, catalog)?;
+    let (recreations, repairs) =
+        source_recreations(&plan, compiled, catalog, reads.cluster.as_ref())?;
     let workflow = assemble(
         &plan,
         &compiled.plan_models,
@@ -445,9 +446,11 @@ pub fn plan_selection(
     let workflow = match &reads.cluster {
         Some(target) => stb_plan::cluster::distribute(
             workflow,
+            &plan,
             &compiled.plan_models,
             &compiled.plan_sources,
             target,
+            &present,
         )
         .map_err(|e| EngineError::new(crate::cluster::UNSUPPORTED_CODE, e.message, e.hint))?,
         None => workflow,
@@ -589,7 +592,13 @@ fn changed_selection(
     };
     let present = |relation: &str| reads.catalog.relation(relation).is_some();
     let changed = Selection::changed(graph, direct, &baseline, &present);
-    let repairs = drifted_source_pipelines(project, compiled, &reads.catalog, &changed.scope);
+    let repairs = drifted_source_pipelines(
+        project,
+        compiled,
+        &reads.catalog,
+        reads.cluster.as_ref(),
+        &changed.scope,
+    );
     if !repairs.is_empty() && request.start_time.is_some() {
         return Err(EngineError::new(
             FLAG_CODE,
@@ -708,10 +717,23 @@ fn shrink_probes(
     reads: &Reads,
     live_tables: &BTreeMap<String, String>,
 ) -> Vec<Probe> {
+    // On a sharded cluster a table's engine, keys and retention are its local part's (the
+    // Distributed table has none); its rows are counted through the Distributed table.
+    let stored = |name: &str| match &reads.cluster {
+        Some(target) => {
+            target
+                .cluster
+                .storage_name(&stb_ddl::QualifiedName::new(&reads.database, name))
+                .name
+        }
+        None => name.to_owned(),
+    };
     let facts = |name: &str| {
+        let local = stored(name);
         reads
             .catalog
-            .relation(name)
+            .relation(&local)
+            .or_else(|| reads.catalog.relation(name))
             .map(|r| stb_plan::shrink::RelationFacts {
                 engine: r.engine.clone(),
                 sorting_key: r.sorting_key.clone(),
@@ -723,7 +745,7 @@ fn shrink_probes(
             .map(|f| f.definition_sql.clone()),
         Fingerprints::Absent | Fingerprints::Unavailable(_) => None,
     };
-    stb_plan::shrink::probes(
+    let mut probes = stb_plan::shrink::probes(
         &workflow.roots,
         &stb_plan::shrink::Context {
             models: &compiled.plan_models,
@@ -732,7 +754,16 @@ fn shrink_probes(
             baseline: &baseline,
             live_table: &|model| live_tables.get(model).cloned(),
         },
-    )
+    );
+    for probe in &mut probes {
+        if let Some(source) = &mut probe.retention_source {
+            let local = stored(source);
+            if reads.catalog.relation(&local).is_some() {
+                *source = local;
+            }
+        }
+    }
+    probes
 }
 
 /// What a build does to the landings it reads: Kafka tables recreated for their settings,
@@ -746,6 +777,7 @@ fn source_recreations(
     plan: &DirectPlan,
     compiled: &Compiled,
     catalog: &Catalog,
+    cluster: Option<&stb_plan::cluster::ClusterTarget>,
 ) -> Result<LandingWork, EngineError> {
     let read = landings_read(plan, &compiled.plan_models, &compiled.plan_sources);
     let mut recreations = Vec::new();
@@ -755,7 +787,7 @@ fn source_recreations(
         if !missing.is_empty() {
             repairs.push((source.name.clone(), missing));
         }
-        match live_drift(source, catalog) {
+        match live_drift(source, catalog, cluster) {
             Ok(Drift::None) => {}
             Ok(Drift::Settings(changes)) => recreations.push((source.name.clone(), changes)),
             Err(error) => {
@@ -783,7 +815,7 @@ fn source_recreations(
             .filter(|s| model.reads.contains(&s.name) && !read.iter().any(|r| r.name == s.name))
         {
             let missing = missing_landing_pieces(source, catalog);
-            let drifted = match live_drift(source, catalog) {
+            let drifted = match live_drift(source, catalog, cluster) {
                 Ok(Drift::None) if missing.is_empty() => continue,
                 Ok(Drift::None) => format!("missing: {}", missing.join(", ")),
                 Ok(Drift::Settings(changes)) => changes.join(", "),
@@ -819,11 +851,12 @@ fn drifted_source_pipelines(
     project: &Project,
     compiled: &Compiled,
     catalog: &Catalog,
+    cluster: Option<&stb_plan::cluster::ClusterTarget>,
     scope: &BTreeSet<String>,
 ) -> Vec<String> {
     let mut chosen = Vec::new();
     for source in &compiled.plan_sources {
-        let drifted = matches!(live_drift(source, catalog), Ok(Drift::Settings(_)));
+        let drifted = matches!(live_drift(source, catalog, cluster), Ok(Drift::Settings(_)));
         if !drifted && missing_landing_pieces(source, catalog).is_empty() {
             continue;
         }
@@ -853,11 +886,27 @@ fn drifted_source_pipelines(
 fn live_drift(
     source: &PlanSource,
     catalog: &Catalog,
+    cluster: Option<&stb_plan::cluster::ClusterTarget>,
 ) -> Result<Drift, stb_plan::direct::PlanError> {
     let Some(landing) = &source.landing else {
         return Ok(Drift::None);
     };
-    landing_drift(&source.name, landing, &live_landing(landing, catalog))
+    // On a sharded cluster the landing view writes into the landing's local part.
+    let written = cluster.map_or_else(
+        || landing.raw_table.clone(),
+        |target| {
+            target
+                .cluster
+                .storage_name(&stb_ddl::QualifiedName::new("", &landing.raw_table))
+                .name
+        },
+    );
+    stb_plan::drift::landing_drift_into(
+        &source.name,
+        landing,
+        &live_landing(landing, catalog),
+        &written,
+    )
 }
 
 /// A landing as the catalog has it.

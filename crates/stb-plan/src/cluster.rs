@@ -21,8 +21,9 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use stb_ddl::cluster::{Cluster, DropKind, Placement, Topology};
 use stb_ddl::{Audience, QualifiedName};
+use stb_model::planning::QueryPart;
 
-use crate::direct::{Landing, PlanError, PlanModel, PlanSource, RelationKind};
+use crate::direct::{DirectPlan, Landing, PlanError, PlanModel, PlanSource, RelationKind};
 use crate::replay::capture_sql;
 use crate::workflow::{Action, Phase, RootReplay, Step, Workflow};
 
@@ -82,11 +83,15 @@ impl ClusterWork {
     }
 }
 
-/// What a step of the single-server workflow is, found from its id.
+/// What a step of the single-server workflow is, found from its id within its phase: the
+/// phase says which kinds of step it can be (a teardown step is a set-aside or a drop, a
+/// cleanup step a drop of a set-aside), and every id must name exactly one known
+/// relation or landing of that kind, so an author's relation named like another step's
+/// prefix (`previous_orders`, `source_kafka__orders`) is never taken for it.
 enum Known<'a> {
     Database,
     SetAside { relation: &'a str, aside: &'a str },
-    Drop(&'a str),
+    Drop(&'a str, RelationKind),
     DropPrevious(&'a str),
     Realize(&'a PlanModel, RelationKind),
     Kafka(&'a Landing),
@@ -99,13 +104,19 @@ enum Known<'a> {
 /// What the single-server workflow's ids name: relations, landings, set-asides.
 struct Names<'a> {
     relations: BTreeMap<&'a str, (&'a PlanModel, RelationKind)>,
+    torn_down: BTreeMap<&'a str, RelationKind>,
     by_source: BTreeMap<&'a str, &'a Landing>,
     by_view: BTreeMap<&'a str, &'a Landing>,
     asides: BTreeMap<&'a str, &'a str>,
 }
 
 impl<'a> Names<'a> {
-    fn new(workflow: &'a Workflow, models: &'a [PlanModel], sources: &'a [PlanSource]) -> Self {
+    fn new(
+        workflow: &'a Workflow,
+        plan: &'a DirectPlan,
+        models: &'a [PlanModel],
+        sources: &'a [PlanSource],
+    ) -> Self {
         let relations = models
             .iter()
             .flat_map(|m| m.relations.iter().map(move |(k, r)| (r.as_str(), (m, *k))))
@@ -116,6 +127,11 @@ impl<'a> Names<'a> {
             .collect();
         Self {
             relations,
+            torn_down: plan
+                .teardown
+                .iter()
+                .map(|(kind, relation)| (relation.as_str(), *kind))
+                .collect(),
             by_source: landings.iter().copied().collect(),
             by_view: landings
                 .iter()
@@ -130,59 +146,64 @@ impl<'a> Names<'a> {
         }
     }
 
-    fn known(&self, id: &'a str) -> Option<Known<'a>> {
-        if id == "prepare_target_database" {
-            return Some(Known::Database);
-        }
+    fn known(&self, id: &'a str, phase: Phase) -> Option<Known<'a>> {
         let landing = |prefix: &str| {
             id.strip_prefix(prefix)
                 .and_then(|source| self.by_source.get(source).copied())
         };
-        if let Some(rest) = id.strip_prefix("set_aside_")
-            && let Some(aside) = self.asides.get(rest)
-        {
-            return Some(Known::SetAside {
-                relation: rest,
-                aside,
-            });
-        }
-        if let Some(rest) = id.strip_prefix("drop_previous_")
-            && let Some(aside) = self.asides.get(rest)
-        {
-            return Some(Known::DropPrevious(aside));
-        }
-        if let Some(landing) = landing("drop_source_kafka__") {
-            return Some(Known::DropKafka(landing));
-        }
-        for prefix in [
-            "prepare_source_kafka__",
-            "restore_source_kafka__",
-            "recreate_source_kafka__",
-        ] {
-            if let Some(landing) = landing(prefix) {
-                return Some(Known::Kafka(landing));
-            }
-        }
-        if let Some(landing) = landing("prepare_source_raw__") {
-            return Some(Known::Raw(landing));
-        }
         let view = |prefix: &str| {
             id.strip_prefix(prefix)
                 .and_then(|view| self.by_view.get(view).copied())
         };
-        if let Some(landing) = view("pause_source_") {
-            return Some(Known::Pause(landing));
+        match phase {
+            Phase::Preparation => {
+                if id == "prepare_target_database" {
+                    return Some(Known::Database);
+                }
+                if let Some(landing) = landing("drop_source_kafka__") {
+                    return Some(Known::DropKafka(landing));
+                }
+                if let Some(landing) = [
+                    "prepare_source_kafka__",
+                    "restore_source_kafka__",
+                    "recreate_source_kafka__",
+                ]
+                .into_iter()
+                .find_map(landing)
+                {
+                    return Some(Known::Kafka(landing));
+                }
+                if let Some(landing) = landing("prepare_source_raw__") {
+                    return Some(Known::Raw(landing));
+                }
+                view("pause_source_").map(Known::Pause)
+            }
+            Phase::Teardown => {
+                if let Some(relation) = id.strip_prefix("set_aside_")
+                    && let Some(aside) = self.asides.get(relation)
+                {
+                    return Some(Known::SetAside { relation, aside });
+                }
+                let relation = id.strip_prefix("drop_")?;
+                self.torn_down
+                    .get(relation)
+                    .map(|kind| Known::Drop(relation, *kind))
+            }
+            Phase::Realization => {
+                let relation = id.strip_prefix("realize_")?;
+                self.relations
+                    .get(relation)
+                    .map(|(model, kind)| Known::Realize(model, *kind))
+            }
+            Phase::Activation => view("activate_source_").map(Known::Activate),
+            Phase::Cleanup => {
+                let relation = id.strip_prefix("drop_previous_")?;
+                self.asides
+                    .get(relation)
+                    .map(|aside| Known::DropPrevious(aside))
+            }
+            Phase::Stabilization | Phase::Boundary | Phase::Replay | Phase::Finalization => None,
         }
-        if let Some(landing) = view("activate_source_") {
-            return Some(Known::Activate(landing));
-        }
-        if let Some(relation) = id.strip_prefix("realize_") {
-            return self
-                .relations
-                .get(relation)
-                .map(|(model, kind)| Known::Realize(model, *kind));
-        }
-        id.strip_prefix("drop_").map(Known::Drop)
     }
 }
 
@@ -202,14 +223,17 @@ fn refusal(message: String) -> PlanError {
 /// adopted table).
 pub fn distribute(
     workflow: Workflow,
+    plan: &DirectPlan,
     models: &[PlanModel],
     sources: &[PlanSource],
     target: &ClusterTarget,
+    present: &dyn Fn(&str) -> bool,
 ) -> Result<Workflow, PlanError> {
     let cluster = &target.cluster;
     let database = workflow.database.clone();
     let sharded = cluster.topology == Topology::Sharded;
-    let names = Names::new(&workflow, models, sources);
+    check_shards(target)?;
+    let names = Names::new(&workflow, plan, models, sources);
     let by_name = crate::work::ModelIndex::new(models);
     let qualified = |name: &str| QualifiedName::new(&database, name);
     let local = |name: &str| cluster.storage_name(&qualified(name)).name;
@@ -218,35 +242,22 @@ pub fn distribute(
     let shard_roots = workflow
         .roots
         .iter()
-        .map(|root| shard_root(root, &by_name, sources, &database, cluster))
+        .map(|root| shard_root(root, &by_name, sources, &database, target))
         .collect::<Result<Vec<_>, _>>()?;
-    // What a shard's replica runs before each root's capture: the sync of its input, when
-    // the input is a table stb created replicated (an adopted table is the author's).
-    let synced: Vec<Option<String>> = workflow
+    let waits = workflow
         .roots
         .iter()
-        .map(|root| {
-            input_table(
-                cluster,
-                &by_name,
-                sources,
-                &database,
-                &root.driving_input,
-                &root.model,
-            )
-            .ok()
-            .map(|table| cluster.sync_replica(&table))
-        })
-        .collect();
+        .map(|root| Waits::of(root, &by_name, sources, &database, cluster))
+        .collect::<Vec<_>>();
     let mut steps = Vec::new();
     for step in &workflow.steps {
         let id = step.id.as_str();
         let phase = step.phase;
         let Action::Statement(_) = &step.action else {
-            distribute_action(step, &shard_roots, &synced, target, &mut steps)?;
+            distribute_action(step, &shard_roots, &waits, target, &mut steps)?;
             continue;
         };
-        let Some(known) = names.known(id) else {
+        let Some(known) = names.known(id, phase) else {
             if phase == Phase::Stabilization {
                 // A server-side wait: it reads nothing.
                 steps.push(step.clone());
@@ -265,13 +276,16 @@ pub fn distribute(
                 id.to_owned(),
                 cluster.rename(&qualified(relation), &qualified(aside)),
             ),
-            Known::Drop(relation) => {
-                for (suffix, sql) in drops(cluster, &qualified(relation)) {
+            Known::Drop(relation, kind) => {
+                // A table's local part goes with it; a view has none, unless it was a
+                // table before (the catalog lists the part).
+                let split = kind == RelationKind::Table || present(&local(relation));
+                for (suffix, sql) in drops(cluster, &qualified(relation), split) {
                     push(format!("{id}{suffix}"), sql);
                 }
             }
             Known::DropPrevious(aside) => {
-                for (suffix, sql) in drops(cluster, &qualified(aside)) {
+                for (suffix, sql) in drops(cluster, &qualified(aside), true) {
                     push(format!("{id}{suffix}"), sql);
                 }
             }
@@ -360,43 +374,109 @@ pub fn distribute(
     })
 }
 
-/// A step that is not a statement: captures and replays once per shard; what needs no
-/// cluster form (a wait for inserts, a consumer group's reset) as it is.
+/// What a root's capture and replay wait for on a cluster, so each shard's replica reads
+/// every row its shard holds: the rows queued in `Distributed` tables sent to their
+/// shards first (`flush_*`, from the server the build is connected to, `ON CLUSTER`),
+/// then the parts other replicas of the shard wrote fetched (`sync_*`, on the replica).
+struct Waits {
+    /// The driving input written through its `Distributed` table (a model's table on a
+    /// sharded cluster; a landing is written where it is consumed).
+    flush_input: Option<String>,
+    /// The driving input's part, when stb created it replicated (an adopted table is the
+    /// author's).
+    sync_input: Option<String>,
+    /// The target, which the new views write into before the replay looks for the keys
+    /// they wrote (only roots that skip those keys look).
+    flush_target: Option<String>,
+    sync_target: Option<String>,
+}
+
+impl Waits {
+    fn of(
+        root: &RootReplay,
+        by_name: &crate::work::ModelIndex<'_>,
+        sources: &[PlanSource],
+        database: &str,
+        cluster: &Cluster,
+    ) -> Self {
+        let input = input_table(
+            cluster,
+            by_name,
+            sources,
+            database,
+            &root.driving_input,
+            &root.model,
+        )
+        .ok();
+        let input_is_model = by_name.contains(&root.driving_input);
+        let target = by_name
+            .get(root.model.as_str())
+            .and_then(PlanModel::table)
+            .map(|table| QualifiedName::new(database, table))
+            .filter(|_| root.template.skip_existing.is_some());
+        Self {
+            flush_input: input
+                .as_ref()
+                .filter(|_| input_is_model)
+                .and_then(|table| cluster.flush_distributed(table)),
+            sync_input: input.as_ref().map(|table| cluster.sync_replica(table)),
+            flush_target: target
+                .as_ref()
+                .and_then(|table| cluster.flush_distributed(table)),
+            sync_target: target.as_ref().map(|table| cluster.sync_replica(table)),
+        }
+    }
+}
+
+/// A step that is not a statement: captures and replays once per shard, each after what
+/// it waits for ([`Waits`]); what needs no cluster form (a wait for inserts, a consumer
+/// group's reset) as it is.
 fn distribute_action(
     step: &Step,
     shard_roots: &[RootReplay],
-    synced: &[Option<String>],
+    waits: &[Waits],
     target: &ClusterTarget,
     steps: &mut Vec<Step>,
 ) -> Result<(), PlanError> {
+    let on_shard = |id: String, sql: &str, shard: u32| {
+        let mut step = Step::statement(id, step.phase, sql.to_owned());
+        step.shard = Some(shard);
+        step
+    };
     match step.action {
-        Action::Capture(index) => {
+        Action::Capture(index) | Action::Replay(index) => {
             let root = &shard_roots[index];
-            for shard in &target.shards {
-                // The input's part on this shard is replicated: every replica of the shard
-                // consumed some of its rows, and the capture reads one replica.
-                if let Some(input) = &synced[index] {
-                    let mut sync = Step::statement(
-                        format!("sync_replica_{}__shard_{}", root.model, shard.number),
-                        step.phase,
-                        input.clone(),
-                    );
-                    sync.shard = Some(shard.number);
-                    steps.push(sync);
-                }
-                let mut capture = step.clone();
-                capture.id = format!("{}__shard_{}", step.id, shard.number);
-                capture.shard = Some(shard.number);
-                steps.push(capture);
+            let wait = &waits[index];
+            let capture = matches!(step.action, Action::Capture(_));
+            // A bounded root's input is synced before its capture, its target before its
+            // replay; an unbounded one (a fan-in over an input an earlier stage rebuilt)
+            // has no capture, and its replay looks for no keys: its input before it.
+            let input_waits = capture || !root.bounded;
+            let (flush, sync, what) = if input_waits {
+                (&wait.flush_input, &wait.sync_input, "input")
+            } else {
+                (&wait.flush_target, &wait.sync_target, "target")
+            };
+            if let Some(flush) = flush {
+                steps.push(Step::statement(
+                    format!("flush_{what}_{}", root.model),
+                    step.phase,
+                    flush.clone(),
+                ));
             }
-            Ok(())
-        }
-        Action::Replay(_) => {
             for shard in &target.shards {
-                let mut replay = step.clone();
-                replay.id = format!("{}__shard_{}", step.id, shard.number);
-                replay.shard = Some(shard.number);
-                steps.push(replay);
+                let number = shard.number;
+                if let Some(sync) = sync {
+                    steps.push(on_shard(
+                        format!("sync_{what}_{}__shard_{number}", root.model),
+                        sync,
+                        number,
+                    ));
+                }
+                let mut work = step.clone();
+                work.id = format!("{}__shard_{number}", step.id);
+                work.shard = Some(number);
+                steps.push(work);
             }
             Ok(())
         }
@@ -415,14 +495,38 @@ fn distribute_action(
 }
 
 /// A relation's drops with their step-id suffixes: the `Distributed` table under the
-/// step's own id, its local part under `_local`.
-fn drops(cluster: &Cluster, name: &QualifiedName) -> Vec<(&'static str, String)> {
+/// step's own id, its local part (`split`) under `_local`.
+fn drops(cluster: &Cluster, name: &QualifiedName, split: bool) -> Vec<(&'static str, String)> {
+    let kind = if split {
+        DropKind::Table
+    } else {
+        DropKind::Whole
+    };
     cluster
-        .drop(DropKind::Table, name)
+        .drop(kind, name)
         .into_iter()
         .zip(["", "_local"])
         .map(|(sql, suffix)| (suffix, sql))
         .collect()
+}
+
+/// Refuses a cluster whose shards would replay the same rows: on `on_cluster` with more
+/// than one shard, a coordination path without `{shard}` makes every server a replica of
+/// one table, so each shard's replay would read all of its rows.
+fn check_shards(target: &ClusterTarget) -> Result<(), PlanError> {
+    let cluster = &target.cluster;
+    if cluster.topology == Topology::OnCluster
+        && target.shards.len() > 1
+        && !cluster.zookeeper_path.contains("{shard}")
+    {
+        return Err(refusal(format!(
+            "the on_cluster cluster '{}' has {} shards and its zookeeper_path '{}' names no {{shard}}: every server would hold every row, and each shard's replay would write them again",
+            cluster.name,
+            target.shards.len(),
+            cluster.zookeeper_path
+        )));
+    }
+    Ok(())
 }
 
 /// A split table's statements with their step-id suffixes: the local part first (`_local`),
@@ -528,32 +632,45 @@ fn view_query(
             .deployable
             .query_with(&|name| reference(by_name, name)));
     }
-    let input = cluster
-        .storage_name(&input_table(
-            cluster,
-            by_name,
-            sources,
-            database,
-            driving.unwrap_or_default(),
-            &model.name,
-        )?)
-        .to_string();
+    let table = input_table(
+        cluster,
+        by_name,
+        sources,
+        database,
+        driving.unwrap_or_default(),
+        &model.name,
+    )?;
+    // The shard's part, read under the input's own name (a column the author qualified
+    // with it still resolves), unless the author gave it an alias.
+    let input = cluster.storage_name(&table).to_string();
+    let parts = &model.deployable.query_parts;
     let mut query = String::new();
-    for part in &model.deployable.query_parts {
-        match part {
-            stb_model::planning::QueryPart::Text(text) => query.push_str(text),
-            stb_model::planning::QueryPart::Model(name) if Some(name.as_str()) == driving => {
-                query.push_str(&input);
+    for (index, part) in parts.iter().enumerate() {
+        let is_driving = match part {
+            QueryPart::Text(text) => {
+                query.push_str(text);
+                continue;
             }
-            stb_model::planning::QueryPart::Model(name) => {
-                query.push_str(&reference(by_name, name));
+            QueryPart::Model(name) | QueryPart::Source { name, .. } => {
+                Some(name.as_str()) == driving
             }
-            stb_model::planning::QueryPart::Source { name, .. }
-                if Some(name.as_str()) == driving =>
-            {
-                query.push_str(&input);
+        };
+        if !is_driving {
+            match part {
+                QueryPart::Source { relation, .. } => query.push_str(relation),
+                QueryPart::Model(name) => query.push_str(&reference(by_name, name)),
+                QueryPart::Text(_) => {}
             }
-            stb_model::planning::QueryPart::Source { relation, .. } => query.push_str(relation),
+            continue;
+        }
+        query.push_str(&input);
+        let next = match parts.get(index + 1) {
+            Some(QueryPart::Text(text)) => text.as_str(),
+            _ => "",
+        };
+        if !crate::replay::alias_follows(next) {
+            query.push_str(" AS ");
+            query.push_str(&stb_ddl::identifier(&table.name));
         }
     }
     Ok(query)
@@ -596,9 +713,28 @@ fn shard_root(
     by_name: &crate::work::ModelIndex<'_>,
     sources: &[PlanSource],
     database: &str,
-    cluster: &Cluster,
+    target: &ClusterTarget,
 ) -> Result<RootReplay, PlanError> {
+    let cluster = &target.cluster;
+    let replicated_shards = target.shards.iter().any(|shard| shard.replicas.len() > 1);
     let mut shard_root = root.clone();
+    if cluster.topology == Topology::OnCluster
+        && replicated_shards
+        && input_table(
+            cluster,
+            by_name,
+            sources,
+            database,
+            &root.driving_input,
+            &root.model,
+        )
+        .is_err()
+    {
+        return Err(refusal(format!(
+            "model '{}' is driven by '{}', a table stb did not create: on the on_cluster cluster '{}', whose shards have more than one replica, its rows may differ from replica to replica, and a shard's replay reads one",
+            root.model, root.driving_input, cluster.name
+        )));
+    }
     if cluster.topology == Topology::Sharded {
         let input = input_table(
             cluster,

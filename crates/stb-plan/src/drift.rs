@@ -114,6 +114,20 @@ pub fn landing_drift(
     declared: &Landing,
     live: &LiveLanding,
 ) -> Result<Drift, PlanError> {
+    landing_drift_into(source, declared, live, &declared.raw_table)
+}
+
+/// [`landing_drift`] of a landing whose view writes into `written` (on a sharded cluster
+/// the landing table's local part, `raw__<source>_local`).
+///
+/// # Errors
+/// As [`landing_drift`].
+pub fn landing_drift_into(
+    source: &str,
+    declared: &Landing,
+    live: &LiveLanding,
+    written: &str,
+) -> Result<Drift, PlanError> {
     if let Some(columns) = &live.raw_columns {
         let expected: Vec<(String, String)> = stb_ddl::RAW_COLUMNS
             .iter()
@@ -140,14 +154,11 @@ pub fn landing_drift(
         }
     }
     if let Some(view) = &live.view_create
-        && view_target(view).as_deref() != Some(declared.raw_table.as_str())
+        && view_target(view).as_deref() != Some(written)
     {
         return Err(refuse(
             source,
-            format!(
-                "landing view {} does not write to {}",
-                declared.view, declared.raw_table
-            ),
+            format!("landing view {} does not write to {written}", declared.view),
         ));
     }
     let Some(kafka) = &live.kafka_create else {

@@ -572,7 +572,7 @@ const NOT_AN_ALIAS: &[&str] = &[
 ];
 
 /// True when the text after a relation starts with its alias (`AS x` or a bare name).
-fn alias_follows(rest: &str) -> bool {
+pub(crate) fn alias_follows(rest: &str) -> bool {
     let word: String = rest
         .trim_start()
         .chars()

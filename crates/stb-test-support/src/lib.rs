@@ -339,3 +339,26 @@ pub fn wait_for_statements(database: &str, invocation: &str, k: u64) {
         std::thread::sleep(std::time::Duration::from_millis(2));
     }
 }
+
+/// A cluster's statement in the form the one-server local engine accepts: without
+/// ` ON CLUSTER <cluster>`, and a replicated engine in its plain form (its coordination
+/// path and replica dropped): the engine cannot be a replica (docs/clusters.md).
+#[must_use]
+pub fn on_one_server(statement: &str, cluster: &str) -> String {
+    let plain = statement.replace(&format!(" ON CLUSTER {cluster}"), "");
+    let Some(at) = plain.find("ENGINE = Replicated") else {
+        return plain;
+    };
+    let rest = &plain[at + "ENGINE = Replicated".len()..];
+    let (Some(open), Some(close)) = (rest.find('('), rest.find(')')) else {
+        return plain;
+    };
+    let arguments: Vec<&str> = rest[open + 1..close].splitn(3, ", ").collect();
+    let kept = arguments.get(2).copied().unwrap_or_default();
+    format!(
+        "{}ENGINE = {}({kept}){}",
+        &plain[..at],
+        &rest[..open],
+        &rest[close + 1..]
+    )
+}

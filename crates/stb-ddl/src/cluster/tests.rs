@@ -264,6 +264,9 @@ fn build_statements(topology: Topology) -> String {
         cluster.create_database("shop"),
         cluster.rename(&table, &aside),
         cluster.sync_replica(&source.raw.name),
+        cluster
+            .flush_distributed(&table)
+            .unwrap_or_else(|| "-- no Distributed tables".to_owned()),
         cluster.create_kafka_table_if_not_exists(&source.kafka, Audience::Artifact),
     ];
     statements.extend(
@@ -296,9 +299,17 @@ fn a_sharded_rename_moves_the_local_part_with_the_table() {
         sharded.rename(&a, &b),
         "RENAME TABLE s.t TO s.t__aside, s.t_local TO s.t__aside_local ON CLUSTER c"
     );
-    assert_eq!(sharded.sync_replica(&a), "SYSTEM SYNC REPLICA s.t_local");
+    assert_eq!(
+        sharded.sync_replica(&a),
+        "SYSTEM SYNC REPLICA s.t_local LIGHTWEIGHT"
+    );
+    assert_eq!(
+        sharded.flush_distributed(&a).as_deref(),
+        Some("SYSTEM FLUSH DISTRIBUTED s.t ON CLUSTER c")
+    );
     let one_server = Cluster::new(Topology::Cloud, "");
     assert_eq!(one_server.rename(&a, &b), "RENAME TABLE s.t TO s.t__aside");
+    assert_eq!(one_server.flush_distributed(&a), None);
     assert_eq!(
         one_server.create_database("s"),
         "CREATE DATABASE IF NOT EXISTS s"

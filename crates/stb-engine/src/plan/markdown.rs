@@ -609,10 +609,11 @@ fn cluster_parts(plan: &Value, parts: &mut Parts) {
     }));
     parts.sections.push(Section {
         head: format!(
-            "### Cluster {} ({}, {} shards)\n\n`stb build` cannot run this plan yet; every DDL statement runs `ON CLUSTER`, captures and replays on a replica of each shard.\n\n| Where | What |\n|---|---|\n",
+            "### Cluster {} ({}, {} shard{})\n\n`stb build` cannot run this plan yet; every DDL statement runs `ON CLUSTER`, captures and replays on a replica of each shard.\n\n| Where | What |\n|---|---|\n",
             code(text(&cluster["name"])),
             plain(text(&cluster["topology"])),
-            shards.len()
+            shards.len(),
+            if shards.len() == 1 { "" } else { "s" }
         ),
         rows,
     });

@@ -113,7 +113,7 @@ fn project() -> (Vec<PlanModel>, Vec<PlanSource>) {
         create_view: managed.landing.render_if_not_exists(),
         kafka_definition: Some(managed.kafka.clone()),
         view_definition: Some(managed.landing.clone()),
-        consumer_group: "streambuild_orders_shop".into(),
+        consumer_group: managed.kafka.group.clone(),
         brokers: "kafka:9092".into(),
         settings: Vec::new(),
     };
@@ -178,9 +178,17 @@ fn target(topology: Topology, shards: u32) -> ClusterTarget {
     }
 }
 
-/// The single-server workflow of the whole project; `built`: every relation exists.
-fn workflow(models: &[PlanModel], sources: &[PlanSource], built: bool) -> Workflow {
-    let present = move |_: &str| built;
+/// The workflow of the whole project on `target` (assembled for one server, then
+/// distributed); `built`: every relation exists.
+fn on(
+    target: &ClusterTarget,
+    models: &[PlanModel],
+    sources: &[PlanSource],
+    built: bool,
+) -> Result<Workflow, crate::direct::PlanError> {
+    // Built: every relation, and the local parts of the tables (a view has none).
+    let present =
+        move |name: &str| built && (!name.ends_with("_local") || name.starts_with("tbl__"));
     let plan: DirectPlan = plan_direct(
         models,
         sources,
@@ -188,7 +196,7 @@ fn workflow(models: &[PlanModel], sources: &[PlanSource], built: bool) -> Workfl
         &present,
     )
     .expect("plan");
-    assemble(
+    let single = assemble(
         &plan,
         models,
         sources,
@@ -202,7 +210,8 @@ fn workflow(models: &[PlanModel], sources: &[PlanSource], built: bool) -> Workfl
         },
         &present,
     )
-    .expect("workflow")
+    .expect("workflow");
+    distribute(single, &plan, models, sources, target, &present)
 }
 
 /// Every step as the plan lists it: where it runs, its id, its recorded statement.
@@ -226,24 +235,20 @@ fn listing(workflow: &Workflow) -> String {
 #[test]
 fn a_sharded_first_build_creates_local_parts_and_replays_on_every_shard() {
     let (models, sources) = project();
-    let single = workflow(&models, &sources, false);
-    let sharded =
-        distribute(single, &models, &sources, &target(Topology::Sharded, 2)).expect("sharded");
+    let sharded = on(&target(Topology::Sharded, 2), &models, &sources, false).expect("sharded");
     insta::assert_snapshot!("sharded_first_build", listing(&sharded));
 }
 
 #[test]
 fn a_sharded_rebuild_sets_aside_both_parts_and_drops_them_last() {
     let (models, sources) = project();
-    let single = workflow(&models, &sources, true);
-    let sharded =
-        distribute(single, &models, &sources, &target(Topology::Sharded, 3)).expect("sharded");
+    let sharded = on(&target(Topology::Sharded, 3), &models, &sources, true).expect("sharded");
     insta::assert_snapshot!("sharded_rebuild", listing(&sharded));
     // Each replay root captures and replays once on each of the three shards, after its
     // replica has synced, and every capture of the stage comes before its first replay.
     let ids: Vec<&str> = sharded.steps.iter().map(|s| s.id.as_str()).collect();
     for shard in 1..=3 {
-        let sync = format!("sync_replica_clean__shard_{shard}");
+        let sync = format!("sync_input_clean__shard_{shard}");
         let capture = format!("capture_replay_clean__shard_{shard}");
         let position = |id: &str| ids.iter().position(|i| *i == id).expect(id);
         assert!(position(&sync) < position(&capture));
@@ -251,8 +256,8 @@ fn a_sharded_rebuild_sets_aside_both_parts_and_drops_them_last() {
     }
     assert_eq!(
         sharded.steps.iter().filter(|s| s.shard.is_some()).count(),
-        9,
-        "three shards: a sync, a capture and a replay each"
+        12,
+        "three shards: the input's sync and the capture, the target's sync and the replay"
     );
     // Nothing runs there that names a relation without its cluster: every DDL is ON CLUSTER.
     for step in &sharded.steps {
@@ -263,7 +268,8 @@ fn a_sharded_rebuild_sets_aside_both_parts_and_drops_them_last() {
             assert!(sql.contains("ON CLUSTER analytics"), "{}: {sql}", step.id);
         }
     }
-    // A build that stops is undone over both parts of every table it created.
+    // What the build created, both parts of every table (the undo itself is not written
+    // for a cluster yet: builds are refused there).
     assert!(sharded.undo.created.iter().any(|r| r == "tbl__clean_local"));
     // The Kafka table's secrets stay out of what is recorded.
     assert!(!listing(&sharded).contains("hunter2"));
@@ -272,13 +278,7 @@ fn a_sharded_rebuild_sets_aside_both_parts_and_drops_them_last() {
 #[test]
 fn a_shard_s_replay_reads_its_part_under_the_input_s_name() {
     let (models, sources) = project();
-    let sharded = distribute(
-        workflow(&models, &sources, true),
-        &models,
-        &sources,
-        &target(Topology::Sharded, 2),
-    )
-    .expect("sharded");
+    let sharded = on(&target(Topology::Sharded, 2), &models, &sources, true).expect("sharded");
     let cluster = sharded.cluster.as_ref().expect("cluster work");
     let root = &cluster.shard_roots[0];
     let replay = root.template.render("_replay_offset <= 9");
@@ -309,13 +309,8 @@ fn a_shard_s_replay_reads_its_part_under_the_input_s_name() {
 #[test]
 fn on_cluster_statements_name_the_cluster_and_replicate_every_table() {
     let (models, sources) = project();
-    let replicated = distribute(
-        workflow(&models, &sources, true),
-        &models,
-        &sources,
-        &target(Topology::OnCluster, 1),
-    )
-    .expect("on_cluster");
+    let replicated =
+        on(&target(Topology::OnCluster, 1), &models, &sources, true).expect("on_cluster");
     insta::assert_snapshot!("on_cluster_rebuild", listing(&replicated));
     assert!(!listing(&replicated).contains("_local"));
 }
@@ -338,13 +333,8 @@ fn a_sharded_model_driven_by_an_adopted_table_is_refused() {
         },
         "MergeTree()",
     ));
-    let error = distribute(
-        workflow(&models, &sources, true),
-        &models,
-        &sources,
-        &target(Topology::Sharded, 2),
-    )
-    .expect_err("no local part");
+    let error =
+        on(&target(Topology::Sharded, 2), &models, &sources, true).expect_err("no local part");
     assert!(
         error
             .message
@@ -352,29 +342,133 @@ fn a_sharded_model_driven_by_an_adopted_table_is_refused() {
         "{}",
         error.message
     );
-    // One server per shard needs no local part: the same project plans on_cluster.
+    // On on_cluster a shard's replay reads the table as it is: with one replica per
+    // shard that is all of its rows; with more, each replica may hold other rows.
+    let mut single_replicas = target(Topology::OnCluster, 2);
+    for shard in &mut single_replicas.shards {
+        shard.replicas.truncate(1);
+    }
+    assert!(on(&single_replicas, &models, &sources, true).is_ok());
+    let error = on(&target(Topology::OnCluster, 1), &models, &sources, true)
+        .expect_err("an adopted table on replicas");
     assert!(
-        distribute(
-            workflow(&models, &sources, true),
-            &models,
-            &sources,
-            &target(Topology::OnCluster, 1),
-        )
-        .is_ok()
+        error.message.contains("a table stb did not create"),
+        "{}",
+        error.message
     );
+}
+
+#[test]
+fn on_cluster_shards_without_their_own_coordination_path_are_refused() {
+    let (models, sources) = project();
+    let mut shared = target(Topology::OnCluster, 2);
+    shared.cluster.zookeeper_path = "/clickhouse/tables/{uuid}".into();
+    let error = on(&shared, &models, &sources, true).expect_err("one table on every server");
+    assert!(
+        error.message.contains("names no {shard}"),
+        "{}",
+        error.message
+    );
+    // One shard: every server is meant to be a replica of the one table.
+    shared.shards.truncate(1);
+    assert!(on(&shared, &models, &sources, true).is_ok());
+}
+
+#[test]
+fn a_relation_named_like_another_step_is_dropped_as_itself() {
+    let (mut models, sources) = project();
+    // Its teardown step is `drop_previous_tbl__clean`, the id the cleanup of the
+    // set-aside `tbl__clean` has too; `source_kafka__orders` reads like the Kafka table's.
+    for relation in ["previous_tbl__clean", "source_kafka__orders"] {
+        models.push(PlanModel {
+            name: relation.into(),
+            pipeline: "pl__shop".into(),
+            relations: vec![(RelationKind::View, relation.into())],
+            create_statements: vec![format!("CREATE VIEW shop.{relation} AS SELECT 1")],
+            reference: format!("shop.{relation}"),
+            deployable: Deployable {
+                view: Some(View {
+                    name: QualifiedName::new("shop", relation),
+                    query: String::new(),
+                }),
+                query_parts: vec![QueryPart::Text("SELECT 1".into())],
+                ..Deployable::default()
+            },
+            ..PlanModel::default()
+        });
+    }
+    let sharded = on(&target(Topology::Sharded, 2), &models, &sources, true).expect("sharded");
+    let statements: Vec<(&str, crate::workflow::Phase, String)> = sharded
+        .steps
+        .iter()
+        .map(|s| (s.id.as_str(), s.phase, sharded.recorded_sql(s).into_owned()))
+        .collect();
+    let teardown: Vec<&String> = statements
+        .iter()
+        .filter(|(_, phase, _)| *phase == crate::workflow::Phase::Teardown)
+        .map(|(_, _, sql)| sql)
+        .collect();
+    assert!(
+        teardown
+            .iter()
+            .any(|sql| sql.contains("shop.previous_tbl__clean "))
+    );
+    assert!(
+        teardown
+            .iter()
+            .any(|sql| sql.contains("shop.source_kafka__orders "))
+    );
+    assert!(
+        !teardown.iter().any(|sql| sql.starts_with("DROP")
+            && (sql.contains("tbl__clean__stb_prev") || sql.contains("shop.kafka__orders "))),
+        "{teardown:#?}"
+    );
+    // The set-aside is dropped last, both parts.
+    assert!(statements.iter().any(|(_, phase, sql)| {
+        *phase == crate::workflow::Phase::Cleanup
+            && sql.contains("DROP TABLE IF EXISTS shop.tbl__clean__stb_prev_local")
+    }));
+    // A view has no local part to drop.
+    assert!(
+        !statements
+            .iter()
+            .any(|(_, _, sql)| sql.contains("previous_tbl__clean_local"))
+    );
+}
+
+#[test]
+fn replays_wait_for_queued_and_replicated_rows_on_every_shard() {
+    let (models, sources) = project();
+    let sharded = on(&target(Topology::Sharded, 2), &models, &sources, true).expect("sharded");
+    let ids: Vec<&str> = sharded.steps.iter().map(|s| s.id.as_str()).collect();
+    let position = |id: &str| {
+        ids.iter()
+            .position(|i| *i == id)
+            .unwrap_or_else(|| panic!("{id} in {ids:?}"))
+    };
+    // The new views write the root's table through its Distributed table: those rows are
+    // sent to their shards and fetched by the replica before the replay looks for them.
+    assert!(position("flush_target_clean") < position("sync_target_clean__shard_1"));
+    assert!(position("sync_target_clean__shard_2") < position("replay_clean__shard_2"));
+    let flush = sharded
+        .steps
+        .iter()
+        .find(|s| s.id == "flush_target_clean")
+        .expect("flush");
+    assert_eq!(
+        sharded.recorded_sql(flush),
+        "SYSTEM FLUSH DISTRIBUTED shop.tbl__clean ON CLUSTER analytics"
+    );
+    // A landing is written where it is consumed: nothing queued to flush, only replicas.
+    assert!(!ids.contains(&"flush_input_clean"));
+    assert!(position("sync_input_clean__shard_1") < position("capture_replay_clean__shard_1"));
 }
 
 #[test]
 fn a_table_the_cluster_cannot_hold_is_refused() {
     let (mut models, sources) = project();
     models[1].deployable.table.as_mut().expect("table").engine = "Memory".into();
-    let error = distribute(
-        workflow(&models, &sources, true),
-        &models,
-        &sources,
-        &target(Topology::Sharded, 2),
-    )
-    .expect_err("Memory");
+    let error = on(&target(Topology::Sharded, 2), &models, &sources, true).expect_err("Memory");
     assert!(
         error.message.contains("model 'totals'"),
         "{}",

@@ -204,6 +204,29 @@ fn a_cluster_target_is_refused_where_it_cannot_be_planned_and_the_cloud_plans_as
     let on_cloud = entries(&project_on_cluster(&db.name, "topology = \"cloud\"\n"));
     assert_eq!(on_cloud[0]["model"], "customer_names");
     assert_eq!(on_cloud, entries(&project(&db.name)));
+    // on_cluster over shards of one replica (the local stack's cluster): an adopted table
+    // is replayed where it is, and, being the author's, no replica sync is asked of it.
+    let dir = project_on_cluster(
+        &db.name,
+        "topology = \"on_cluster\"\nname = \"stb_local\"\n",
+    );
+    let output = plan(&dir, &["--json"]);
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stdout)
+    );
+    let json: Value = serde_json::from_slice(&output.stdout).expect("JSON");
+    assert_eq!(json["cluster"]["topology"], "on_cluster", "{json}");
+    assert_eq!(json["entries"], on_cloud, "the same work as on one server");
+    let written =
+        std::fs::read_to_string(dir.path().join("target/run/plan/plan.json")).expect("plan.json");
+    assert!(
+        written.contains("capture_replay_customer_names__shard_1"),
+        "{written}"
+    );
+    assert!(!written.contains("SYSTEM SYNC REPLICA"), "{written}");
+    assert_eq!(tables(&db.name), before, "a plan changes nothing");
 }
 
 /// A Kafka landing, a table model over it, one over that, and a view, on the sharded
@@ -309,7 +332,7 @@ fn a_sharded_target_s_plan_shows_the_statements_and_the_work_of_every_shard() {
         view.contains(&format!("FROM {}.tbl__order_lines_local", db.name)),
         "a shard's view reads its own rows: {view}"
     );
-    assert_eq!(step("sync_replica_order_lines__shard_1")["shard"], 1);
+    assert_eq!(step("sync_input_order_lines__shard_1")["shard"], 1);
     let capture = step("capture_replay_order_lines__shard_1");
     assert_eq!(capture["shard"], 1);
     assert!(
@@ -335,6 +358,46 @@ fn a_sharded_target_s_plan_shows_the_statements_and_the_work_of_every_shard() {
         }
     }
     assert_eq!(tables(&db.name), before, "a plan changes nothing");
+    // The landing view writes into the landing's local part: once the cluster's objects
+    // exist (created here in the forms this one server accepts), the next plan is no
+    // "drift" and tears them down on the cluster, both parts of every table.
+    for step in steps {
+        let sql = step["sql"].as_str().expect("sql");
+        if step["intent"] == "mutation" && step["shard"].is_null() && !sql.starts_with("--") {
+            execute(&stb_test_support::on_one_server(sql, "stb_local"));
+        }
+    }
+    let output = plan(&dir, &["--json"]);
+    assert!(
+        output.status.success(),
+        "{}{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let again: Value = serde_json::from_str(
+        &std::fs::read_to_string(dir.path().join("target/run/plan/plan.json")).expect("plan.json"),
+    )
+    .expect("plan.json");
+    let ids: Vec<&str> = again["steps"]
+        .as_array()
+        .expect("steps")
+        .iter()
+        .filter_map(|s| s["step_id"].as_str())
+        .collect();
+    for id in [
+        "set_aside_tbl__id_totals",
+        "realize_tbl__id_totals_local",
+        "flush_target_order_lines",
+        "sync_target_order_lines__shard_1",
+        "drop_previous_tbl__id_totals_local",
+    ] {
+        assert!(ids.contains(&id), "{id} in {ids:?}");
+    }
+    assert!(
+        !ids.iter()
+            .any(|id| id.starts_with("drop_mv__") && id.ends_with("_local")),
+        "a view has no local part: {ids:?}"
+    );
     // The text plan says where the work runs and that it cannot be built.
     let text = plan(&dir, &[]);
     let text = String::from_utf8_lossy(&text.stdout).into_owned();
@@ -347,6 +410,7 @@ fn a_sharded_target_s_plan_shows_the_statements_and_the_work_of_every_shard() {
         "{text}"
     );
     // A build is refused before it connects.
+    let after_plans = tables(&db.name);
     let build = stb_test_support::stb_on_project(dir.path(), &["build", "--auto-approve"], "");
     assert!(!build.status.success());
     let refused = String::from_utf8_lossy(&build.stderr).into_owned()
@@ -355,7 +419,11 @@ fn a_sharded_target_s_plan_shows_the_statements_and_the_work_of_every_shard() {
         refused.contains("STB-CLUSTER-001") && refused.contains("cannot build"),
         "{refused}"
     );
-    assert_eq!(tables(&db.name), before, "a refused build changes nothing");
+    assert_eq!(
+        tables(&db.name),
+        after_plans,
+        "a refused build changes nothing"
+    );
 }
 
 /// `stb plan --format markdown --out FILE`: the comment a pull request gets, written where
