@@ -50,11 +50,15 @@ pub const CODES: &[(&str, &str)] = &[
     ),
     (
         "STB-CLUSTER-001",
-        "the target's cluster topology (on_cluster, sharded) cannot be planned, built or changed yet",
+        "the target's cluster topology (on_cluster, sharded) can be planned (`stb plan`, direct pipelines) but not built or changed yet; or its plan needs what a cluster cannot do yet (a virtual deployment, a sharded replay over an adopted table)",
     ),
     (
         "STB-CLUSTER-002",
         "a replicated target whose database is not a Replicated database",
+    ),
+    (
+        "STB-CLUSTER-003",
+        "an on_cluster or sharded target's cluster is not among the server's clusters (`system.clusters`)",
     ),
     ("STB-COMPILE-001", "a MODEL header is invalid"),
     (

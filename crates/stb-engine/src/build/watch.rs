@@ -5,6 +5,7 @@
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::{RecvTimeoutError, Sender, channel};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
@@ -14,15 +15,17 @@ use stb_warehouse::events::cancellation_requested;
 /// How often a build looks for a cancellation request.
 const POLL: Duration = Duration::from_millis(500);
 
-/// Watches while it lives; dropping it stops the watch.
+/// Watches while it lives; dropping it stops the watch at once (the watch waits on a
+/// channel its owner holds, not in a sleep the end of every build would wait out).
 pub struct CancellationWatch {
-    done: Arc<AtomicBool>,
+    stop: Option<Sender<()>>,
     thread: Option<JoinHandle<()>>,
 }
 
 impl Drop for CancellationWatch {
     fn drop(&mut self) {
-        self.done.store(true, Ordering::SeqCst);
+        // Disconnects the channel: the watch wakes from its wait and returns.
+        drop(self.stop.take());
         if let Some(thread) = self.thread.take() {
             let _ = thread.join();
         }
@@ -38,13 +41,21 @@ pub fn watch_cancellation(
     invocation: &str,
     interrupt: Arc<AtomicBool>,
 ) -> CancellationWatch {
-    let done = Arc::new(AtomicBool::new(false));
-    let stop = Arc::clone(&done);
+    watch_every(POLL, client, database, invocation, interrupt)
+}
+
+fn watch_every(
+    poll: Duration,
+    client: Arc<Client>,
+    database: &str,
+    invocation: &str,
+    interrupt: Arc<AtomicBool>,
+) -> CancellationWatch {
+    let (stop, stopped) = channel::<()>();
     let database = database.to_owned();
     let invocation = invocation.to_owned();
     let thread = std::thread::spawn(move || {
-        while !stop.load(Ordering::SeqCst) {
-            std::thread::sleep(POLL);
+        while let Err(RecvTimeoutError::Timeout) = stopped.recv_timeout(poll) {
             if cancellation_requested(&client, &database, &invocation).unwrap_or(false) {
                 interrupt.store(true, Ordering::SeqCst);
                 return;
@@ -52,7 +63,33 @@ pub fn watch_cancellation(
         }
     });
     CancellationWatch {
-        done,
+        stop: Some(stop),
         thread: Some(thread),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A build that ends ends now: with a poll of an hour, dropping the watch would hang
+    /// for that hour if the watch slept between its reads.
+    #[test]
+    fn dropping_the_watch_stops_it_without_waiting_for_the_next_poll() {
+        let client =
+            Arc::new(Client::new(stb_warehouse::ConnectionConfig::default()).expect("a client"));
+        let interrupt = Arc::new(AtomicBool::new(false));
+        let watch = watch_every(
+            Duration::from_secs(3600),
+            client,
+            "db",
+            "run",
+            Arc::clone(&interrupt),
+        );
+        drop(watch);
+        assert!(
+            !interrupt.load(Ordering::SeqCst),
+            "nothing asked it to stop"
+        );
     }
 }
