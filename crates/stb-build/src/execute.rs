@@ -869,6 +869,16 @@ const SETTLE_LIMIT: Duration = Duration::from_secs(60);
 const SETTLE_FIRST_POLL: Duration = Duration::from_millis(20);
 const SETTLE_LAST_POLL: Duration = Duration::from_millis(250);
 
+/// The running inserts a settle waits for, as literals: all but a run's own event batches,
+/// which write only its records, never a driving input.
+fn awaited_inserts(running: &stb_warehouse::Rows) -> Vec<String> {
+    (0..running.data.len())
+        .filter_map(|row| running.text(row, "query_id"))
+        .filter(|id| !id.starts_with(stb_warehouse::events::WRITER_QUERY_PREFIX))
+        .map(|id| stb_ddl::string_literal(&id))
+        .collect()
+}
+
 /// Waits until none of the `running` inserts is left in `system.processes`. Past the
 /// limit the build goes on with a warning rather than fail on an unrelated slow insert.
 fn settle(
@@ -876,10 +886,7 @@ fn settle(
     running: &stb_warehouse::Rows,
     interrupt: &AtomicBool,
 ) -> Result<Option<String>, Interrupted> {
-    let ids: Vec<String> = (0..running.data.len())
-        .filter_map(|row| running.text(row, "query_id"))
-        .map(|id| stb_ddl::string_literal(&id))
-        .collect();
+    let ids = awaited_inserts(running);
     if ids.is_empty() {
         return Ok(None);
     }
@@ -1006,5 +1013,30 @@ fn run_one(
             }
             Err(mpsc::RecvTimeoutError::Timeout) => {}
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::awaited_inserts;
+
+    #[test]
+    fn a_settle_waits_for_every_insert_but_the_run_s_own_event_batches() {
+        let running = stb_warehouse::Rows {
+            names: vec!["query_id".into()],
+            types: vec!["String".into()],
+            data: vec![
+                vec![serde_json::Value::from("a-writer-of-orders")],
+                vec![serde_json::Value::from(format!(
+                    "{}0f1e",
+                    stb_warehouse::events::WRITER_QUERY_PREFIX
+                ))],
+                vec![serde_json::Value::from("it's another")],
+            ],
+        };
+        assert_eq!(
+            awaited_inserts(&running),
+            ["'a-writer-of-orders'", "'it\\'s another'"]
+        );
     }
 }

@@ -29,6 +29,10 @@ pub const MAX_PAYLOAD_BYTES: usize = 16 * 1024;
 const RETRY_DELAY: Duration = Duration::from_millis(500);
 /// The longest a lazy event (a statement's completion or progress) waits for company.
 pub const LAZY_DELAY: Duration = Duration::from_millis(100);
+/// Every batch of events a run's writer sends carries a query id with this prefix: a
+/// build waiting for the inserts that could feed its driving inputs knows these write
+/// only the run's own records, and does not wait for them.
+pub const WRITER_QUERY_PREFIX: &str = "stb-run-events-";
 /// The events that may wait for company: nothing depends on their being written at once,
 /// and the next statement's start is never far behind a fast statement's completion.
 const LAZY_EVENTS: &[&str] = &["statement_completed", "statement_progress"];
@@ -225,13 +229,14 @@ impl RunEventSink {
                 )
             })
             .collect();
+        let query_id = format!("{WRITER_QUERY_PREFIX}{}", uuid::Uuid::new_v4());
         self.client.execute(
             &format!(
                 "INSERT INTO {} (invocation_id, sequence, event_kind, step_id, phase, payload_json) VALUES {}",
                 self.table,
                 values.join(", ")
             ),
-            None,
+            Some(&query_id),
         )?;
         Ok(())
     }
