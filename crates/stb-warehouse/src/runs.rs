@@ -292,8 +292,8 @@ pub struct ReplayReads {
 
 /// The rows the last `limit` replay statements of `database` read and the time they
 /// took: their query ids from the run events, their figures from the server's query log
-/// (read from the day before the oldest of them on, so the server prunes the log's
-/// partitions by date). `None` when no replay finished there.
+/// (read from an hour before the oldest of them on, so the server reads only that part
+/// of the log, which is ordered by date and time). `None` when no replay finished there.
 ///
 /// # Errors
 /// The events or the query log could not be read.
@@ -307,9 +307,13 @@ pub fn recent_replay_reads(
          WHERE event_kind = 'statement_started' AND startsWith(step_id, 'replay_') \
          ORDER BY emitted_at DESC LIMIT {limit}) \
          SELECT sum(read_rows) AS read, sum(query_duration_ms) AS ms, count() AS replays FROM system.query_log \
-         WHERE type = 'QueryFinish' AND event_date >= (SELECT toDate(min(emitted_at)) - 1 FROM replays) \
+         WHERE type = 'QueryFinish' AND event_date >= (SELECT toDate({oldest}) - 1 FROM replays) \
+         AND event_time >= (SELECT toDateTime({oldest}) - 3600 FROM replays) \
          AND query_id IN (SELECT id FROM replays)",
-        stb_ddl::identifier(database)
+        stb_ddl::identifier(database),
+        // Without a replay there is nothing to look for: a start after now reads no part
+        // of the log (its key begins with the date and time).
+        oldest = "ifNull(minOrNull(emitted_at), now() + 86400)"
     ))?;
     let number = |column: &str| rows.text(0, column).and_then(|t| t.parse::<u64>().ok());
     Ok(match (number("read"), number("ms"), number("replays")) {
