@@ -293,7 +293,10 @@ pub struct ReplayReads {
 /// The rows the last `limit` replay statements of `database` read and the time they
 /// took: their query ids from the run events, their figures from the server's query log
 /// (read from an hour before the oldest of them on, so the server reads only that part
-/// of the log, which is ordered by date and time). `None` when no replay finished there.
+/// of the log, which is ordered by date and time). Two requests: the ids first, then the
+/// log with them as literals (one request with the ids as a subquery made the server
+/// extract them from every replay event once per use, 180 ms on a one-model project).
+/// `None` when no replay finished there.
 ///
 /// # Errors
 /// The events or the query log could not be read.
@@ -302,18 +305,38 @@ pub fn recent_replay_reads(
     database: &str,
     limit: usize,
 ) -> Result<Option<ReplayReads>, WarehouseError> {
+    let replays = client.query(&format!(
+        "SELECT JSONExtractString(payload_json, 'queryId') AS id, toString(emitted_at) AS at \
+         FROM {}.{EVENTS} WHERE event_kind = 'statement_started' AND startsWith(step_id, 'replay_') \
+         ORDER BY emitted_at DESC LIMIT {limit}",
+        stb_ddl::identifier(database)
+    ))?;
+    let ids: Vec<String> = (0..replays.data.len())
+        .filter_map(|row| replays.text(row, "id"))
+        .filter(|id| !id.is_empty())
+        .map(|id| stb_ddl::string_literal(&id))
+        .collect();
+    // Newest first: the last row is the oldest.
+    let Some(oldest) = replays
+        .data
+        .len()
+        .checked_sub(1)
+        .and_then(|row| replays.text(row, "at"))
+    else {
+        return Ok(None);
+    };
+    if ids.is_empty() {
+        return Ok(None);
+    }
+    let oldest = format!(
+        "toDateTime64({}, 3, 'UTC')",
+        stb_ddl::string_literal(&oldest)
+    );
     let rows = client.query(&format!(
-        "WITH replays AS (SELECT JSONExtractString(payload_json, 'queryId') AS id, emitted_at FROM {}.{EVENTS} \
-         WHERE event_kind = 'statement_started' AND startsWith(step_id, 'replay_') \
-         ORDER BY emitted_at DESC LIMIT {limit}) \
-         SELECT sum(read_rows) AS read, sum(query_duration_ms) AS ms, count() AS replays FROM system.query_log \
-         WHERE type = 'QueryFinish' AND event_date >= (SELECT toDate({oldest}) - 1 FROM replays) \
-         AND event_time >= (SELECT toDateTime({oldest}) - 3600 FROM replays) \
-         AND query_id IN (SELECT id FROM replays)",
-        stb_ddl::identifier(database),
-        // Without a replay there is nothing to look for: a start after now reads no part
-        // of the log (its key begins with the date and time).
-        oldest = "ifNull(minOrNull(emitted_at), now() + 86400)"
+        "SELECT sum(read_rows) AS read, sum(query_duration_ms) AS ms, count() AS replays FROM system.query_log \
+         WHERE type = 'QueryFinish' AND event_date >= toDate({oldest}) - 1 \
+         AND event_time >= toDateTime({oldest}) - 3600 AND query_id IN ({})",
+        ids.join(", ")
     ))?;
     let number = |column: &str| rows.text(0, column).and_then(|t| t.parse::<u64>().ok());
     Ok(match (number("read"), number("ms"), number("replays")) {
