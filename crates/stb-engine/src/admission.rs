@@ -292,6 +292,35 @@ pub struct LockWait<'a> {
 /// How often a waiting build tries the lock again.
 const RETRY: Duration = Duration::from_millis(500);
 
+/// How long the lock's holder has held it without running: the window a waiting build
+/// gives a holder that ended (or records no run) to give the lock back counts from when it
+/// was first seen so, not from when the build began waiting. Counted from the start of the
+/// wait, a build queued behind a long run gave up the moment that run ended, before its
+/// release (a build waiting 50 s behind a replay was refused with the lock "held").
+#[derive(Debug, Default)]
+struct HandOver {
+    /// The holder seen not running, and since when.
+    since: Option<(String, Instant)>,
+}
+
+impl HandOver {
+    /// The holder was seen running: any earlier hand-over did not happen yet.
+    fn running(&mut self) {
+        self.since = None;
+    }
+
+    /// `holder` was seen at `now` holding the lock without running; how long it has been so.
+    fn not_running(&mut self, holder: &str, now: Instant) -> Duration {
+        match &self.since {
+            Some((seen, since)) if seen == holder => now.saturating_duration_since(*since),
+            _ => {
+                self.since = Some((holder.to_owned(), now));
+                Duration::ZERO
+            }
+        }
+    }
+}
+
 /// Takes `database`'s lock for the first of runs `own` (a mixed build has two), waiting
 /// while a live run that does not overlap this build holds it. Every retry admits the
 /// build again: a run that started since and overlaps refuses it (its plan may be wrong).
@@ -308,7 +337,7 @@ pub fn acquire<'c>(
     interrupt: &AtomicBool,
 ) -> Result<TargetLock<'c>, EngineError> {
     let owner = own.first().copied().unwrap_or_default();
-    let waiting_since = Instant::now();
+    let mut hand_over = HandOver::default();
     let mut told: Option<String> = None;
     loop {
         let holder = match TargetLock::acquire(client, database, owner, true) {
@@ -319,7 +348,7 @@ pub fn acquire<'c>(
         admit(client, database, own, &wait.scope, wait.windows)?;
         let run = one(client, database, &holder).map_err(|e| EngineError::from(&e))?;
         match run.as_ref().map(|run| (status(run, wait.windows), run)) {
-            Some(("running", _)) => {}
+            Some(("running", _)) => hand_over.running(),
             Some((state @ ("unresponsive" | "presumed_failed"), run)) => {
                 return Err(stale_lock(database, &holder, state, run, wait.windows));
             }
@@ -327,15 +356,16 @@ pub fn acquire<'c>(
             // command that records no run (promote, rollback, janitor: short ones). Either
             // is waited for at most the signal window: a lock an ended run failed to give
             // back stays until `stb unlock`.
-            _ if waiting_since.elapsed().as_millis()
-                > u128::try_from(wait.windows.signal_ms).unwrap_or(45_000) =>
-            {
-                return Err(EngineError::from(&LockError::Held {
-                    database: database.to_owned(),
-                    owner: holder,
-                }));
+            _ => {
+                let window =
+                    Duration::from_millis(u64::try_from(wait.windows.signal_ms).unwrap_or(45_000));
+                if hand_over.not_running(&holder, Instant::now()) > window {
+                    return Err(EngineError::from(&LockError::Held {
+                        database: database.to_owned(),
+                        owner: holder,
+                    }));
+                }
             }
-            _ => {}
         }
         if told.as_deref() != Some(holder.as_str()) {
             let owner = run

@@ -166,3 +166,27 @@ fn a_build_stays_within_the_pipelines_it_was_authorised_for() {
     assert!(grown.message.contains("pl__reports"), "{}", grown.message);
     assert!(within_authorised(&scope(&["model:ghost"], &[]), &pipeline_of, &authorised).is_err());
 }
+
+#[test]
+fn the_hand_over_window_counts_from_when_the_holder_stopped_running() {
+    let start = Instant::now();
+    let at = |s: u64| start + Duration::from_secs(s);
+    let mut hand_over = HandOver::default();
+    // A long run holds the lock for 50 s while the build waits behind it.
+    hand_over.running();
+    // It ends at 50 s: its hand-over starts then, not when the build began waiting.
+    assert_eq!(hand_over.not_running("heavy", at(50)), Duration::ZERO);
+    assert_eq!(
+        hand_over.not_running("heavy", at(51)),
+        Duration::from_secs(1)
+    );
+    // Another holder took the lock in between: its own window starts.
+    assert_eq!(hand_over.not_running("promote", at(60)), Duration::ZERO);
+    assert_eq!(
+        hand_over.not_running("promote", at(106)),
+        Duration::from_secs(46)
+    );
+    // A holder seen running again starts over.
+    hand_over.running();
+    assert_eq!(hand_over.not_running("promote", at(200)), Duration::ZERO);
+}
