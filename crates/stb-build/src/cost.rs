@@ -3,8 +3,9 @@
 //! warehouse replayed before. A fixed number of queries whatever the number of models:
 //! the counts fifty distinct ones to a request (roots that share a driving input and a
 //! window count it once), one for the sizes, the Kafka windows' partitions fifty to a
-//! request, one for the throughput. Nothing here stops a plan: a count that fails is said on its root (and a
-//! budget then refuses the build), a size or a throughput that cannot be read is unknown.
+//! request, one for the throughput, all sent side by side. Nothing here stops a plan: a
+//! count that fails is said on its root (and a budget then refuses the build), a size or a
+//! throughput that cannot be read is unknown.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -36,14 +37,26 @@ pub fn measure(
         .filter_map(|&index| window(index))
         .flat_map(|w| [w.replay_input.as_str(), w.input_rows.as_str()])
         .collect();
-    let counted = count_all(client, &counts.into_iter().collect::<Vec<_>>());
-    let sizes = input_sizes(client, database, probes, &measured);
-    let partition_sqls: BTreeSet<&str> = measured
+    let counts: Vec<&str> = counts.into_iter().collect();
+    let partition_sqls: Vec<&str> = measured
         .iter()
         .filter_map(|&index| window(index)?.partitions.as_deref())
+        .collect::<BTreeSet<&str>>()
+        .into_iter()
         .collect();
-    let partitions = partitions_all(client, &partition_sqls.into_iter().collect::<Vec<_>>());
-    let throughput = throughput(client, database);
+    // Four reads that do not depend on each other, at once.
+    let (counted, sizes, partitions, throughput) = std::thread::scope(|scope| {
+        let sizes = scope.spawn(|| input_sizes(client, database, probes, &measured));
+        let partitions = scope.spawn(|| partitions_all(client, &partition_sqls));
+        let throughput = scope.spawn(|| throughput(client, database));
+        let counted = count_all(client, &counts);
+        (
+            counted,
+            crate::side_by_side::joined(sizes),
+            crate::side_by_side::joined(partitions),
+            crate::side_by_side::joined(throughput),
+        )
+    });
     let readings = |index: usize| {
         let probe = &probes[index];
         let Some(window) = probe.window.as_ref() else {
@@ -77,39 +90,39 @@ pub fn measure(
 
 /// Each count's value, or why the server refused it.
 fn count_all(client: &Client, sqls: &[&str]) -> BTreeMap<String, Result<u64, String>> {
-    let mut counted = BTreeMap::new();
-    for batch in sqls.chunks(COUNTS_PER_REQUEST) {
-        let union: Vec<String> = batch
+    let batches: Vec<&[&str]> = sqls.chunks(COUNTS_PER_REQUEST).collect();
+    crate::side_by_side::each(&batches, |batch| count_batch(client, batch))
+        .into_iter()
+        .flatten()
+        .collect()
+}
+
+/// One request's counts (each on its own when the server refuses one of them).
+fn count_batch(client: &Client, batch: &[&str]) -> Vec<(String, Result<u64, String>)> {
+    let union: Vec<String> = batch
+        .iter()
+        .enumerate()
+        .map(|(key, sql)| format!("SELECT {key} AS k, ({sql}) AS n"))
+        .collect();
+    match client.query(&union.join(" UNION ALL ")) {
+        Ok(rows) => (0..rows.data.len())
+            .filter_map(|row| {
+                let key = number(&rows, row, "k").and_then(|k| usize::try_from(k).ok());
+                Some(((*batch.get(key?)?).to_owned(), Ok(number(&rows, row, "n")?)))
+            })
+            .collect(),
+        // One refused count refuses the request: each on its own, to say which.
+        Err(_) => batch
             .iter()
-            .enumerate()
-            .map(|(key, sql)| format!("SELECT {key} AS k, ({sql}) AS n"))
-            .collect();
-        match client.query(&union.join(" UNION ALL ")) {
-            Ok(rows) => {
-                for row in 0..rows.data.len() {
-                    let key = number(&rows, row, "k").and_then(|k| usize::try_from(k).ok());
-                    if let (Some(sql), Some(n)) =
-                        (key.and_then(|k| batch.get(k)), number(&rows, row, "n"))
-                    {
-                        counted.insert((*sql).to_owned(), Ok(n));
-                    }
-                }
-            }
-            // One refused count refuses the request: each on its own, to say which.
-            Err(_) => {
-                for sql in batch {
-                    let one = client
-                        .query(&format!("SELECT ({sql}) AS n"))
-                        .map_err(|e| stb_warehouse::plain_message(&e.to_string()))
-                        .and_then(|rows| {
-                            number(&rows, 0, "n").ok_or_else(|| "no count".to_owned())
-                        });
-                    counted.insert((*sql).to_owned(), one);
-                }
-            }
-        }
+            .map(|sql| {
+                let one = client
+                    .query(&format!("SELECT ({sql}) AS n"))
+                    .map_err(|e| stb_warehouse::plain_message(&e.to_string()))
+                    .and_then(|rows| number(&rows, 0, "n").ok_or_else(|| "no count".to_owned()));
+                ((*sql).to_owned(), one)
+            })
+            .collect(),
     }
-    counted
 }
 
 /// The measured roots' input tables' bytes on disk, by name; inputs that are not tables
@@ -151,13 +164,14 @@ fn partitions_all<'s>(
     sqls: &[&'s str],
 ) -> BTreeMap<&'s str, Vec<PartitionMessages>> {
     let mut found: BTreeMap<&str, Vec<PartitionMessages>> = BTreeMap::new();
-    for batch in sqls.chunks(COUNTS_PER_REQUEST) {
+    let batches: Vec<&[&'s str]> = sqls.chunks(COUNTS_PER_REQUEST).collect();
+    let answered = crate::side_by_side::each(&batches, |batch| {
         let union: Vec<String> = batch
             .iter()
             .enumerate()
             .map(|(key, sql)| format!("SELECT {key} AS k, * FROM ({sql})"))
             .collect();
-        let answers: Vec<Rows> = match client.query(&union.join(" UNION ALL ")) {
+        match client.query(&union.join(" UNION ALL ")) {
             Ok(rows) => vec![rows],
             // One refused window refuses the request: each on its own then.
             Err(_) => batch
@@ -169,7 +183,9 @@ fn partitions_all<'s>(
                         .ok()
                 })
                 .collect(),
-        };
+        }
+    });
+    for (batch, answers) in batches.iter().zip(answered) {
         for rows in answers {
             for row in 0..rows.data.len() {
                 let Some(sql) = number(&rows, row, "k")

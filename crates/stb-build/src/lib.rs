@@ -4,7 +4,9 @@
 
 pub mod cost;
 pub mod execute;
+pub mod measure;
 mod replay_watch;
 mod secrets;
 pub mod shrink;
+mod side_by_side;
 pub mod undo;

@@ -1,8 +1,9 @@
 //! Reads what the shrink guard needs (see `stb_plan::shrink`): per batch of roots (one
 //! batch for most projects), one query for the live counts, then, once every live count is
-//! read, one for the windows. Only when a window query fails is it repeated root by root,
-//! so one unreadable root does not hide the others' numbers, and a root whose new query
-//! fails still has its loss measured through the query that filled it.
+//! read, one for the windows; the driving inputs' retentions beside them. Only when a
+//! window query fails is it repeated root by root, so one unreadable root does not hide
+//! the others' numbers, and a root whose new query fails still has its loss measured
+//! through the query that filled it.
 
 use std::collections::BTreeMap;
 
@@ -11,8 +12,8 @@ use stb_plan::shrink::{
 };
 use stb_warehouse::{Client, Rows, WarehouseError};
 
-/// Measures every probe, after reading the retention of each driving input in
-/// `database` (one query, when any input exists) into the probes.
+/// Measures every probe, reading the retention of each driving input in `database` (one
+/// query, when any input exists) into the probes beside the counts (which do not need it).
 ///
 /// # Errors
 /// The live counts could not be read (the warehouse is unreachable or refuses plain
@@ -22,8 +23,41 @@ pub fn measure(
     database: &str,
     probes: &mut [Probe],
 ) -> Result<Vec<ReplayWindow>, WarehouseError> {
-    read_retentions(client, database, probes)?;
-    let probes: &[Probe] = probes;
+    let (retentions, counted) = {
+        let probes: &[Probe] = probes;
+        std::thread::scope(|scope| {
+            let retentions = scope.spawn(|| retentions(client, database, probes));
+            let counted = counts(client, probes);
+            (crate::side_by_side::joined(retentions), counted)
+        })
+    };
+    for (probe, retention) in probes.iter_mut().zip(retentions?) {
+        probe.retention = retention;
+    }
+    let counted = counted?;
+    let key = |index: usize| u64::try_from(index).unwrap_or(u64::MAX);
+    Ok(assess(
+        probes,
+        &Readings {
+            live: &|index| counted.live.get(&key(index)).copied(),
+            windows: &|index| counted.windows.get(&key(index)).copied(),
+            errors: &|index| counted.errors.get(&index).cloned(),
+            new_query_errors: &|index| counted.new_query_errors.get(&index).cloned(),
+        },
+    ))
+}
+
+/// What the guard's queries counted, by probe.
+struct Counted {
+    live: BTreeMap<u64, u64>,
+    windows: BTreeMap<u64, WindowCounts>,
+    errors: BTreeMap<usize, String>,
+    new_query_errors: BTreeMap<usize, String>,
+}
+
+/// The live counts, then (once every one is read: a table fed meanwhile only makes the
+/// windows larger, never a loss that is not there) the windows.
+fn counts(client: &Client, probes: &[Probe]) -> Result<Counted, WarehouseError> {
     let batches = stb_plan::shrink::batches(probes);
     let mut live = BTreeMap::new();
     for batch in &batches {
@@ -80,16 +114,12 @@ pub fn measure(
             }
         }
     }
-    let key = |index: usize| u64::try_from(index).unwrap_or(u64::MAX);
-    Ok(assess(
-        probes,
-        &Readings {
-            live: &|index| live.get(&key(index)).copied(),
-            windows: &|index| windows.get(&key(index)).copied(),
-            errors: &|index| errors.get(&index).cloned(),
-            new_query_errors: &|index| new_query_errors.get(&index).cloned(),
-        },
-    ))
+    Ok(Counted {
+        live,
+        windows,
+        errors,
+        new_query_errors,
+    })
 }
 
 fn number(rows: &Rows, row: usize, column: &str) -> Option<u64> {
@@ -113,13 +143,13 @@ fn read_windows(rows: &Rows, into: &mut BTreeMap<u64, WindowCounts>) {
     }
 }
 
-/// Fills each probe's retention from its driving input's live definition: one query for
-/// every input, only the inputs' definitions (the plan's catalog read none of them).
-fn read_retentions(
+/// Each probe's retention, from its driving input's live definition: one query for every
+/// input, only the inputs' definitions (the plan's catalog read none of them).
+fn retentions(
     client: &Client,
     database: &str,
-    probes: &mut [Probe],
-) -> Result<(), WarehouseError> {
+    probes: &[Probe],
+) -> Result<Vec<Option<String>>, WarehouseError> {
     let inputs: Vec<String> = probes
         .iter()
         .filter_map(|p| p.retention_source.clone())
@@ -127,15 +157,17 @@ fn read_retentions(
         .into_iter()
         .collect();
     if inputs.is_empty() {
-        return Ok(());
+        return Ok(vec![None; probes.len()]);
     }
     let definitions = client.definitions(database, &inputs)?;
-    for probe in probes.iter_mut() {
-        probe.retention = probe
-            .retention_source
-            .as_ref()
-            .and_then(|input| definitions.get(input))
-            .and_then(|(_, create)| stb_plan::shrink::retention(create));
-    }
-    Ok(())
+    Ok(probes
+        .iter()
+        .map(|probe| {
+            probe
+                .retention_source
+                .as_ref()
+                .and_then(|input| definitions.get(input))
+                .and_then(|(_, create)| stb_plan::shrink::retention(create))
+        })
+        .collect())
 }

@@ -532,17 +532,17 @@ const STREAMING_ENGINES: &[&str] = &[
 ];
 
 /// Runs the shrink guard's queries (after every check that can stop the plan, before
-/// anything is dropped), then measures what the replays read (their cost: never an error
-/// of its own).
+/// anything is dropped) and, beside them, measures what the replays read (their cost:
+/// never an error of its own).
 ///
 /// # Errors
 /// The live counts could not be read.
 pub fn measure(client: &Client, planned: &mut Planned) -> Result<(), EngineError> {
-    planned.replay_windows =
-        stb_build::shrink::measure(client, &planned.database, &mut planned.probes)
-            .map_err(|e| EngineError::from(&e))?;
-    (planned.replay_costs, planned.replay_throughput) =
-        stb_build::cost::measure(client, &planned.database, &planned.probes);
+    let measured = stb_build::measure::replays(client, &planned.database, &mut planned.probes)
+        .map_err(|e| EngineError::from(&e))?;
+    planned.replay_windows = measured.windows;
+    planned.replay_costs = measured.costs;
+    planned.replay_throughput = measured.throughput;
     Ok(())
 }
 
