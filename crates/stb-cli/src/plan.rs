@@ -102,17 +102,20 @@ pub(crate) fn run(args: &PlanArgs) -> ExitCode {
         Ok(scope) => scope,
         Err(failure) => return fail(&failure, json),
     };
-    let (project, compiled) = match args.project.compile_for(
-        json,
-        args.connection.database.as_deref(),
-        stb_compile::Output::PlanOnly,
-    ) {
-        Ok(compiled) => compiled,
+    let (_, mut project) = match args.project.discover(json) {
+        Ok(found) => found,
         Err(code) => return code,
+    };
+    crate::args::pin_database(&mut project, args.connection.database.as_deref());
+    // The warehouse's catalog is read while the models compile.
+    let connected = args.connection.read_ahead(&project, Purpose::Show);
+    let compiled = match stb_compile::compile_with(&project, stb_compile::Output::PlanOnly) {
+        Ok(compiled) => compiled,
+        Err(diagnostics) => return report(diagnostics, json),
     };
     let plan = match args
         .connection
-        .plan(&project, &compiled, &scope, Purpose::Show)
+        .plan(&project, &compiled, &scope, Purpose::Show, connected)
     {
         Ok(plan) => plan,
         Err(failure) => return fail(&failure, json),

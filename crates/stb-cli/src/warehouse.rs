@@ -81,28 +81,59 @@ impl ConnectionArgs {
         )
     }
 
-    /// Connects and plans `scope` there (routed by the engine: direct, virtual or mixed):
-    /// what `stb plan` shows and `stb build` runs.
+    /// Connects and begins reading the catalog a plan for `purpose` reads, while the
+    /// caller compiles ([`stb_engine::plan::read_ahead`]); `None` when the connection
+    /// cannot be made yet (the plan then says why, after the compile, as without it).
+    pub(crate) fn read_ahead(
+        &self,
+        project: &Project,
+        purpose: stb_engine::plan::Purpose,
+    ) -> Option<Connected> {
+        let (client, database) = self.connect_for(project, work(purpose)).ok()?;
+        let client = std::sync::Arc::new(client);
+        let ahead = stb_engine::plan::read_ahead(project, &client, &database, purpose);
+        Some(Connected {
+            client,
+            database,
+            ahead,
+        })
+    }
+
+    /// Plans `scope` (routed by the engine: direct, virtual or mixed) through the
+    /// connection `connected` opened, or a new one: what `stb plan` shows.
     pub(crate) fn plan(
         &self,
         project: &Project,
         compiled: &stb_compile::Compiled,
         scope: &stb_engine::scope::Scope,
         purpose: stb_engine::plan::Purpose,
+        connected: Option<Connected>,
     ) -> Result<stb_engine::plan::Plan, Failure> {
-        let work = match purpose {
-            stb_engine::plan::Purpose::Show => stb_engine::cluster::Work::ShowPlan,
-            stb_engine::plan::Purpose::Build => stb_engine::cluster::Work::Change,
+        let (client, database, ahead) = match connected {
+            Some(connected) => (connected.client, connected.database, Some(connected.ahead)),
+            None => {
+                let (client, database) = self.connect_for(project, work(purpose))?;
+                (std::sync::Arc::new(client), database, None)
+            }
         };
-        let (client, database) = self.connect_for(project, work)?;
         Ok(stb_engine::plan::plan(
-            project,
-            compiled,
-            &std::sync::Arc::new(client),
-            &database,
-            scope,
-            purpose,
+            project, compiled, &client, &database, scope, purpose, ahead,
         )?)
+    }
+}
+
+/// A connection a plan opened before its compile, and the catalog read begun on it.
+pub(crate) struct Connected {
+    client: std::sync::Arc<Client>,
+    database: String,
+    ahead: stb_engine::plan::ReadAhead,
+}
+
+/// What a plan for `purpose` may do on a cluster target.
+fn work(purpose: stb_engine::plan::Purpose) -> stb_engine::cluster::Work {
+    match purpose {
+        stb_engine::plan::Purpose::Show => stb_engine::cluster::Work::ShowPlan,
+        stb_engine::plan::Purpose::Build => stb_engine::cluster::Work::Change,
     }
 }
 

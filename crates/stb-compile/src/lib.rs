@@ -202,19 +202,7 @@ pub(crate) fn compile_recording(
             Err(problems) => problems.into_iter().for_each(|p| diagnostics.push(p)),
         }
     }
-    let mut managed = BTreeMap::new();
-    for source in project
-        .sources
-        .iter()
-        .filter(|s| s.kind == SourceKind::Kafka)
-    {
-        match managed_source(project, source) {
-            Ok(objects) => {
-                managed.insert(source.name.clone(), objects);
-            }
-            Err(problem) => diagnostics.push(problem),
-        }
-    }
+    let managed = managed_sources(project, &mut diagnostics);
     let tests = compile_tests(project, &analysed, &mut diagnostics);
     let audits = audits::compile(project, &analysed, &mut diagnostics);
     if !diagnostics.is_empty() {
@@ -461,6 +449,38 @@ fn source_ttl(project: &Project, source: &Source) -> Option<String> {
         )),
         None => project.defaults.managed_source_ttl.clone(),
     }
+}
+
+/// Every Kafka source's objects, by source; the problems of those that cannot be made go
+/// to `diagnostics`.
+fn managed_sources(
+    project: &Project,
+    diagnostics: &mut Diagnostics,
+) -> BTreeMap<String, ManagedSource> {
+    let mut managed = BTreeMap::new();
+    for source in project
+        .sources
+        .iter()
+        .filter(|s| s.kind == SourceKind::Kafka)
+    {
+        match managed_source(project, source) {
+            Ok(objects) => {
+                managed.insert(source.name.clone(), objects);
+            }
+            Err(problem) => diagnostics.push(problem),
+        }
+    }
+    managed
+}
+
+/// The sources as a plan sees them ([`Compiled::plan_sources`]), without compiling a model:
+/// they come from the sources' files and the project's settings alone, so a plan can read
+/// what the warehouse holds of them while the models compile. A source that cannot be made
+/// is left out (the compile reports it).
+#[must_use]
+pub fn plan_sources(project: &Project) -> Vec<stb_model::planning::PlanSource> {
+    let managed = managed_sources(project, &mut Diagnostics::new());
+    planning::sources(project, &managed)
 }
 
 fn managed_source(project: &Project, source: &Source) -> Result<ManagedSource, Diagnostic> {

@@ -120,35 +120,58 @@ pub fn read(
     stamped: bool,
     cache: Option<&mut stb_warehouse::CatalogCache>,
 ) -> Result<Reads, EngineError> {
+    let catalog = read_catalog(client, database, &compiled.plan_sources, stamped, cache)?;
+    read_with(client, database, compiled, catalog)
+}
+
+/// The catalog a plan reads, with its stamp when `stamped` (a build's, re-checked under
+/// the lock). It needs only the project's `sources` (no model), so a plan may read it
+/// while the models compile.
+///
+/// # Errors
+/// The catalog could not be read.
+pub fn read_catalog(
+    client: &Client,
+    database: &str,
+    sources: &[stb_plan::direct::PlanSource],
+    stamped: bool,
+    cache: Option<&mut stb_warehouse::CatalogCache>,
+) -> Result<(Catalog, Option<String>), EngineError> {
     let stamp_databases = if stamped {
-        crate::validation::stamp_databases(database, &compiled.plan_sources)
+        crate::validation::stamp_databases(database, sources)
     } else {
         Vec::new()
     };
     // The definitions a plan reads: the landings' (their drift), and the adopted tables'
     // columns whatever they are; every other relation's definition is left unread, which
     // is most of what reading the catalog costs.
-    let defined = compiled
-        .plan_sources
+    let defined = sources
         .iter()
         .filter_map(|s| s.landing.as_ref())
         .flat_map(|l| [&l.kafka_table, &l.raw_table, &l.view])
-        .chain(
-            compiled
-                .plan_sources
-                .iter()
-                .filter_map(|s| s.relation.as_ref()),
-        )
+        .chain(sources.iter().filter_map(|s| s.relation.as_ref()))
         .cloned()
         .collect();
-    let (catalog, catalog_stamp) = client
+    client
         .load_catalog_stamped(
             database,
             &stamp_databases,
             &stb_warehouse::Depth::Plan { defined },
             cache,
         )
-        .map_err(|e| EngineError::from(&e))?;
+        .map_err(|e| EngineError::from(&e))
+}
+
+/// [`read`] with its catalog read already ([`read_catalog`]): the build records.
+///
+/// # Errors
+/// The build records could not be read.
+pub fn read_with(
+    client: &Client,
+    database: &str,
+    compiled: &Compiled,
+    (catalog, catalog_stamp): (Catalog, Option<String>),
+) -> Result<Reads, EngineError> {
     // One read of the latest baselines, whatever the scope: --changed compares them all.
     let identities: Vec<String> = compiled
         .plan_models

@@ -61,7 +61,8 @@ pub enum Plan {
 
 /// Plans `scope` against the warehouse `client` reaches (its `database`): checks the flags
 /// and selectors before anything connects, routes the scope to its planner, reads,
-/// plans, measures and validates.
+/// plans, measures and validates. The catalog comes from `ahead` when it was read for
+/// this plan while the models compiled ([`read_ahead`]).
 ///
 /// # Errors
 /// Flags or selectors that cannot mean anything, a warehouse read that failed, or a plan
@@ -74,10 +75,12 @@ pub fn plan(
     database: &str,
     scope: &Scope,
     purpose: Purpose,
+    // Taken by the first part planned (a mixed plan's virtual phase).
+    mut ahead: Option<ReadAhead>,
 ) -> Result<Plan, EngineError> {
     scope.check_any()?;
     let route = crate::staged::route(project, compiled, &scope.select, scope.changed)?;
-    // Once per plan (a mixed plan prepares two parts), before the catalog is read.
+    // Once per plan (a mixed plan prepares two parts).
     let cluster = crate::cluster::check_target(
         project,
         client,
@@ -89,26 +92,33 @@ pub fn plan(
         !matches!(route, Route::Direct),
     )?;
     let cluster = cluster.as_ref();
+    let whole = |ahead| {
+        prepare(
+            project,
+            compiled,
+            client,
+            database,
+            scope,
+            (purpose, ahead),
+            cluster,
+        )
+    };
     match route {
-        Route::Direct => {
-            prepare(project, compiled, client, database, scope, purpose, cluster).map(Plan::Direct)
-        }
-        Route::Virtual(_) => {
-            prepare(project, compiled, client, database, scope, purpose, cluster).map(Plan::Virtual)
-        }
+        Route::Direct => whole(ahead.take()).map(Plan::Direct),
+        Route::Virtual(_) => whole(ahead.take()).map(Plan::Virtual),
         Route::Mixed {
             direct_models,
             virtual_models,
             ..
         } => {
-            let part = |models, virtual_part| {
+            let mut part = |models, virtual_part| {
                 prepare(
                     project,
                     compiled,
                     client,
                     database,
                     &scope.part(models, virtual_part),
-                    purpose,
+                    (purpose, ahead.take()),
                     cluster,
                 )
             };
@@ -280,7 +290,7 @@ pub(crate) fn prepare(
     client: &Arc<Client>,
     database: &str,
     scope: &Scope,
-    purpose: Purpose,
+    (purpose, ahead): (Purpose, Option<ReadAhead>),
     cluster: Option<&stb_plan::cluster::ClusterTarget>,
 ) -> Result<Prepared, EngineError> {
     // Flags and selectors are checked before anything is read.
@@ -293,21 +303,27 @@ pub(crate) fn prepare(
             ..
         } => return Err(crate::staged::mixed_refusal(&direct, &virtual_pipelines)),
     };
-    let reads = {
-        let mut cache = CatalogCache::load(&project.root);
-        let reads = read(
-            client,
-            database,
-            compiled,
-            purpose == Purpose::Build,
-            Some(&mut cache),
-        )?;
-        // Saved now and let go: the plan keeps its own copies in the catalog.
-        cache.save(&project.root);
-        Reads {
-            cluster: cluster.cloned(),
-            ..reads
+    let ahead =
+        ahead.and_then(|ahead| ahead.catalog_for(database, purpose, &compiled.plan_sources));
+    let reads = match ahead {
+        Some(catalog) => crate::direct::read_with(client, database, compiled, catalog)?,
+        None => {
+            let mut cache = CatalogCache::load(&project.root);
+            let reads = read(
+                client,
+                database,
+                compiled,
+                purpose == Purpose::Build,
+                Some(&mut cache),
+            )?;
+            // Saved now and let go: the plan keeps its own copies in the catalog.
+            cache.save(&project.root);
+            reads
         }
+    };
+    let reads = Reads {
+        cluster: cluster.cloned(),
+        ..reads
     };
     let settings = Settings::from_env(&|name| std::env::var(name).ok())?;
     let (mut planned, staged) = match &scope_kind {
@@ -477,6 +493,9 @@ fn plan_deployment(
 }
 
 pub mod markdown;
+mod read_ahead;
+
+pub use read_ahead::{ReadAhead, read_ahead};
 
 #[cfg(test)]
 mod examples_tests;

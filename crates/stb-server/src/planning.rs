@@ -55,6 +55,7 @@ pub(crate) async fn preview(
             &database,
             &scope,
             Purpose::Show,
+            None,
         )
         .map_err(|error| ApiError::engine(&error))?;
         if let Some(invalid) = plan.refused() {

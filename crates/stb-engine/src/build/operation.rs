@@ -222,6 +222,7 @@ pub fn build(request: &Request<'_>, frontend: &dyn Frontend, cancel: &Arc<Atomic
         &request.database,
         &request.scope,
         Purpose::Build,
+        None,
     ) {
         Ok(plan) => plan,
         Err(error) => {
