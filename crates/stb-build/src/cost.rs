@@ -8,6 +8,7 @@
 //! throughput that cannot be read is unknown.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use stb_plan::cost::{PartitionMessages, Reading, ReplayCost, Throughput};
 use stb_plan::shrink::Probe;
@@ -20,12 +21,14 @@ const COUNTS_PER_REQUEST: usize = 50;
 const RECENT_REPLAYS: usize = 20;
 
 /// Each measured root's cost ([`stb_plan::cost::measured`]) and the throughput its time
-/// was estimated from.
+/// was estimated from; once `stop` is set, no further request is sent (what is missing
+/// is unknown).
 #[must_use]
 pub fn measure(
     client: &Client,
     database: &str,
     probes: &[Probe],
+    stop: &AtomicBool,
 ) -> (Vec<ReplayCost>, Option<Throughput>) {
     let measured = stb_plan::cost::measured(probes);
     if measured.is_empty() {
@@ -46,10 +49,10 @@ pub fn measure(
         .collect();
     // Four reads that do not depend on each other, at once.
     let (counted, sizes, partitions, throughput) = std::thread::scope(|scope| {
-        let sizes = scope.spawn(|| input_sizes(client, database, probes, &measured));
-        let partitions = scope.spawn(|| partitions_all(client, &partition_sqls));
-        let throughput = scope.spawn(|| throughput(client, database));
-        let counted = count_all(client, &counts);
+        let sizes = scope.spawn(|| input_sizes(client, database, probes, &measured, stop));
+        let partitions = scope.spawn(|| partitions_all(client, &partition_sqls, stop));
+        let throughput = scope.spawn(|| throughput(client, database, stop));
+        let counted = count_all(client, &counts, stop);
         (
             counted,
             crate::side_by_side::joined(sizes),
@@ -89,12 +92,21 @@ pub fn measure(
 }
 
 /// Each count's value, or why the server refused it.
-fn count_all(client: &Client, sqls: &[&str]) -> BTreeMap<String, Result<u64, String>> {
+fn count_all(
+    client: &Client,
+    sqls: &[&str],
+    stop: &AtomicBool,
+) -> BTreeMap<String, Result<u64, String>> {
     let batches: Vec<&[&str]> = sqls.chunks(COUNTS_PER_REQUEST).collect();
-    crate::side_by_side::each(&batches, |batch| count_batch(client, batch))
-        .into_iter()
-        .flatten()
-        .collect()
+    crate::side_by_side::each(&batches, |batch| {
+        if stopped(stop) {
+            return Vec::new();
+        }
+        count_batch(client, batch)
+    })
+    .into_iter()
+    .flatten()
+    .collect()
 }
 
 /// One request's counts (each on its own when the server refuses one of them).
@@ -111,6 +123,15 @@ fn count_batch(client: &Client, batch: &[&str]) -> Vec<(String, Result<u64, Stri
                 Some(((*batch.get(key?)?).to_owned(), Ok(number(&rows, row, "n")?)))
             })
             .collect(),
+        // No answer at all: the same for each (asked again one by one, each would wait
+        // as long).
+        Err(error) if error.server_code.is_none() => {
+            let message = stb_warehouse::plain_message(&error.to_string());
+            batch
+                .iter()
+                .map(|sql| ((*sql).to_owned(), Err(message.clone())))
+                .collect()
+        }
         // One refused count refuses the request: each on its own, to say which.
         Err(_) => batch
             .iter()
@@ -132,12 +153,13 @@ fn input_sizes(
     database: &str,
     probes: &[Probe],
     measured: &[usize],
+    stop: &AtomicBool,
 ) -> BTreeMap<String, u64> {
     let inputs: BTreeSet<&str> = measured
         .iter()
         .filter_map(|&index| probes[index].retention_source.as_deref())
         .collect();
-    if inputs.is_empty() {
+    if inputs.is_empty() || stopped(stop) {
         return BTreeMap::new();
     }
     let names: Vec<String> = inputs
@@ -162,10 +184,14 @@ fn input_sizes(
 fn partitions_all<'s>(
     client: &Client,
     sqls: &[&'s str],
+    stop: &AtomicBool,
 ) -> BTreeMap<&'s str, Vec<PartitionMessages>> {
     let mut found: BTreeMap<&str, Vec<PartitionMessages>> = BTreeMap::new();
     let batches: Vec<&[&'s str]> = sqls.chunks(COUNTS_PER_REQUEST).collect();
     let answered = crate::side_by_side::each(&batches, |batch| {
+        if stopped(stop) {
+            return Vec::new();
+        }
         let union: Vec<String> = batch
             .iter()
             .enumerate()
@@ -173,6 +199,8 @@ fn partitions_all<'s>(
             .collect();
         match client.query(&union.join(" UNION ALL ")) {
             Ok(rows) => vec![rows],
+            // No answer at all: none for each either.
+            Err(error) if error.server_code.is_none() => Vec::new(),
             // One refused window refuses the request: each on its own then.
             Err(_) => batch
                 .iter()
@@ -217,10 +245,18 @@ fn partitions_all<'s>(
 
 /// How fast the last replays of `database` read; `None` when there were none, or the
 /// server's query log cannot be read.
-fn throughput(client: &Client, database: &str) -> Option<Throughput> {
+fn throughput(client: &Client, database: &str, stop: &AtomicBool) -> Option<Throughput> {
+    if stopped(stop) {
+        return None;
+    }
     let read =
         stb_warehouse::runs::recent_replay_reads(client, database, RECENT_REPLAYS).ok()??;
     Throughput::of(read.rows, read.milliseconds, read.statements)
+}
+
+/// The plan stopped measuring (the shrink guard's reads failed): the rest is not asked.
+fn stopped(stop: &AtomicBool) -> bool {
+    stop.load(Ordering::SeqCst)
 }
 
 fn number(rows: &Rows, row: usize, column: &str) -> Option<u64> {

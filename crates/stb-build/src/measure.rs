@@ -1,7 +1,9 @@
 //! Everything a plan measures about its replays, read at once: the shrink guard's counts
-//! ([`crate::shrink`]) beside the replays' costs ([`crate::cost`]). Neither reads what the
-//! other writes into the probes (the costs need no retention), so the two run side by side
-//! and a plan waits for the longer one, not for both in turn.
+//! ([`crate::shrink`]) beside the replays' costs ([`crate::cost`]). Both only read the
+//! probes (the retentions the guard reads are filled in after), so the two run side by
+//! side and a plan waits for the longer one, not for both in turn.
+
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use stb_plan::cost::{ReplayCost, Throughput};
 use stb_plan::shrink::{Probe, ReplayWindow};
@@ -18,25 +20,31 @@ pub struct Measured {
     pub throughput: Option<Throughput>,
 }
 
-/// Measures every probe's window (filling its retention first) and every replay's cost.
+/// Measures every probe's window (filling its retention) and every replay's cost.
 ///
 /// # Errors
-/// As [`crate::shrink::measure`]: the live counts could not be read.
+/// As [`crate::shrink::read`]: the live counts could not be read (the cost reads still
+/// under way then stop at their next request).
 pub fn replays(
     client: &Client,
     database: &str,
     probes: &mut [Probe],
 ) -> Result<Measured, WarehouseError> {
-    // The costs read their own copy: the shrink guard fills the retentions in meanwhile.
-    let unfilled = probes.to_vec();
-    std::thread::scope(|scope| {
-        let costs = scope.spawn(|| crate::cost::measure(client, database, &unfilled));
-        let windows = crate::shrink::measure(client, database, probes);
-        let (costs, throughput) = crate::side_by_side::joined(costs);
-        Ok(Measured {
-            windows: windows?,
-            costs,
-            throughput,
+    let stop = AtomicBool::new(false);
+    let (guard, (costs, throughput)) = {
+        let probes: &[Probe] = probes;
+        std::thread::scope(|scope| {
+            let costs = scope.spawn(|| crate::cost::measure(client, database, probes, &stop));
+            let guard = crate::shrink::read(client, database, probes);
+            if guard.is_err() {
+                stop.store(true, Ordering::SeqCst);
+            }
+            (guard, crate::side_by_side::joined(costs))
         })
+    };
+    Ok(Measured {
+        windows: guard?.assess(probes),
+        costs,
+        throughput,
     })
 }

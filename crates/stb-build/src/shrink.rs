@@ -16,35 +16,63 @@ use stb_warehouse::{Client, Rows, WarehouseError};
 /// query, when any input exists) into the probes beside the counts (which do not need it).
 ///
 /// # Errors
-/// The live counts could not be read (the warehouse is unreachable or refuses plain
-/// `count()` reads); a failing window is reported per root instead.
+/// As [`read`].
 pub fn measure(
     client: &Client,
     database: &str,
     probes: &mut [Probe],
 ) -> Result<Vec<ReplayWindow>, WarehouseError> {
-    let (retentions, counted) = {
-        let probes: &[Probe] = probes;
-        std::thread::scope(|scope| {
-            let retentions = scope.spawn(|| retentions(client, database, probes));
-            let counted = counts(client, probes);
-            (crate::side_by_side::joined(retentions), counted)
-        })
-    };
-    for (probe, retention) in probes.iter_mut().zip(retentions?) {
-        probe.retention = retention;
+    Ok(read(client, database, probes)?.assess(probes))
+}
+
+/// What the guard read of every probe, before it is judged ([`GuardReadings::assess`]).
+pub struct GuardReadings {
+    retentions: Vec<Option<String>>,
+    counted: Counted,
+}
+
+/// Reads what the guard judges: each driving input's retention beside the counts.
+///
+/// # Errors
+/// The live counts could not be read (the warehouse is unreachable or refuses plain
+/// `count()` reads), or the inputs' definitions; a failing window is reported per root
+/// instead.
+pub fn read(
+    client: &Client,
+    database: &str,
+    probes: &[Probe],
+) -> Result<GuardReadings, WarehouseError> {
+    let (retentions, counted) = std::thread::scope(|scope| {
+        let retentions = scope.spawn(|| retentions(client, database, probes));
+        let counted = counts(client, probes);
+        (crate::side_by_side::joined(retentions), counted)
+    });
+    Ok(GuardReadings {
+        retentions: retentions?,
+        counted: counted?,
+    })
+}
+
+impl GuardReadings {
+    /// Each probe's window, judged from what was read; the retentions read are filled
+    /// into the probes (they were read for these).
+    #[must_use]
+    pub fn assess(self, probes: &mut [Probe]) -> Vec<ReplayWindow> {
+        for (probe, retention) in probes.iter_mut().zip(self.retentions) {
+            probe.retention = retention;
+        }
+        let counted = self.counted;
+        let key = |index: usize| u64::try_from(index).unwrap_or(u64::MAX);
+        assess(
+            probes,
+            &Readings {
+                live: &|index| counted.live.get(&key(index)).copied(),
+                windows: &|index| counted.windows.get(&key(index)).copied(),
+                errors: &|index| counted.errors.get(&index).cloned(),
+                new_query_errors: &|index| counted.new_query_errors.get(&index).cloned(),
+            },
+        )
     }
-    let counted = counted?;
-    let key = |index: usize| u64::try_from(index).unwrap_or(u64::MAX);
-    Ok(assess(
-        probes,
-        &Readings {
-            live: &|index| counted.live.get(&key(index)).copied(),
-            windows: &|index| counted.windows.get(&key(index)).copied(),
-            errors: &|index| counted.errors.get(&index).cloned(),
-            new_query_errors: &|index| counted.new_query_errors.get(&index).cloned(),
-        },
-    ))
 }
 
 /// What the guard's queries counted, by probe.

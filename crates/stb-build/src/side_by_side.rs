@@ -6,9 +6,10 @@
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-/// Requests in flight at once: enough to keep a small server's cores busy without
-/// queueing behind each other on it.
-const IN_FLIGHT: usize = 4;
+/// Requests in flight at once per call: a plan's measurements make a few such calls at
+/// once (up to eight requests in all), enough to keep a small server's cores busy and far
+/// below the server's own limit on a user's queries.
+const IN_FLIGHT: usize = 2;
 
 /// `work` applied to every item, a few at a time on their own threads; the results in the
 /// items' order.

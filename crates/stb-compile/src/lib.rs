@@ -475,8 +475,8 @@ fn managed_sources(
 
 /// The sources as a plan sees them ([`Compiled::plan_sources`]), without compiling a model:
 /// they come from the sources' files and the project's settings alone, so a plan can read
-/// what the warehouse holds of them while the models compile. A source that cannot be made
-/// is left out (the compile reports it).
+/// what the warehouse holds of them while the models compile. A Kafka source whose
+/// landing cannot be made is kept without it (the compile reports why).
 #[must_use]
 pub fn plan_sources(project: &Project) -> Vec<stb_model::planning::PlanSource> {
     let managed = managed_sources(project, &mut Diagnostics::new());

@@ -328,7 +328,8 @@ impl HandOver {
 /// # Errors
 /// An overlapping run ([`OVERLAP_CODE`]); the lock's run stopped signalling
 /// ([`STALE_LOCK_CODE`]); the wait was interrupted ([`WAIT_INTERRUPTED_CODE`]); a holder
-/// without any run record kept it longer than the signal window (the lock's own error).
+/// that ended, or has no run record, kept it longer than the signal window after it was
+/// first seen so (the lock's own error).
 pub fn acquire<'c>(
     client: &'c Client,
     database: &str,

@@ -60,9 +60,10 @@ pub enum Plan {
 }
 
 /// Plans `scope` against the warehouse `client` reaches (its `database`): checks the flags
-/// and selectors before anything connects, routes the scope to its planner, reads,
+/// and selectors before anything here connects, routes the scope to its planner, reads,
 /// plans, measures and validates. The catalog comes from `ahead` when it was read for
-/// this plan while the models compiled ([`read_ahead`]).
+/// this plan while the models compiled ([`read_ahead`]: begun before these checks, it
+/// only reads).
 ///
 /// # Errors
 /// Flags or selectors that cannot mean anything, a warehouse read that failed, or a plan
@@ -280,7 +281,8 @@ pub struct MixedJson<'a> {
 /// refused, [`plan`] splits it) through `client`, reads the warehouse, plans and measures
 /// the shrink guard. A scope of virtual pipelines plans a new deployment and its build.
 /// Reached through [`plan`], which checks the target's cluster first and reads its
-/// shards (`cluster`: an `on_cluster` or `sharded` target's).
+/// shards (`cluster`: an `on_cluster` or `sharded` target's); its catalog is `ahead`'s
+/// when that was read for it.
 ///
 /// # Errors
 /// As [`plan`].
@@ -293,7 +295,8 @@ pub(crate) fn prepare(
     (purpose, ahead): (Purpose, Option<ReadAhead>),
     cluster: Option<&stb_plan::cluster::ClusterTarget>,
 ) -> Result<Prepared, EngineError> {
-    // Flags and selectors are checked before anything is read.
+    // Flags and selectors are checked before anything is read here (a read ahead only
+    // read).
     let scope_kind = match crate::staged::route(project, compiled, &scope.select, scope.changed)? {
         Route::Direct => ScopeKind::Direct(scope.resolve(compiled)?),
         Route::Virtual(models) => ScopeKind::Virtual(models),
@@ -303,10 +306,10 @@ pub(crate) fn prepare(
             ..
         } => return Err(crate::staged::mixed_refusal(&direct, &virtual_pipelines)),
     };
-    let ahead =
-        ahead.and_then(|ahead| ahead.catalog_for(database, purpose, &compiled.plan_sources));
+    let ahead = ahead
+        .and_then(|ahead| ahead.catalog_for(client, database, purpose, &compiled.plan_sources));
     let reads = match ahead {
-        Some(catalog) => crate::direct::read_with(client, database, compiled, catalog)?,
+        Some(catalog) => crate::direct::read_with(client, database, compiled, catalog?)?,
         None => {
             let mut cache = CatalogCache::load(&project.root);
             let reads = read(

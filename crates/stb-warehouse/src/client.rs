@@ -15,6 +15,12 @@ const KEEPALIVE: Duration = Duration::from_secs(30);
 const PROGRESS_INTERVAL_MS: u64 = 120_000;
 /// Read-only requests are retried this many times after a transport failure.
 const READ_RETRIES: usize = 2;
+/// ClickHouse's `TOO_MANY_SIMULTANEOUS_QUERIES`: a read refused for the server's limit on
+/// queries running at once, not for what it asks.
+const TOO_MANY_SIMULTANEOUS_QUERIES: u32 = 202;
+/// How long a read refused for the server's limit waits before it is asked again (times
+/// the attempt).
+const BUSY_DELAY: Duration = Duration::from_millis(200);
 
 /// A result set.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -165,6 +171,15 @@ impl Client {
             match self.send(&body, None, true) {
                 Err(error) if error.server_code.is_none() && attempt < READ_RETRIES => {
                     attempt += 1;
+                }
+                // The server's limit on queries at once (a plan sends a few reads side by
+                // side): asked again a moment later.
+                Err(error)
+                    if error.server_code == Some(TOO_MANY_SIMULTANEOUS_QUERIES)
+                        && attempt < READ_RETRIES =>
+                {
+                    attempt += 1;
+                    std::thread::sleep(BUSY_DELAY * u32::try_from(attempt).unwrap_or(1));
                 }
                 other => break other?,
             }
