@@ -12,19 +12,6 @@ use stb_plan::shrink::{
 };
 use stb_warehouse::{Client, Rows, WarehouseError};
 
-/// Measures every probe, reading the retention of each driving input in `database` (one
-/// query, when any input exists) into the probes beside the counts (which do not need it).
-///
-/// # Errors
-/// As [`read`].
-pub fn measure(
-    client: &Client,
-    database: &str,
-    probes: &mut [Probe],
-) -> Result<Vec<ReplayWindow>, WarehouseError> {
-    Ok(read(client, database, probes)?.assess(probes))
-}
-
 /// What the guard read of every probe, before it is judged ([`GuardReadings::assess`]).
 pub struct GuardReadings {
     retentions: Vec<Option<String>>,
