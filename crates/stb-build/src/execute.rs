@@ -268,12 +268,12 @@ fn record_rendered(
         .map_err(|error| error.to_string())
 }
 
-enum Answer {
+pub(crate) enum Answer {
     Written(Option<u64>),
     Rows(stb_warehouse::Rows),
 }
 
-enum Interrupted {
+pub(crate) enum Interrupted {
     Failed(String),
     Cancelled,
 }
@@ -358,6 +358,7 @@ pub fn run_from(
             execution.error_message = Some("interrupted before this step".into());
             break;
         }
+        let mut chunks: Option<(usize, Vec<stb_plan::replay::chunks::Chunk>)> = None;
         let sql = match &step.action {
             Action::Statement(sql) => sql.clone(),
             Action::Capture(root) => workflow.roots[*root].capture_sql.clone(),
@@ -366,11 +367,31 @@ pub fn run_from(
             Action::Replay(_) | Action::Seed(_) | Action::Watermark(_) => {
                 let rendered =
                     runtime_statement(workflow, &step.action, &captures).and_then(|sql| {
-                        record_rendered(observer, &mut execution, index, &sql, &mut revision)
-                            .map(|()| sql)
+                        // A chunked replay records every chunk's statement.
+                        let cut = match (&step.action, &captures[..]) {
+                            (Action::Replay(root), captured) => match &captured[*root] {
+                                Some(capture) => {
+                                    crate::chunked::plan(client, &workflow.roots[*root], capture)?
+                                        .map(|pieces| (*root, pieces))
+                                }
+                                None => None,
+                            },
+                            _ => None,
+                        };
+                        let recorded = cut.as_ref().map_or_else(
+                            || sql.clone(),
+                            |(root, pieces)| {
+                                crate::chunked::recorded(&workflow.roots[*root], pieces)
+                            },
+                        );
+                        record_rendered(observer, &mut execution, index, &recorded, &mut revision)
+                            .map(|()| (sql, cut))
                     });
                 match rendered {
-                    Ok(sql) => sql,
+                    Ok((sql, cut)) => {
+                        chunks = cut;
+                        sql
+                    }
                     Err(message) => {
                         execution.status = Status::Failed;
                         execution.failed_step = Some(step.id.clone());
@@ -401,43 +422,63 @@ pub fn run_from(
             Ok(Answer::Written(None))
         } else {
             let watch = ReplayWatch::of(client, workflow, step, &captures);
-            resolve_secrets(&sql)
-                .map_err(Interrupted::Failed)
-                .and_then(|resolved| {
-                    secrets.extend(resolved.secrets);
-                    run_one(
-                        client,
-                        resolved.sql,
-                        &query_id,
-                        is_read,
-                        interrupt,
-                        &|now: Progress| {
-                            let mut payload = serde_json::json!({
-                                "statementSequence": sequence,
-                                "displayName": step.id,
-                                "queryId": query_id,
-                                "readRows": now.read_rows,
-                                "totalRowsApprox": now.total_rows_approx,
-                                "writtenRows": now.written_rows,
-                                "elapsedMs": now.elapsed_ms,
-                                "percent": now.percent(),
-                            });
-                            if let Some(done) = watch.as_ref().and_then(ReplayWatch::reading) {
-                                let count = |n: u128| u64::try_from(n).unwrap_or(u64::MAX);
-                                payload["replayOffsetsDone"] = count(done.done).into();
-                                payload["replayOffsetsTotal"] = count(done.total).into();
-                                payload["replayPercent"] = done.percent().into();
-                                payload["etaMs"] = done.eta_ms(now.elapsed_ms).into();
-                            }
-                            observer.event("statement_progress", Some(step), payload);
-                        },
-                    )
-                })
-                .map_err(|stopped| match stopped {
-                    // The warehouse may quote the statement back: keep its secrets out.
-                    Interrupted::Failed(message) => Interrupted::Failed(scrub(&message, &secrets)),
-                    Interrupted::Cancelled => Interrupted::Cancelled,
-                })
+            // A chunk's progress also says which chunk of how many; a replay's share
+            // written and its ETA are over its whole window.
+            let report = |id: &str, now: Progress, chunk: Option<crate::chunked::Place>| {
+                let mut payload = serde_json::json!({
+                    "statementSequence": sequence,
+                    "displayName": step.id,
+                    "queryId": id,
+                    "readRows": now.read_rows,
+                    "totalRowsApprox": now.total_rows_approx,
+                    "writtenRows": now.written_rows,
+                    "elapsedMs": now.elapsed_ms,
+                    "percent": now.percent(),
+                });
+                if let Some((number, of)) = chunk {
+                    payload["chunk"] = number.into();
+                    payload["chunks"] = of.into();
+                }
+                if let Some(done) = watch.as_ref().and_then(ReplayWatch::reading) {
+                    let count = |n: u128| u64::try_from(n).unwrap_or(u64::MAX);
+                    payload["replayOffsetsDone"] = count(done.done).into();
+                    payload["replayOffsetsTotal"] = count(done.total).into();
+                    payload["replayPercent"] = done.percent().into();
+                    payload["etaMs"] = done.eta_ms(now.elapsed_ms).into();
+                }
+                observer.event("statement_progress", Some(step), payload);
+            };
+            let answer = match &chunks {
+                Some((root, pieces)) => crate::chunked::run(
+                    client,
+                    &workflow.roots[*root],
+                    pieces,
+                    interrupt,
+                    &|id, now, place| report(id, now, Some(place)),
+                    &|payload| {
+                        observer.event(crate::chunked::CHUNK_COMPLETED_EVENT, Some(step), payload);
+                        observer.checkpoint().map_err(|error| error.to_string())
+                    },
+                ),
+                None => resolve_secrets(&sql)
+                    .map_err(Interrupted::Failed)
+                    .and_then(|resolved| {
+                        secrets.extend(resolved.secrets);
+                        run_one(
+                            client,
+                            resolved.sql,
+                            &query_id,
+                            is_read,
+                            interrupt,
+                            &|now: Progress| report(&query_id, now, None),
+                        )
+                    }),
+            };
+            answer.map_err(|stopped| match stopped {
+                // The warehouse may quote the statement back: keep its secrets out.
+                Interrupted::Failed(message) => Interrupted::Failed(scrub(&message, &secrets)),
+                Interrupted::Cancelled => Interrupted::Cancelled,
+            })
         };
         if let (Action::SettleInserts, Ok(Answer::Rows(running))) = (&step.action, &result) {
             result = settle(client, running, interrupt).map(|late| {
@@ -965,7 +1006,7 @@ fn read_progress(client: &Client, query_id: &str) -> Option<Progress> {
     })
 }
 
-fn run_one(
+pub(crate) fn run_one(
     client: &Arc<Client>,
     sql: String,
     query_id: &str,

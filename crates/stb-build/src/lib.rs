@@ -2,6 +2,7 @@
 //! statement, capturing boundaries and rendering replays, and writing what happened to the
 //! lifecycle tables. The decisions themselves live in `stb-plan`.
 
+mod chunked;
 pub mod cost;
 pub mod execute;
 pub mod measure;

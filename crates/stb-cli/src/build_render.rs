@@ -363,9 +363,14 @@ pub(crate) fn event_hook(events: bool, json: bool) -> Option<EventHook> {
                     .as_f64()
                     .map(|p| format!(" ({p:.0}%)"))
                     .unwrap_or_default();
+                // A chunked replay's statements are its chunks: say which one runs.
+                let chunk = match (line["chunk"].as_u64(), line["chunks"].as_u64()) {
+                    (Some(number), Some(of)) => format!(" (chunk {number} of {of})"),
+                    _ => String::new(),
+                };
                 let _ = write!(
                     err,
-                    "\r\x1b[K  {}: {} of ~{} rows read{percent}{}, {:.0} s",
+                    "\r\x1b[K  {}{chunk}: {} of ~{} rows read{percent}{}, {:.0} s",
                     line["displayName"].as_str().unwrap_or("statement"),
                     line["readRows"],
                     line["totalRowsApprox"],

@@ -459,6 +459,7 @@ pub fn plan_selection(
             recreate_sources: recreations.iter().map(|(s, _)| s.clone()).collect(),
             seeds: copies.seeds.clone(),
             root_start_times: copies.starts.clone(),
+            pacing: project.replay_pacing,
         },
         &present,
     )

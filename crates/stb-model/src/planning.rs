@@ -286,3 +286,47 @@ impl ReplayBudget {
         self.max_rows.is_some() || self.max_bytes.is_some()
     }
 }
+
+/// How a build's replays are split and held back so that live ingestion keeps headroom:
+/// `[build] replay_chunk_rows`, `replay_max_threads`, `replay_max_memory_usage` and
+/// `replay_max_rows_per_second`, for the project or one target. A model's own
+/// `execution_settings (replay (...))` win over the last three.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
+pub struct ReplayPacing {
+    /// Rows per replay statement: a root's window is cut into chunks of about this many
+    /// rows, each one `INSERT ... SELECT` (`None`: one statement per root).
+    pub chunk_rows: Option<u64>,
+    /// ClickHouse's `max_threads` for each replay statement.
+    pub max_threads: Option<u64>,
+    /// ClickHouse's `max_memory_usage` (bytes) for each replay statement.
+    pub max_memory_usage: Option<u64>,
+    /// ClickHouse's `max_execution_speed`: the rows a replay statement reads per second.
+    pub max_rows_per_second: Option<u64>,
+}
+
+impl ReplayPacing {
+    /// Each value this pacing sets, else `fallback`'s.
+    #[must_use]
+    pub fn or(self, fallback: Self) -> Self {
+        Self {
+            chunk_rows: self.chunk_rows.or(fallback.chunk_rows),
+            max_threads: self.max_threads.or(fallback.max_threads),
+            max_memory_usage: self.max_memory_usage.or(fallback.max_memory_usage),
+            max_rows_per_second: self.max_rows_per_second.or(fallback.max_rows_per_second),
+        }
+    }
+
+    /// The ClickHouse settings a replay statement runs with, by the names the server
+    /// knows them by.
+    #[must_use]
+    pub fn settings(&self) -> Vec<(String, String)> {
+        [
+            ("max_threads", self.max_threads),
+            ("max_memory_usage", self.max_memory_usage),
+            ("max_execution_speed", self.max_rows_per_second),
+        ]
+        .into_iter()
+        .filter_map(|(name, value)| value.map(|v| (name.to_owned(), v.to_string())))
+        .collect()
+    }
+}

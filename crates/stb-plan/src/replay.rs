@@ -11,6 +11,8 @@
 
 use crate::options::StartTime;
 
+pub mod chunks;
+
 /// How a pipeline's rows are positioned in their retained history.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum BoundaryMode {
@@ -257,6 +259,8 @@ pub enum Capture {
         /// The first and last positions present in the window, for the coverage.
         first: Option<String>,
         last: Option<String>,
+        /// The rows in the window at the capture (what a chunked replay is cut by).
+        rows: u128,
         captured_at: Option<String>,
     },
 }
@@ -317,6 +321,7 @@ pub fn parse_capture(
                     lower: None,
                     first: None,
                     last: None,
+                    rows: 0,
                     captured_at,
                 });
             }
@@ -344,6 +349,7 @@ pub fn parse_capture(
                 lower,
                 first,
                 last,
+                rows: count.unsigned_abs(),
                 captured_at,
             })
         }
@@ -594,13 +600,28 @@ impl ReplayTemplate {
     /// The `INSERT` that replays the window `predicate` selects.
     #[must_use]
     pub fn render(&self, predicate: &str) -> String {
+        self.render_within(predicate, None)
+    }
+
+    /// The `INSERT` that replays one chunk of a window: its already-written check looks
+    /// only among the chunk's keys (its predicate compares nothing else in the modes that
+    /// have such a check), so a chunk does not read every key the chunks before it wrote.
+    #[must_use]
+    pub fn render_chunk(&self, chunk: &chunks::Chunk) -> String {
+        let keys_only = chunks::reads_only_keys(self.anchor.mode);
+        self.render_within(&chunk.predicate, keys_only.then_some(&chunk.predicate))
+    }
+
+    fn render_within(&self, predicate: &str, written_within: Option<&String>) -> String {
         // The target was created empty by this build, so every key in it was written by
         // the new view since it went live: replaying those rows again would double them.
         let predicate = match self.skip_existing {
             Some(keys) => {
                 let keys = keys.join(", ");
+                let within =
+                    written_within.map_or_else(String::new, |filter| format!(" WHERE {filter}"));
                 format!(
-                    "({predicate}) AND ({keys}) NOT IN (SELECT {keys} FROM {})",
+                    "({predicate}) AND ({keys}) NOT IN (SELECT {keys} FROM {}{within})",
                     self.target
                 )
             }

@@ -154,6 +154,7 @@ mod tests {
             lower: lower.map(str::to_owned),
             first: None,
             last: None,
+            rows: 1,
             captured_at: None,
         };
         assert_eq!(

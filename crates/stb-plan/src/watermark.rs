@@ -241,6 +241,7 @@ mod tests {
             lower: lower.map(str::to_owned),
             first: None,
             last: None,
+            rows: 1,
             captured_at: None,
         };
         let cursor = watermark(BoundaryMode::Cursor, true);

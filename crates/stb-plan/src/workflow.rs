@@ -152,6 +152,9 @@ pub struct RootReplay {
     pub rebuilt_input: bool,
     /// A seeded deployment's copy: the active copy's rows before the start.
     pub seed: Option<Seed>,
+    /// `[build] replay_chunk_rows` when this root's replay is cut into chunks (see
+    /// [`crate::replay::chunks`]): a bounded replay whose rows do not depend on the cut.
+    pub chunk_rows: Option<u64>,
 }
 
 impl RootReplay {
@@ -164,8 +167,11 @@ impl RootReplay {
                 self.model, self.template.target, self.driving_input
             );
         }
+        let chunked = self.chunk_rows.map_or_else(String::new, |rows| {
+            format!(", in chunks of at most {rows} rows")
+        });
         format!(
-            "-- replay_{}: INSERT INTO {} from {} bounded by capture_replay_{} ({} boundary); rendered at runtime",
+            "-- replay_{}: INSERT INTO {} from {} bounded by capture_replay_{} ({} boundary{chunked}); rendered at runtime",
             self.model,
             self.template.target,
             self.driving_input,
@@ -327,6 +333,8 @@ pub struct WorkflowOptions {
     /// Roots whose replay starts somewhere of their own (a virtual deployment's
     /// `replay_on_change`), instead of at `start_time`.
     pub root_start_times: BTreeMap<String, StartTime>,
+    /// `[build] replay_chunk_rows` and the replays' throttles.
+    pub pacing: stb_model::planning::ReplayPacing,
 }
 
 /// Where a seeded root's history comes from.
@@ -919,7 +927,21 @@ fn root_replay(
         }),
         _ => None,
     };
+    // A model's own replay settings win over the project's throttles.
+    let mut settings = model.replay_settings.clone();
+    for (name, value) in options.pacing.settings() {
+        if !settings
+            .iter()
+            .any(|(set, _)| set.eq_ignore_ascii_case(&name))
+        {
+            settings.push((name, value));
+        }
+    }
+    let chunk_rows = options.pacing.chunk_rows.filter(|_| {
+        !frozen && crate::replay::chunks::chunkable(model.aggregate, &engine_of(&model.storage))
+    });
     Ok(RootReplay {
+        chunk_rows,
         seed,
         model: root.model.clone(),
         driving_input: root.driving_input.clone(),
@@ -929,7 +951,7 @@ fn root_replay(
             target: model.reference.clone(),
             query_parts: model.replay_query.clone(),
             anchor,
-            settings: model.replay_settings.clone(),
+            settings,
             skip_existing,
         },
         stage: root.stage,
@@ -938,6 +960,14 @@ fn root_replay(
         start_time,
         rebuilt_input,
     })
+}
+
+/// The engine a table model's storage identity names (`MergeTree` when it names none).
+fn engine_of(storage: &str) -> String {
+    serde_json::from_str::<serde_json::Value>(storage)
+        .ok()
+        .and_then(|identity| identity.get("engine")?.as_str().map(str::to_owned))
+        .unwrap_or_else(|| "MergeTree".to_owned())
 }
 
 /// Every step of a workflow as `plan.json` lists it (and `GET /api/plan?statements=true`

@@ -47,6 +47,9 @@ pub struct Project {
     /// `[build] max_replay_rows` / `max_replay_bytes` for this target: each the target's
     /// own, else the project's.
     pub replay_budget: crate::project_config::ReplayBudget,
+    /// `[build] replay_chunk_rows` and the replays' throttles for this target: each the
+    /// target's own, else the project's.
+    pub replay_pacing: crate::project_config::ReplayPacing,
     /// `[targets.X] production = true`, or a target named `prod`/`production`: a reset of
     /// it asks for `PRODUCTION` to be typed.
     pub production: bool,
@@ -406,6 +409,9 @@ pub fn discover(options: &DiscoverOptions) -> Result<Project, Diagnostics> {
     let replay_budget = target_config.map_or(config.replay_budget, |t| {
         t.replay_budget.or(config.replay_budget)
     });
+    let replay_pacing = target_config.map_or(config.replay_pacing, |t| {
+        t.replay_pacing.or(config.replay_pacing)
+    });
     // A target named prod or production is one whatever its flag says.
     let production = target_config.is_some_and(|t| t.production)
         || matches!(target.to_ascii_lowercase().as_str(), "prod" | "production");
@@ -431,6 +437,7 @@ pub fn discover(options: &DiscoverOptions) -> Result<Project, Diagnostics> {
         pipeline_mode: mode,
         max_pipelines,
         replay_budget,
+        replay_pacing,
         pipelines,
         sources,
         macros,

@@ -92,6 +92,8 @@ pub struct TargetConfig {
     pub max_pipelines: Option<u32>,
     /// `[targets.<name>.build] max_replay_rows` / `max_replay_bytes`.
     pub replay_budget: ReplayBudget,
+    /// `[targets.<name>.build] replay_chunk_rows` and the replays' throttles.
+    pub replay_pacing: ReplayPacing,
     pub production: bool,
     /// `[targets.<name>.destruction] max_table_size_to_drop`, in bytes.
     pub max_table_size_to_drop: Option<u64>,
@@ -135,6 +137,8 @@ pub struct ProjectConfig {
     pub max_pipelines: Option<u32>,
     /// `[build] max_replay_rows` / `max_replay_bytes`: the targets' default.
     pub replay_budget: ReplayBudget,
+    /// `[build] replay_chunk_rows` and the replays' throttles: the targets' default.
+    pub replay_pacing: ReplayPacing,
     pub dependencies: Dependencies,
     pub timezone: String,
     pub kafka_broker_list: Option<Node>,
@@ -254,6 +258,7 @@ pub(crate) fn read(reader: &mut Reader<'_>, root: &Node) -> Option<ProjectConfig
         naming,
         max_pipelines,
         replay_budget: limits.replay_budget,
+        replay_pacing: limits.replay_pacing,
         dependencies,
         timezone,
         kafka_broker_list,
@@ -433,6 +438,7 @@ fn targets(reader: &mut Reader<'_>, node: &Node) -> BTreeMap<String, TargetConfi
                 vars,
                 max_pipelines: limits.max_pipelines,
                 replay_budget: limits.replay_budget,
+                replay_pacing: limits.replay_pacing,
                 production,
                 max_table_size_to_drop,
                 connection: target.get("connection").cloned(),
@@ -444,13 +450,14 @@ fn targets(reader: &mut Reader<'_>, node: &Node) -> BTreeMap<String, TargetConfi
     targets
 }
 
-pub use stb_model::planning::ReplayBudget;
+pub use stb_model::planning::{ReplayBudget, ReplayPacing};
 
 /// `[build]` or `[targets.<name>.build]`.
 #[derive(Debug, Clone, Copy, Default)]
 struct BuildLimits {
     max_pipelines: Option<u32>,
     replay_budget: ReplayBudget,
+    replay_pacing: ReplayPacing,
 }
 
 fn build(reader: &mut Reader<'_>, node: &Node, what: &str) -> BuildLimits {
@@ -460,26 +467,40 @@ fn build(reader: &mut Reader<'_>, node: &Node, what: &str) -> BuildLimits {
     reader.allowed_keys(
         node,
         what,
-        &["max_pipelines", "max_replay_rows", "max_replay_bytes"],
+        &[
+            "max_pipelines",
+            "max_replay_rows",
+            "max_replay_bytes",
+            "replay_chunk_rows",
+            "replay_max_threads",
+            "replay_max_memory_usage",
+            "replay_max_rows_per_second",
+        ],
     );
     let max_pipelines = node
         .get("max_pipelines")
         .and_then(|value| reader.positive_int(value, &format!("{what} max_pipelines")));
-    let max_rows = node
-        .get("max_replay_rows")
-        .and_then(|value| match value.value {
-            Value::Int(rows) if rows > 0 => u64::try_from(rows).ok(),
+    let mut count = |key: &str, example: &str| {
+        let value = node.get(key)?;
+        match value.value {
+            Value::Int(number) if number > 0 => u64::try_from(number).ok(),
             _ => {
                 reader.report(
                     codes::CONFIG_VALUE,
                     value.position,
-                    format!("{what} max_replay_rows must be a positive integer"),
-                    "write the most rows a build's replays may read, such as 100000000",
+                    format!("{what} {key} must be a positive integer"),
+                    format!("write a whole number of 1 or more, such as {example}"),
                 );
                 None
             }
-        });
-    let max_bytes = node.get("max_replay_bytes").and_then(|value| {
+        }
+    };
+    let max_rows = count("max_replay_rows", "100000000");
+    let chunk_rows = count("replay_chunk_rows", "10000000");
+    let max_threads = count("replay_max_threads", "4");
+    let max_rows_per_second = count("replay_max_rows_per_second", "2000000");
+    let mut bytes = |key: &str, example: &str| {
+        let value = node.get(key)?;
         let bytes = match &value.value {
             Value::Int(bytes) if *bytes > 0 => u64::try_from(*bytes).ok(),
             Value::Str(text) => parse_byte_size(text).filter(|bytes| *bytes > 0),
@@ -489,17 +510,25 @@ fn build(reader: &mut Reader<'_>, node: &Node, what: &str) -> BuildLimits {
             reader.report(
                 codes::CONFIG_VALUE,
                 value.position,
-                format!("{what} max_replay_bytes must be a positive byte size such as '50GiB'"),
+                format!("{what} {key} must be a positive byte size such as '{example}'"),
                 "write a number and a unit: B, KB, MB, GB, TB, KiB, MiB, GiB, TiB",
             );
         }
         bytes
-    });
+    };
+    let max_bytes = bytes("max_replay_bytes", "50GiB");
+    let max_memory_usage = bytes("replay_max_memory_usage", "8GiB");
     BuildLimits {
         max_pipelines,
         replay_budget: ReplayBudget {
             max_rows,
             max_bytes,
+        },
+        replay_pacing: ReplayPacing {
+            chunk_rows,
+            max_threads,
+            max_memory_usage,
+            max_rows_per_second,
         },
     }
 }

@@ -97,6 +97,8 @@ fn context(project: &Project) -> String {
         max_pipelines,
         // A build's limit on what its replays read: no compiled file depends on it.
         replay_budget: _,
+        // How a build's replays are split and throttled: no compiled file depends on it.
+        replay_pacing: _,
         production,
         audit_scheduler_enabled,
         max_table_size_to_drop,

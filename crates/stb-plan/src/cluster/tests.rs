@@ -207,6 +207,7 @@ fn on(
             recreate_sources: Vec::new(),
             seeds: std::collections::BTreeMap::new(),
             root_start_times: std::collections::BTreeMap::new(),
+            pacing: Default::default(),
         },
         &present,
     )

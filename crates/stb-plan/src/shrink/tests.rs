@@ -47,6 +47,7 @@ fn root(name: &str, mode: BoundaryMode) -> RootReplay {
         stage: 0,
         waits_for: Vec::new(),
         bounded: true,
+        chunk_rows: None,
         start_time: None,
         rebuilt_input: false,
         seed: None,

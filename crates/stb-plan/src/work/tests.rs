@@ -159,6 +159,7 @@ fn work(models: usize, state: State) -> (u64, usize) {
         recreate_sources: Vec::new(),
         seeds: std::collections::BTreeMap::new(),
         root_start_times: std::collections::BTreeMap::new(),
+        pacing: Default::default(),
     };
     let workflow = assemble(&plan, &models, &sources, &options, &present).expect("a workflow");
     let scope: Vec<&str> = plan.entries.iter().map(|e| e.model.as_str()).collect();

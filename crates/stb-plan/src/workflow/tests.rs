@@ -73,6 +73,7 @@ fn options(start: Option<&str>) -> WorkflowOptions {
         recreate_sources: Vec::new(),
         seeds: std::collections::BTreeMap::new(),
         root_start_times: std::collections::BTreeMap::new(),
+        pacing: Default::default(),
     }
 }
 

@@ -133,6 +133,24 @@ invalid!(
     "streambuild_project.toml:7:19"
 );
 invalid!(
+    zero_replay_chunk_rows,
+    [(
+        PROJECT,
+        project_with("[targets.dev.build]\nreplay_chunk_rows = 0\n")
+    )],
+    "STB-CONFIG-006",
+    "streambuild_project.toml:7:21"
+);
+invalid!(
+    replay_max_memory_usage_that_is_no_size,
+    [(
+        PROJECT,
+        project_with("[build]\nreplay_max_memory_usage = \"plenty\"\n")
+    )],
+    "STB-CONFIG-006",
+    "streambuild_project.toml:7:27"
+);
+invalid!(
     max_replay_bytes_without_a_unit_that_reads,
     [(
         PROJECT,

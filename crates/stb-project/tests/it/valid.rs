@@ -42,6 +42,9 @@ retention = false
 max_pipelines = 20
 max_replay_rows = 500000000
 max_replay_bytes = "200GiB"
+replay_chunk_rows = 10000000
+replay_max_threads = 4
+replay_max_memory_usage = "8GiB"
 
 [targets.dev]
 database = "analytics_${db_suffix}"
@@ -53,6 +56,8 @@ production = true
 [targets.prod.build]
 max_pipelines = 10
 max_replay_rows = 100000000
+replay_chunk_rows = 2000000
+replay_max_rows_per_second = 1000000
 
 [targets.prod.destruction]
 max_table_size_to_drop = "100GiB"
@@ -268,6 +273,22 @@ fn the_full_project_discovers_cleanly() {
     assert_eq!(
         (prod.replay_budget.max_rows, prod.replay_budget.max_bytes),
         (Some(100_000_000), Some(200 * gib))
+    );
+    // The replays' chunks and throttles: each value the target's own, else the project's.
+    let pacing = |chunk_rows, max_rows_per_second| stb_project::project_config::ReplayPacing {
+        chunk_rows: Some(chunk_rows),
+        max_threads: Some(4),
+        max_memory_usage: Some(8 * gib),
+        max_rows_per_second,
+    };
+    assert_eq!(project.replay_pacing, pacing(10_000_000, None));
+    assert_eq!(prod.replay_pacing, pacing(2_000_000, Some(1_000_000)));
+    assert_eq!(
+        project.replay_pacing.or(Default::default()).settings(),
+        [
+            ("max_threads".to_owned(), "4".to_owned()),
+            ("max_memory_usage".to_owned(), (8 * gib).to_string()),
+        ]
     );
     let readiness = project.defaults.deployment_readiness;
     assert_eq!(readiness.maximum_lag_seconds, 120);

@@ -6,6 +6,7 @@ mod admin;
 mod admission;
 mod build;
 mod build_kafka;
+mod chunked_replay;
 mod compile_validate;
 mod conformance;
 mod deployment_audit;
