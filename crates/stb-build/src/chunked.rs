@@ -96,18 +96,29 @@ pub(crate) fn completed_payload(
     })
 }
 
-/// Replays `chunks` one statement at a time, stopping at the first failure or interrupt;
-/// `report` hears each statement's progress (its query id, and which chunk of how many),
-/// `completed` each chunk's completion, which it makes durable before the next chunk
-/// runs (an error there stops the replay). The rows written are the chunks' sum, unknown
-/// when any chunk's is.
+/// How a chunked replay reports as it goes.
+pub(crate) struct Reporting<'a> {
+    /// The query id the step's `statement_started` announced: the first chunk's.
+    pub(crate) first_query_id: &'a str,
+    /// Each later chunk's start, with its own query id: a `statement_started` again, so
+    /// whatever finds a step's statement by its last announced id (a cancellation, the
+    /// throughput of earlier replays) finds the chunk in flight.
+    pub(crate) started: &'a dyn Fn(&str, Place),
+    /// A statement's progress (its query id, and which chunk of how many).
+    pub(crate) progress: &'a dyn Fn(&str, crate::execute::Progress, Place),
+    /// A chunk's completion, made durable before the next chunk runs (an error stops the
+    /// replay).
+    pub(crate) completed: &'a dyn Fn(serde_json::Value) -> Result<(), String>,
+}
+
+/// Replays `chunks` one statement at a time, stopping at the first failure or interrupt.
+/// The rows written are the chunks' sum, unknown when any chunk's is.
 pub(crate) fn run(
     client: &std::sync::Arc<Client>,
     replay: &RootReplay,
     chunks: &[Chunk],
     interrupt: &std::sync::atomic::AtomicBool,
-    report: &dyn Fn(&str, crate::execute::Progress, Place),
-    completed: &dyn Fn(serde_json::Value) -> Result<(), String>,
+    reporting: &Reporting<'_>,
 ) -> Result<crate::execute::Answer, crate::execute::Interrupted> {
     use crate::execute::{Answer, Interrupted, run_one};
     let mut written = Some(0_u64);
@@ -116,7 +127,13 @@ pub(crate) fn run(
         if interrupt.load(std::sync::atomic::Ordering::SeqCst) {
             return Err(Interrupted::Cancelled);
         }
-        let query_id = uuid::Uuid::new_v4().to_string();
+        let query_id = if index == 0 {
+            reporting.first_query_id.to_owned()
+        } else {
+            let id = uuid::Uuid::new_v4().to_string();
+            (reporting.started)(&id, place);
+            id
+        };
         let started = std::time::Instant::now();
         let answer = run_one(
             client,
@@ -124,7 +141,7 @@ pub(crate) fn run(
             &query_id,
             false,
             interrupt,
-            &|now| report(&query_id, now, place),
+            &|now| (reporting.progress)(&query_id, now, place),
         )?;
         let rows = match answer {
             Answer::Written(rows) => rows,
@@ -134,7 +151,7 @@ pub(crate) fn run(
             .zip(rows)
             .map(|(sum, rows)| sum.saturating_add(rows));
         let elapsed_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
-        completed(completed_payload(
+        (reporting.completed)(completed_payload(
             replay, chunk, place.0, place.1, rows, elapsed_ms, &query_id,
         ))
         .map_err(|error| {

@@ -403,11 +403,13 @@ pub fn run_from(
         };
         let query_id = uuid::Uuid::new_v4().to_string();
         let sequence = index + 1;
-        observer.event(
-            "statement_started",
-            Some(step),
-            statement_started(workflow, step, sequence, &query_id, captures.as_slice()),
-        );
+        let mut started_payload =
+            statement_started(workflow, step, sequence, &query_id, captures.as_slice());
+        if let Some((_, pieces)) = &chunks {
+            started_payload["chunk"] = 1.into();
+            started_payload["chunks"] = pieces.len().into();
+        }
+        observer.event("statement_started", Some(step), started_payload);
         let started = Instant::now();
         let is_read = matches!(step.action, Action::Capture(_) | Action::SettleInserts);
         let mut secrets = step
@@ -454,10 +456,29 @@ pub fn run_from(
                     &workflow.roots[*root],
                     pieces,
                     interrupt,
-                    &|id, now, place| report(id, now, Some(place)),
-                    &|payload| {
-                        observer.event(crate::chunked::CHUNK_COMPLETED_EVENT, Some(step), payload);
-                        observer.checkpoint().map_err(|error| error.to_string())
+                    &crate::chunked::Reporting {
+                        first_query_id: &query_id,
+                        started: &|id, (number, of)| {
+                            let mut payload = statement_started(
+                                workflow,
+                                step,
+                                sequence,
+                                id,
+                                captures.as_slice(),
+                            );
+                            payload["chunk"] = number.into();
+                            payload["chunks"] = of.into();
+                            observer.event("statement_started", Some(step), payload);
+                        },
+                        progress: &|id, now, place| report(id, now, Some(place)),
+                        completed: &|payload| {
+                            observer.event(
+                                crate::chunked::CHUNK_COMPLETED_EVENT,
+                                Some(step),
+                                payload,
+                            );
+                            observer.checkpoint().map_err(|error| error.to_string())
+                        },
                     },
                 ),
                 None => resolve_secrets(&sql)

@@ -397,10 +397,13 @@ impl Client {
         let db = stb_ddl::string_literal(database);
         let (mut relations, mut by_table) = match depth {
             Depth::Full => (
-                relations_of(&self.query(&format!(
-                    "SELECT name, engine, sorting_key, partition_key, create_table_query, as_select, toString(uuid) AS uuid, 1 AS defined FROM system.tables WHERE database = {db} ORDER BY name"
-                ))?),
-                columns_of(&self.query(&format!(
+                ranked(self.query_as(&format!(
+                    "SELECT name, engine, sorting_key, partition_key, toString(uuid) AS uuid, create_table_query, as_select, 1 AS defined, 1 AS rank FROM system.tables WHERE database = {db} ORDER BY name"
+                ))?)
+                .into_iter()
+                .map(|(_, relation)| relation)
+                .collect(),
+                columns_of(self.query_as(&format!(
                     "SELECT table, name, type, default_expression FROM system.columns WHERE database = {db} ORDER BY table, position"
                 ))?),
             ),
@@ -513,24 +516,30 @@ impl Client {
         &self,
         db: &str,
     ) -> Result<(Vec<ListedRelation>, Vec<String>), WarehouseError> {
-        let rows = self.query(&format!(
+        // name, uuid, modified, recent, rank
+        let rows: Vec<(String, String, String, u8, u8)> = self.query_as(&format!(
             "SELECT * FROM (\
-             SELECT name, toString(uuid) AS uuid, {RELATION_STATE}, 1 AS rank FROM system.tables WHERE database = {db} AND engine != 'MaterializedView' \
-             UNION ALL SELECT name, '', '0', 0, 0 FROM system.tables WHERE database = {db}\
+             SELECT name, toString(uuid) AS uuid, {RELATION_STATE}, toUInt8(1) AS rank FROM system.tables WHERE database = {db} AND engine != 'MaterializedView' \
+             UNION ALL SELECT name, '', '0', toUInt8(0), toUInt8(0) FROM system.tables WHERE database = {db}\
              ) ORDER BY name, rank"
         ))?;
-        let mut listed: Vec<ListedRelation> = Vec::with_capacity(rows.data.len() / 2);
+        let mut listed: Vec<ListedRelation> = Vec::with_capacity(rows.len() / 2);
         let mut views: Vec<String> = Vec::new();
-        for row in 0..rows.data.len() {
+        for (name, uuid, modified, recent, rank) in rows {
             // Name order, each name's bare row first: a listed row takes it back.
-            if text(&rows, row, "rank") == "1" {
-                let relation = listed_relation(&rows, row);
-                if views.last() == Some(&relation.name) {
+            if rank == 1 {
+                if views.last() == Some(&name) {
                     views.pop();
                 }
-                listed.push(relation);
+                listed.push(ListedRelation {
+                    name,
+                    uuid,
+                    // A time that does not read as a number is never kept.
+                    modified: modified.parse().unwrap_or(0),
+                    recent: recent != 0,
+                });
             } else {
-                views.push(text(&rows, row, "name"));
+                views.push(name);
             }
         }
         Ok((listed, views))
@@ -562,13 +571,13 @@ impl Client {
         // its JSON is freed where it was allocated, and only the compact form is kept.
         let (views, others, columns) = std::thread::scope(|scope| {
             let views = scope.spawn(|| {
-                self.query(&plan_views_sql(db, defined, only))
-                    .map(|rows| ranked(&rows))
+                self.query_as(&plan_views_sql(db, defined, only))
+                    .map(ranked)
             });
-            let columns = scope.spawn(|| self.query(&columns_sql).map(|rows| columns_of(&rows)));
+            let columns = scope.spawn(|| self.query_as(&columns_sql).map(columns_of));
             let others = self
-                .query(&plan_relations_sql(db, defined, only))
-                .map(|rows| ranked(&rows));
+                .query_as(&plan_relations_sql(db, defined, only))
+                .map(ranked);
             (joined(views), others, joined(columns))
         });
         let mut relations = others?;
@@ -607,16 +616,6 @@ impl Client {
 /// seconds (see [`CatalogCache`]).
 const RELATION_STATE: &str = "toString(toUnixTimestamp(metadata_modification_time)) AS modified, metadata_modification_time > now() - 2 AS recent";
 
-fn listed_relation(rows: &Rows, row: usize) -> ListedRelation {
-    ListedRelation {
-        name: text(rows, row, "name"),
-        uuid: text(rows, row, "uuid"),
-        // A time that does not read as a number is never kept.
-        modified: text(rows, row, "modified").parse().unwrap_or(0),
-        recent: text(rows, row, "recent") != "0",
-    }
-}
-
 /// Relations whose definition a plan leaves unread unless it names them: the relations
 /// a project has many of (its models' tables and materialized views).
 fn is_heavy(engine: &str) -> bool {
@@ -638,47 +637,69 @@ fn materialized_view(name: &str) -> CatalogRelation {
     }
 }
 
-/// The relations of a read with a `rank` column, each with its rank.
-fn ranked(rows: &Rows) -> Vec<(String, CatalogRelation)> {
-    let ranks: Vec<String> = (0..rows.data.len())
-        .map(|row| text(rows, row, "rank"))
-        .collect();
-    ranks.into_iter().zip(relations_of(rows)).collect()
+/// A relation as a read of `system.tables` answers it, in the reads' column order:
+/// name, engine, sorting key, partition key, uuid, `create_table_query`, `as_select`,
+/// whether the definition was read, and the row's rank.
+type RelationRow = (
+    String,
+    String,
+    String,
+    String,
+    String,
+    String,
+    String,
+    u8,
+    u8,
+);
+
+/// The relations of a read, each with its rank, without their columns.
+fn ranked(rows: Vec<RelationRow>) -> Vec<(u8, CatalogRelation)> {
+    rows.into_iter()
+        .map(
+            |(
+                name,
+                engine,
+                sorting_key,
+                partition_key,
+                uuid,
+                create_table_query,
+                as_select,
+                defined,
+                rank,
+            )| {
+                (
+                    rank,
+                    CatalogRelation {
+                        name,
+                        engine,
+                        sorting_key,
+                        partition_key,
+                        create_table_query,
+                        as_select,
+                        uuid,
+                        columns: Vec::new(),
+                        defined: defined == 1,
+                    },
+                )
+            },
+        )
+        .collect()
 }
 
 /// Each table's columns, in position order.
 type ColumnsByTable = BTreeMap<String, Vec<CatalogColumn>>;
 
-fn columns_of(rows: &Rows) -> ColumnsByTable {
+/// A read of `system.columns`: table, name, type, default expression.
+fn columns_of(rows: Vec<(String, String, String, String)>) -> ColumnsByTable {
     let mut by_table: ColumnsByTable = BTreeMap::new();
-    for row in 0..rows.data.len() {
-        by_table
-            .entry(text(rows, row, "table"))
-            .or_default()
-            .push(CatalogColumn {
-                name: text(rows, row, "name"),
-                data_type: text(rows, row, "type"),
-                default_expression: text(rows, row, "default_expression"),
-            });
+    for (table, name, data_type, default_expression) in rows {
+        by_table.entry(table).or_default().push(CatalogColumn {
+            name,
+            data_type,
+            default_expression,
+        });
     }
     by_table
-}
-
-/// The relations of a read of `system.tables`, without their columns.
-fn relations_of(rows: &Rows) -> Vec<CatalogRelation> {
-    (0..rows.data.len())
-        .map(|row| CatalogRelation {
-            name: text(rows, row, "name"),
-            engine: text(rows, row, "engine"),
-            sorting_key: text(rows, row, "sorting_key"),
-            partition_key: text(rows, row, "partition_key"),
-            create_table_query: text(rows, row, "create_table_query"),
-            as_select: text(rows, row, "as_select"),
-            uuid: text(rows, row, "uuid"),
-            columns: Vec::new(),
-            defined: text(rows, row, "defined") == "1",
-        })
-        .collect()
 }
 
 /// A thread's answer, or why it stopped.

@@ -80,6 +80,10 @@ struct Meta {
     data_type: String,
 }
 
+fn unreadable(error: serde_json::Error) -> WarehouseError {
+    WarehouseError::from_server(None, &format!("unreadable result: {error}"), "")
+}
+
 impl Client {
     /// A request that got no answer, said as a reader needs it: which server, and the
     /// cause at the bottom of the error's chain (`Connection refused`), without the
@@ -162,6 +166,39 @@ impl Client {
     /// # Errors
     /// The server refused it, or no answer came.
     pub fn query(&self, sql: &str) -> Result<Rows, WarehouseError> {
+        let text = self.read(sql)?;
+        let parsed: JsonCompact = serde_json::from_str(&text).map_err(unreadable)?;
+        Ok(Rows {
+            names: parsed.meta.iter().map(|m| m.name.clone()).collect(),
+            types: parsed.meta.into_iter().map(|m| m.data_type).collect(),
+            data: parsed.data,
+        })
+    }
+
+    /// [`Self::query`] with each row read straight into `T` (a tuple of the columns in
+    /// the query's order: strings for text and 64-bit integers, numbers for smaller
+    /// ones), never through [`Rows`]' JSON values: a large read (a 10,000-model
+    /// project's catalog) then holds its answer's text and the typed rows, not a JSON
+    /// value per cell besides.
+    ///
+    /// # Errors
+    /// The server refused it, no answer came, or a row does not read as `T`.
+    pub fn query_as<T: serde::de::DeserializeOwned>(
+        &self,
+        sql: &str,
+    ) -> Result<Vec<T>, WarehouseError> {
+        #[derive(serde::Deserialize)]
+        struct Typed<T> {
+            data: Vec<T>,
+        }
+        let text = self.read(sql)?;
+        let parsed: Typed<T> = serde_json::from_str(&text).map_err(unreadable)?;
+        Ok(parsed.data)
+    }
+
+    /// The `JSONCompact` answer of a read, asked again after a transport failure or the
+    /// server's limit on simultaneous queries.
+    fn read(&self, sql: &str) -> Result<String, WarehouseError> {
         let body = format!(
             "{}\nFORMAT JSONCompact",
             sql.trim_end().trim_end_matches(';')
@@ -184,14 +221,7 @@ impl Client {
                 other => break other?,
             }
         };
-        let parsed: JsonCompact = serde_json::from_str(&text).map_err(|e| {
-            WarehouseError::from_server(None, &format!("unreadable result: {e}"), "")
-        })?;
-        Ok(Rows {
-            names: parsed.meta.iter().map(|m| m.name.clone()).collect(),
-            types: parsed.meta.into_iter().map(|m| m.data_type).collect(),
-            data: parsed.data,
-        })
+        Ok(text)
     }
 
     /// Runs a statement (DDL, `INSERT ... SELECT`) once, never retried: a retry could apply

@@ -129,10 +129,27 @@ fn chunked_build(mode: &str, rows: u64, chunk_rows: u64, writer: bool) -> Vec<Va
         "{mode}: the writer wrote during the build"
     );
     assert_eq!((missing, doubled), (0, 0), "{mode}: every row once");
-    let chunks: Vec<Value> = events
-        .into_iter()
-        .filter(|e| e["event"] == "replay_chunk_completed")
+    let announced: Vec<&Value> = events
+        .iter()
+        .filter(|e| e["event"] == "statement_started" && e["stepId"] == "replay_clean")
         .collect();
+    let chunks: Vec<Value> = events
+        .iter()
+        .filter(|e| e["event"] == "replay_chunk_completed")
+        .cloned()
+        .collect();
+    // Each chunk is announced under the query id it completes with.
+    assert_eq!(
+        announced
+            .iter()
+            .map(|e| e["queryId"].clone())
+            .collect::<Vec<_>>(),
+        chunks
+            .iter()
+            .map(|e| e["queryId"].clone())
+            .collect::<Vec<_>>(),
+        "{mode}"
+    );
     let numbers: Vec<u64> = chunks.iter().filter_map(|e| e["chunk"].as_u64()).collect();
     let expected: Vec<u64> = (1..=numbers.len() as u64).collect();
     assert_eq!(numbers, expected, "{mode}: every chunk once, in order");
