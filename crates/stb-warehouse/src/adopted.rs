@@ -131,7 +131,8 @@ mod tests {
                         data_type: (*t).into(),
                         default_expression: String::new(),
                     })
-                    .collect(),
+                    .collect::<Vec<_>>()
+                    .into(),
             }],
         )
     }

@@ -24,7 +24,7 @@ pub mod runs;
 pub mod statements;
 
 pub use catalog::{
-    Catalog, CatalogCache, CatalogColumn, CatalogRelation, Definitions, Depth, Stored,
+    Catalog, CatalogCache, CatalogColumn, CatalogRelation, Columns, Definitions, Depth, Stored,
     catalog_stamp_sql,
 };
 pub use client::{Client, Rows, Summary};

@@ -67,7 +67,8 @@ fn relation(name: &str, columns: &[(&str, &str)], create: &str) -> CatalogRelati
                 data_type: (*t).into(),
                 default_expression: String::new(),
             })
-            .collect(),
+            .collect::<Vec<_>>()
+            .into(),
     }
 }
 

@@ -45,7 +45,7 @@ fn empty_target(project: &stb_project::Project) -> Reads {
                     },
                     default_expression: String::new(),
                 })
-                .collect();
+                .collect::<Vec<_>>();
             Some(CatalogRelation {
                 name: source.table_name.clone()?,
                 engine: "MergeTree".to_owned(),
@@ -55,7 +55,7 @@ fn empty_target(project: &stb_project::Project) -> Reads {
                 as_select: String::new(),
                 uuid: String::new(),
                 defined: true,
-                columns,
+                columns: columns.into(),
             })
         })
         .collect();

@@ -214,7 +214,7 @@ mod tests {
             create_table_query: format!("CREATE VIEW db.{name} AS SELECT * FROM db.{target}"),
             as_select: format!("SELECT * FROM db.{target}"),
             uuid: "u".into(),
-            columns: vec![column()],
+            columns: vec![column()].into(),
             defined: true,
         }
     }
@@ -295,7 +295,7 @@ mod tests {
             ),
             (listed("m", "um", 1, false), {
                 let mut mv = table("m", "MaterializedView");
-                mv.columns.clear();
+                mv.columns = Default::default();
                 mv.uuid.clear();
                 mv
             }),
@@ -336,10 +336,10 @@ mod tests {
         assert!(cache.get(&c, views_defined).is_none());
         // Nor a view or a table whose columns were not read (dropped between the reads).
         let mut without_columns = view("c", "x");
-        without_columns.columns.clear();
+        without_columns.columns = Default::default();
         read_only(&mut cache, &c, without_columns);
         let mut bare_table = table("c", "MergeTree");
-        bare_table.columns.clear();
+        bare_table.columns = Default::default();
         read_only(&mut cache, &c, bare_table);
         assert!(cache.is_empty());
         // Nor a relation without a modification time.
