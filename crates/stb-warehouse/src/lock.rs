@@ -176,14 +176,20 @@ impl<'c> TargetLock<'c> {
         let lock = table(&self.database, LOCK_TABLE);
         let release = table(&self.database, &release_name);
         let client = self.client;
-        client.execute(&format!("DROP TABLE IF EXISTS {release} SYNC"), None)?;
-        client.execute(
-            &format!(
-                "CREATE TABLE {release} (guard UInt8) ENGINE = TinyLog COMMENT {}",
-                stb_ddl::string_literal(&format!("{COMMENT_PREFIX}{}", self.owner))
-            ),
-            None,
-        )?;
+        let create = format!(
+            "CREATE TABLE {release} (guard UInt8) ENGINE = TinyLog COMMENT {}",
+            stb_ddl::string_literal(&format!("{COMMENT_PREFIX}{}", self.owner))
+        );
+        // The release table is named after the owner, so it exists only when an earlier
+        // release of the same lock stopped half way (`stb unlock` after a kill): dropped
+        // then, not asked for on every release.
+        if let Err(error) = client.execute(&create, None) {
+            if error.server_code != Some(TABLE_ALREADY_EXISTS) {
+                return Err(error.into());
+            }
+            client.execute(&format!("DROP TABLE IF EXISTS {release} SYNC"), None)?;
+            client.execute(&create, None)?;
+        }
         if let Err(error) = client.execute(&format!("EXCHANGE TABLES {lock} AND {release}"), None) {
             // No lock table to swap with: nobody holds it any more.
             client.execute(&format!("DROP TABLE IF EXISTS {release} SYNC"), None)?;

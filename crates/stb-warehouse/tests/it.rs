@@ -622,6 +622,21 @@ fn the_target_lock_is_a_mutex_that_checks_its_owner() {
         Some("run-d")
     );
     fourth.release().expect("released");
+    // A release that stopped half way (its release table left) does not stop the next.
+    let fifth = TargetLock::acquire(&client, &db.name, "run-e", false).expect("free");
+    let hex = stb_warehouse::statements::sha256_hex("run-e");
+    client
+        .execute(
+            &format!(
+                "CREATE TABLE {}._streambuild_target_mutation_lock_release_{} (guard UInt8) ENGINE = TinyLog",
+                db.name,
+                &hex[..16]
+            ),
+            None,
+        )
+        .expect("a leftover release table");
+    fifth.release().expect("released over the leftover");
+    assert_eq!(lock_holder(&client, &db.name).expect("read"), None);
     let tables = client
         .query(&format!(
             "SELECT count() AS c FROM system.tables WHERE database = '{}'",
