@@ -175,6 +175,28 @@ impl Client {
         })
     }
 
+    /// [`Self::query`] of a read of a relation that may not exist yet (a lifecycle table
+    /// before the first build): `None` when it or its database is missing. One request,
+    /// where asking whether it exists first was two.
+    ///
+    /// # Errors
+    /// The server refused it for any other reason, or no answer came.
+    pub fn query_if_exists(&self, sql: &str) -> Result<Option<Rows>, WarehouseError> {
+        match self.query(sql) {
+            Ok(rows) => Ok(Some(rows)),
+            Err(error)
+                if matches!(
+                    error.kind,
+                    crate::error::ErrorKind::RelationNotFound
+                        | crate::error::ErrorKind::DatabaseNotFound
+                ) =>
+            {
+                Ok(None)
+            }
+            Err(error) => Err(error),
+        }
+    }
+
     /// [`Self::query`] with each row read straight into `T` (a tuple of the columns in
     /// the query's order: strings for text and 64-bit integers, numbers for smaller
     /// ones), never through [`Rows`]' JSON values: a large read (a 10,000-model

@@ -32,20 +32,22 @@ const TABLE: &str = "_streambuild_direct_fingerprints";
 /// others are left out here.
 ///
 /// # Errors
-/// Only when even the table's existence cannot be read.
+/// Only when the server could not be asked at all (a refused read is `Unavailable`).
 pub fn latest_fingerprints(
     client: &Client,
     database: &str,
     identities: &[String],
 ) -> Result<Fingerprints, WarehouseError> {
-    if !client.table_exists(database, TABLE)? {
-        return Ok(Fingerprints::Absent);
-    }
     if identities.is_empty() {
-        return Ok(Fingerprints::Found(BTreeMap::new()));
+        return Ok(if client.table_exists(database, TABLE)? {
+            Fingerprints::Found(BTreeMap::new())
+        } else {
+            Fingerprints::Absent
+        });
     }
     let wanted: std::collections::HashSet<&str> = identities.iter().map(String::as_str).collect();
-    let read = client.query(&format!(
+    // Read at once: a missing table (no build yet) answers as such.
+    let read = client.query_if_exists(&format!(
         "SELECT logical_model_identity AS identity, \
          argMax(definition_sql, (applied_at, fingerprint_id)) AS definition_sql, \
          argMax(definition_hash, (applied_at, fingerprint_id)) AS definition_hash, \
@@ -55,7 +57,10 @@ pub fn latest_fingerprints(
         stb_ddl::string_literal(&format!("{database}."))
     ));
     let rows = match read {
-        Ok(rows) => rows,
+        Ok(Some(rows)) => rows,
+        Ok(None) => return Ok(Fingerprints::Absent),
+        // No answer at all: the table's existence is not known either.
+        Err(error) if error.server_code.is_none() => return Err(error),
         Err(error) => return Ok(Fingerprints::Unavailable(error.message)),
     };
     let text = |row: usize, column: &str| rows.text(row, column).unwrap_or_default();

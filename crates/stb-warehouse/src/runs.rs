@@ -135,17 +135,21 @@ fn read(
     which: &Which<'_>,
     limit: usize,
 ) -> Result<Vec<RunRow>, WarehouseError> {
-    if !client.table_exists(database, EVENTS)? {
-        return Ok(Vec::new());
-    }
+    let table = stb_ddl::QualifiedName::new(database, EVENTS);
     let (filter, having) = match which {
         Which::Recent => (String::new(), String::new()),
         Which::Only(id) => (
             format!(" WHERE invocation_id = {}", stb_ddl::string_literal(id)),
             String::new(),
         ),
+        // Only runs with an event inside the window can be active: the others are left
+        // out before the grouping reads their events' payloads (every run the target
+        // ever had).
         Which::Active { within_ms } => (
-            String::new(),
+            format!(
+                " WHERE invocation_id IN (SELECT invocation_id FROM {table} \
+                 WHERE emitted_at >= now64(3, 'UTC') - toIntervalMillisecond({within_ms}))"
+            ),
             format!(
                 " HAVING countIf(event_kind = 'run_started') > 0 \
                  AND countIf(event_kind = 'run_completed') = 0 \
@@ -153,7 +157,8 @@ fn read(
             ),
         ),
     };
-    let events = client.query(&format!(
+    // Read at once: a missing table (no run yet) answers as such.
+    let Some(events) = client.query_if_exists(&format!(
         "SELECT invocation_id AS id, toString(min(emitted_at)) AS started_at, \
          toString(maxIf(emitted_at, event_kind NOT IN {FOREIGN_EVENTS})) AS last_at, \
          dateDiff('millisecond', maxIf(emitted_at, event_kind NOT IN {FOREIGN_EVENTS}), now64(3, 'UTC')) AS silent_ms, \
@@ -163,9 +168,11 @@ fn read(
          sumIf(JSONExtractUInt(payload_json, 'writtenRows'), event_kind = 'statement_completed') AS written, \
          argMaxIf(event_kind, sequence, startsWith(event_kind, 'cancellation_')) AS cancellation, \
          countIf(event_kind = 'lock_broken') > 0 AND maxIf(emitted_at, event_kind = 'lock_broken') >= maxIf(emitted_at, event_kind NOT IN {FOREIGN_EVENTS}) AS lock_broken \
-         FROM {}{filter} GROUP BY invocation_id{having} ORDER BY min(emitted_at) DESC LIMIT {limit}",
-        stb_ddl::QualifiedName::new(database, EVENTS)
-    ))?;
+         FROM {table}{filter} GROUP BY invocation_id{having} ORDER BY min(emitted_at) DESC LIMIT {limit}"
+    ))?
+    else {
+        return Ok(Vec::new());
+    };
     let mut runs: Vec<RunRow> = (0..events.data.len())
         .map(|r| RunRow {
             invocation_id: text(&events, r, "id").unwrap_or_default(),
