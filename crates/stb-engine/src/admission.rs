@@ -341,7 +341,9 @@ pub fn acquire<'c>(
     let mut hand_over = HandOver::default();
     let mut told: Option<String> = None;
     loop {
-        let holder = match TargetLock::acquire(client, database, owner, true) {
+        // The database is there: the build recorded its manifest in it before it asked
+        // for the lock (creating it again was one more request per build).
+        let holder = match TargetLock::acquire(client, database, owner, false) {
             Ok(lock) => return Ok(lock),
             Err(LockError::Held { owner, .. }) => owner,
             Err(other) => return Err(EngineError::from(&other)),
