@@ -14,6 +14,12 @@ use stb_warehouse::Client;
 /// Which chunk of how many (the first is 1).
 pub(crate) type Place = (usize, usize);
 
+/// Says in an event's payload which chunk of how many it is about.
+pub(crate) fn mark(payload: &mut serde_json::Value, (number, of): Place) {
+    payload["chunk"] = number.into();
+    payload["chunks"] = of.into();
+}
+
 /// The event a chunk's completion is reported by.
 pub(crate) const CHUNK_COMPLETED_EVENT: &str = "replay_chunk_completed";
 

@@ -406,8 +406,7 @@ pub fn run_from(
         let mut started_payload =
             statement_started(workflow, step, sequence, &query_id, captures.as_slice());
         if let Some((_, pieces)) = &chunks {
-            started_payload["chunk"] = 1.into();
-            started_payload["chunks"] = pieces.len().into();
+            crate::chunked::mark(&mut started_payload, (1, pieces.len()));
         }
         observer.event("statement_started", Some(step), started_payload);
         let started = Instant::now();
@@ -437,9 +436,8 @@ pub fn run_from(
                     "elapsedMs": now.elapsed_ms,
                     "percent": now.percent(),
                 });
-                if let Some((number, of)) = chunk {
-                    payload["chunk"] = number.into();
-                    payload["chunks"] = of.into();
+                if let Some(place) = chunk {
+                    crate::chunked::mark(&mut payload, place);
                 }
                 if let Some(done) = watch.as_ref().and_then(ReplayWatch::reading) {
                     let count = |n: u128| u64::try_from(n).unwrap_or(u64::MAX);
@@ -458,7 +456,7 @@ pub fn run_from(
                     interrupt,
                     &crate::chunked::Reporting {
                         first_query_id: &query_id,
-                        started: &|id, (number, of)| {
+                        started: &|id, place| {
                             let mut payload = statement_started(
                                 workflow,
                                 step,
@@ -466,8 +464,7 @@ pub fn run_from(
                                 id,
                                 captures.as_slice(),
                             );
-                            payload["chunk"] = number.into();
-                            payload["chunks"] = of.into();
+                            crate::chunked::mark(&mut payload, place);
                             observer.event("statement_started", Some(step), payload);
                         },
                         progress: &|id, now, place| report(id, now, Some(place)),

@@ -184,6 +184,16 @@ impl Deployable {
 }
 
 impl PlanModel {
+    /// The engine its storage identity names (`MergeTree` when it names none, as a view
+    /// model's empty identity does).
+    #[must_use]
+    pub fn engine(&self) -> String {
+        serde_json::from_str::<serde_json::Value>(&self.storage)
+            .ok()
+            .and_then(|identity| identity.get("engine")?.as_str().map(str::to_owned))
+            .unwrap_or_else(|| "MergeTree".to_owned())
+    }
+
     /// Its table's relation (table models only).
     #[must_use]
     pub fn table(&self) -> Option<&str> {

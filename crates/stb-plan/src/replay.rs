@@ -474,13 +474,8 @@ pub fn predicate(mode: BoundaryMode, capture: &Capture, start: Option<&StartTime
             }
             partitions
                 .iter()
-                .map(|(partition, lower, cutoff)| {
-                    let floor = if start.is_some() {
-                        format!(" AND {OFFSET} >= {lower}")
-                    } else {
-                        String::new()
-                    };
-                    format!("({PARTITION} = {partition} AND {OFFSET} <= {cutoff}{floor})")
+                .map(|&(partition, lower, cutoff)| {
+                    offset_range(partition, start.is_some().then_some(lower), cutoff)
                 })
                 .collect::<Vec<_>>()
                 .join(" OR ")
@@ -492,19 +487,31 @@ pub fn predicate(mode: BoundaryMode, capture: &Capture, start: Option<&StartTime
             ..
         } => {
             let column = mode.scalar_column();
-            let value = |v: &str| {
-                if mode == BoundaryMode::Cursor {
-                    v.to_owned()
-                } else {
-                    time_literal(v)
-                }
-            };
-            let mut text = format!("{column} <= {}", value(cutoff));
+            let mut text = format!("{column} <= {}", position_literal(mode, cutoff));
             if let Some(lower) = lower {
-                text.push_str(&format!(" AND {column} >= {}", value(lower)));
+                text.push_str(&format!(
+                    " AND {column} >= {}",
+                    position_literal(mode, lower)
+                ));
             }
             text
         }
+    }
+}
+
+/// One partition's offsets from `lower` (`None`: open below) to `upper`, inclusive, as a
+/// predicate on the driving input.
+pub(crate) fn offset_range(partition: i128, lower: Option<i128>, upper: i128) -> String {
+    let floor = lower.map_or_else(String::new, |lower| format!(" AND {OFFSET} >= {lower}"));
+    format!("({PARTITION} = {partition} AND {OFFSET} <= {upper}{floor})")
+}
+
+/// A checked scalar position (a cursor's integer, a time) as the predicates compare it.
+pub(crate) fn position_literal(mode: BoundaryMode, value: &str) -> String {
+    if mode == BoundaryMode::Cursor {
+        value.to_owned()
+    } else {
+        time_literal(value)
     }
 }
 

@@ -937,9 +937,10 @@ fn root_replay(
             settings.push((name, value));
         }
     }
-    let chunk_rows = options.pacing.chunk_rows.filter(|_| {
-        !frozen && crate::replay::chunks::chunkable(model.aggregate, &engine_of(&model.storage))
-    });
+    let chunk_rows = options
+        .pacing
+        .chunk_rows
+        .filter(|_| !frozen && crate::replay::chunks::chunkable(model.aggregate, &model.engine()));
     Ok(RootReplay {
         chunk_rows,
         seed,
@@ -960,14 +961,6 @@ fn root_replay(
         start_time,
         rebuilt_input,
     })
-}
-
-/// The engine a table model's storage identity names (`MergeTree` when it names none).
-fn engine_of(storage: &str) -> String {
-    serde_json::from_str::<serde_json::Value>(storage)
-        .ok()
-        .and_then(|identity| identity.get("engine")?.as_str().map(str::to_owned))
-        .unwrap_or_else(|| "MergeTree".to_owned())
 }
 
 /// Every step of a workflow as `plan.json` lists it (and `GET /api/plan?statements=true`

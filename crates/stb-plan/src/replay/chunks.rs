@@ -14,7 +14,7 @@
 //!   half-open ranges `[start_k, start_k+1)`, the first open below and the last closed at
 //!   the cutoff, each intersected with the whole window's predicate.
 
-use super::{BoundaryMode, Capture, OFFSET, PARTITION, partition_bounds, predicate};
+use super::{BoundaryMode, Capture, offset_range, partition_bounds, position_literal, predicate};
 use crate::options::StartTime;
 
 /// One contiguous range of a partition's offsets in a chunk.
@@ -118,15 +118,7 @@ pub fn offset_chunks(capture: &Capture, start: bool, chunk_rows: u64) -> Vec<Chu
         .map(|ranges| Chunk {
             predicate: ranges
                 .iter()
-                .map(|range| {
-                    let floor = range
-                        .lower
-                        .map_or_else(String::new, |lower| format!(" AND {OFFSET} >= {lower}"));
-                    format!(
-                        "({PARTITION} = {} AND {OFFSET} <= {}{floor})",
-                        range.partition, range.upper
-                    )
-                })
+                .map(|range| offset_range(range.partition, range.lower, range.upper))
                 .collect::<Vec<_>>()
                 .join(" OR "),
             span: ChunkSpan::Offsets { ranges },
@@ -198,14 +190,15 @@ pub fn scalar_chunks(
     };
     let column = mode.scalar_column();
     let literal = |value: &str| -> Result<String, String> {
-        if mode == BoundaryMode::Cursor {
+        let checked = if mode == BoundaryMode::Cursor {
             value
                 .parse::<i128>()
                 .map(|v| v.to_string())
                 .map_err(|_| format!("a chunk's start '{value}' is not an integer"))
         } else {
-            super::check_time(value).map(|v| super::time_literal(&v))
-        }
+            super::check_time(value)
+        };
+        checked.map(|position| position_literal(mode, &position))
     };
     let literals = starts
         .iter()
