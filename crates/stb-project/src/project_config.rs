@@ -480,7 +480,7 @@ fn build(reader: &mut Reader<'_>, node: &Node, what: &str) -> BuildLimits {
     let max_pipelines = node
         .get("max_pipelines")
         .and_then(|value| reader.positive_int(value, &format!("{what} max_pipelines")));
-    let mut count = |key: &str, example: &str| {
+    let mut count = |key: &str, hint: &str| {
         let value = node.get(key)?;
         match value.value {
             Value::Int(number) if number > 0 => u64::try_from(number).ok(),
@@ -489,16 +489,28 @@ fn build(reader: &mut Reader<'_>, node: &Node, what: &str) -> BuildLimits {
                     codes::CONFIG_VALUE,
                     value.position,
                     format!("{what} {key} must be a positive integer"),
-                    format!("write a whole number of 1 or more, such as {example}"),
+                    hint,
                 );
                 None
             }
         }
     };
-    let max_rows = count("max_replay_rows", "100000000");
-    let chunk_rows = count("replay_chunk_rows", "10000000");
-    let max_threads = count("replay_max_threads", "4");
-    let max_rows_per_second = count("replay_max_rows_per_second", "2000000");
+    let max_rows = count(
+        "max_replay_rows",
+        "write the most rows a build's replays may read, such as 100000000",
+    );
+    let chunk_rows = count(
+        "replay_chunk_rows",
+        "write the rows one replay statement may cover, such as 10000000",
+    );
+    let max_threads = count(
+        "replay_max_threads",
+        "write the threads one replay statement may use, such as 4",
+    );
+    let max_rows_per_second = count(
+        "replay_max_rows_per_second",
+        "write the rows a replay statement may read per second, such as 2000000",
+    );
     let mut bytes = |key: &str, example: &str| {
         let value = node.get(key)?;
         let bytes = match &value.value {
