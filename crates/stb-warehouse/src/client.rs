@@ -166,8 +166,7 @@ impl Client {
     /// # Errors
     /// The server refused it, or no answer came.
     pub fn query(&self, sql: &str) -> Result<Rows, WarehouseError> {
-        let text = self.read(sql)?;
-        let parsed: JsonCompact = serde_json::from_str(&text).map_err(unreadable)?;
+        let parsed: JsonCompact = self.read(sql)?;
         Ok(Rows {
             names: parsed.meta.iter().map(|m| m.name.clone()).collect(),
             types: parsed.meta.into_iter().map(|m| m.data_type).collect(),
@@ -213,21 +212,29 @@ impl Client {
         struct Typed<T> {
             data: Vec<T>,
         }
-        let text = self.read(sql)?;
-        let parsed: Typed<T> = serde_json::from_str(&text).map_err(unreadable)?;
+        let parsed: Typed<T> = self.read(sql)?;
         Ok(parsed.data)
     }
 
-    /// The `JSONCompact` answer of a read, asked again after a transport failure or the
+    /// The `JSONCompact` answer of a read as `T`, read as it arrives (the answer's text is
+    /// never held whole: a 10,000-model catalog's columns are 11 MB of it, and holding the
+    /// text of three such reads at once, each copied once more into a string, cost a plan
+    /// tens of megabytes at its peak), asked again after a transport failure or the
     /// server's limit on simultaneous queries.
-    fn read(&self, sql: &str) -> Result<String, WarehouseError> {
+    fn read<T: serde::de::DeserializeOwned>(&self, sql: &str) -> Result<T, WarehouseError> {
         let body = format!(
             "{}\nFORMAT JSONCompact",
             sql.trim_end().trim_end_matches(';')
         );
+        let password = self.config.password.expose();
         let mut attempt = 0;
-        let (_, text) = loop {
-            match self.send(&body, None, true) {
+        loop {
+            // Outer: no answer (asked again); inner: the answer, or why it does not read.
+            let answer = self
+                .respond(&body, None, true)
+                .and_then(|response| answer_as(response, password));
+            match answer {
+                Ok(read) => return read,
                 Err(error) if error.server_code.is_none() && attempt < READ_RETRIES => {
                     attempt += 1;
                 }
@@ -240,10 +247,9 @@ impl Client {
                     attempt += 1;
                     std::thread::sleep(BUSY_DELAY * u32::try_from(attempt).unwrap_or(1));
                 }
-                other => break other?,
+                Err(error) => return Err(error),
             }
-        };
-        Ok(text)
+        }
     }
 
     /// Runs a statement (DDL, `INSERT ... SELECT`) once, never retried: a retry could apply
@@ -272,6 +278,22 @@ impl Client {
         query_id: Option<&str>,
         read_only: bool,
     ) -> Result<(reqwest::header::HeaderMap, String), WarehouseError> {
+        let response = self.respond(sql, query_id, read_only)?;
+        let headers = response.headers().clone();
+        let text = response.text().map_err(|e| {
+            WarehouseError::transport(&self.unreachable(&e), self.config.password.expose())
+        })?;
+        Ok((headers, text))
+    }
+
+    /// Sends `sql` and gives the response once the server has accepted it (its body not
+    /// read yet); the server's error when it refused.
+    fn respond(
+        &self,
+        sql: &str,
+        query_id: Option<&str>,
+        read_only: bool,
+    ) -> Result<reqwest::blocking::Response, WarehouseError> {
         let password = self.config.password.expose();
         let mut params: Vec<(String, String)> = self
             .config
@@ -320,19 +342,87 @@ impl Client {
             .body(sql.to_owned())
             .send()
             .map_err(|e| WarehouseError::transport(&self.unreachable(&e), password))?;
-        let status = response.status();
-        let headers = response.headers().clone();
+        if response.status().is_success() {
+            return Ok(response);
+        }
+        let code = response
+            .headers()
+            .get("x-clickhouse-exception-code")
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.parse().ok());
         let text = response
             .text()
             .map_err(|e| WarehouseError::transport(&self.unreachable(&e), password))?;
-        if !status.is_success() {
-            let code = headers
-                .get("x-clickhouse-exception-code")
-                .and_then(|v| v.to_str().ok())
-                .and_then(|v| v.parse().ok());
-            return Err(WarehouseError::from_server(code, &text, password));
+        Err(WarehouseError::from_server(code, &text, password))
+    }
+}
+
+/// The `JSONCompact` body of `response` as `T`, parsed as it arrives. Outer error: the
+/// answer stopped arriving (the read may be asked again); inner: it does not read as
+/// `T`. A server that fails after it began to answer ends the body with its exception
+/// (the status was already sent): the exception is what the error says then.
+fn answer_as<T: serde::de::DeserializeOwned>(
+    body: impl std::io::Read,
+    password: &str,
+) -> Result<Result<T, WarehouseError>, WarehouseError> {
+    let mut tail = Tail::new(body);
+    let parsed = serde_json::from_reader(std::io::BufReader::with_capacity(64 * 1024, &mut tail));
+    match parsed {
+        Ok(value) => Ok(Ok(value)),
+        Err(error) if error.is_io() => Err(WarehouseError::transport(
+            &format!("the answer stopped arriving: {error}"),
+            password,
+        )),
+        Err(error) => Ok(Err(tail
+            .exception(password)
+            .unwrap_or_else(|| unreadable(error)))),
+    }
+}
+
+/// A reader that keeps the last bytes it gave out, where a failed answer's exception is.
+struct Tail<R> {
+    inner: R,
+    last: Vec<u8>,
+}
+
+/// How much of an answer's end [`Tail`] keeps: a ClickHouse exception with its stack
+/// trace left out fits.
+const TAIL_BYTES: usize = 8 * 1024;
+
+impl<R> Tail<R> {
+    fn new(inner: R) -> Self {
+        Self {
+            inner,
+            last: Vec::with_capacity(2 * TAIL_BYTES),
         }
-        Ok((headers, text))
+    }
+
+    /// The server's exception at the end of what was read (`Code: N. DB::Exception: ...`).
+    fn exception(&self, password: &str) -> Option<WarehouseError> {
+        let text = String::from_utf8_lossy(&self.last);
+        let start = text.rfind("Code: ")?;
+        let exception = text[start..].trim();
+        // Not text of the answer's own that happens to say `Code: `.
+        if !exception.contains("DB::Exception") {
+            return None;
+        }
+        let code = exception["Code: ".len()..]
+            .split(|c: char| !c.is_ascii_digit())
+            .next()
+            .and_then(|digits| digits.parse().ok());
+        Some(WarehouseError::from_server(code, exception, password))
+    }
+}
+
+impl<R: std::io::Read> std::io::Read for Tail<R> {
+    fn read(&mut self, buffer: &mut [u8]) -> std::io::Result<usize> {
+        let read = self.inner.read(buffer)?;
+        self.last.extend_from_slice(&buffer[..read]);
+        if self.last.len() > 2 * TAIL_BYTES {
+            let excess = self.last.len() - TAIL_BYTES;
+            self.last.drain(..excess);
+        }
+        Ok(read)
     }
 }
 
@@ -363,5 +453,69 @@ mod tests {
             error.message
         );
         assert!(!error.message.contains('?'), "{}", error.message);
+    }
+
+    type Answer = Result<Result<Vec<(String, u8)>, crate::WarehouseError>, crate::WarehouseError>;
+
+    fn answer(body: &[u8]) -> Answer {
+        super::answer_as::<Vec<(String, u8)>>(body, "secret")
+    }
+
+    #[test]
+    fn an_answer_is_read_as_it_arrives() {
+        let rows = answer(br#"[["a", 1], ["b", 2]]"#);
+        assert_eq!(
+            rows.expect("arrived").expect("reads"),
+            [("a".to_owned(), 1), ("b".to_owned(), 2)]
+        );
+    }
+
+    #[test]
+    fn an_answer_cut_by_the_servers_exception_says_the_exception() {
+        // The status went out before the failure: the body ends with the exception.
+        let mut body = br#"[["a", 1], ["b", "#.to_vec();
+        body.extend_from_slice(&vec![b' '; 3 * super::TAIL_BYTES]);
+        body.extend_from_slice(
+            b"Code: 241. DB::Exception: Memory limit (total) exceeded: would use 9.00 GiB. (MEMORY_LIMIT_EXCEEDED) (version 26.9.2.1)\n",
+        );
+        let error = answer(&body).expect("arrived").expect_err("does not read");
+        assert_eq!(error.server_code, Some(241));
+        assert!(error.message.contains("Memory limit"), "{}", error.message);
+    }
+
+    #[test]
+    fn an_answer_that_does_not_read_says_so_and_is_not_asked_again() {
+        // Text of the answer's own that says `Code: ` is not taken for an exception.
+        let error = answer(br#"[["Code: 7", "x"]]"#)
+            .expect("arrived")
+            .expect_err("does not read");
+        assert_eq!(error.server_code, None);
+        assert!(
+            error.message.starts_with("unreadable result"),
+            "{}",
+            error.message
+        );
+    }
+
+    #[test]
+    fn an_answer_that_stops_arriving_may_be_asked_again() {
+        struct Broken(bool);
+        impl std::io::Read for Broken {
+            fn read(&mut self, buffer: &mut [u8]) -> std::io::Result<usize> {
+                if std::mem::replace(&mut self.0, true) {
+                    return Err(std::io::Error::new(
+                        std::io::ErrorKind::ConnectionReset,
+                        "reset",
+                    ));
+                }
+                let start = br#"[["a", 1], "#;
+                buffer[..start.len()].copy_from_slice(start);
+                Ok(start.len())
+            }
+        }
+        let error = super::answer_as::<Vec<(String, u8)>>(Broken(false), "secret")
+            .expect_err("stopped arriving");
+        assert_eq!(error.kind, ErrorKind::Timeout);
+        assert_eq!(error.server_code, None);
     }
 }
