@@ -409,12 +409,12 @@ impl Client {
                 .map(|row| row.relation)
                 .collect(),
                 columns_of(self.query_as(&format!(
-                    "SELECT table, name, type, default_expression FROM system.columns WHERE database = {db} ORDER BY table, position"
+                    "SELECT table, name, type, default_expression, '' AS uuid FROM system.columns WHERE database = {db} ORDER BY table, position"
                 ))?),
             ),
             Depth::Plan { defined } => {
-                // The server's clock before any relation is read: what a cold read keeps
-                // must have been changed before it (see `read_plan_catalog`).
+                // The server's clock before any relation is read (see
+                // `read_plan_catalog_cold`).
                 let started = text(&timezone, 0, "now").parse().unwrap_or(0);
                 self.read_plan_catalog(&db, defined, cache, started)?
             }
@@ -422,8 +422,8 @@ impl Client {
         // From the end: a relation listed twice keeps its last row, which gets the columns.
         // A relation from the cache holds its kept columns, which the read left out.
         for relation in relations.iter_mut().rev() {
-            if let Some(columns) = by_table.remove(&relation.name) {
-                relation.columns = Columns::new(columns);
+            if let Some(table) = by_table.remove(&relation.name) {
+                relation.columns = Columns::new(table.columns);
             }
         }
         let mut catalog = Catalog::new(text(&timezone, 0, "tz"), relations);
@@ -515,11 +515,15 @@ impl Client {
 
     /// [`Self::read_plan_catalog`] into an empty cache: every relation read, and each but
     /// materialized views kept under the identity and modification time of its own row.
-    /// The time is what makes that safe: a relation's columns come from another query than
-    /// its row, so a change between the two reads would be kept under the newer time; the
-    /// relations changed in the two seconds before the read began (`started`) or since are
-    /// read but not kept, as a listing's would be: any later change moves the time past
-    /// the kept one.
+    /// A relation's columns come from another query than its row, read at another moment:
+    /// one changed in between must not be kept as the row and the columns mix them. Two
+    /// rules keep it out. Its time: a relation changed in the two seconds before the read
+    /// began (`started`) or since is read but not kept, as a listing's would be (an
+    /// `ALTER` or a `CREATE OR REPLACE` moves the time past the kept one). Its identity:
+    /// the columns' read gives each table's identity as it was before their columns were
+    /// read, and a relation is kept only when that is its row's (`EXCHANGE TABLES`, or a
+    /// rename of an older table into its place, keeps the old times and swaps
+    /// identities).
     fn read_plan_catalog_cold(
         &self,
         db: &str,
@@ -531,17 +535,7 @@ impl Client {
         let mut fresh = latest_with_columns(read, &mut columns, |_| false);
         let kept: Vec<(ListedRelation, CatalogRelation)> = fresh
             .iter()
-            .filter(|row| row.relation.engine != "MaterializedView")
-            .map(|row| {
-                let listing = ListedRelation {
-                    name: row.relation.name.clone(),
-                    uuid: row.relation.uuid.clone(),
-                    modified: row.modified,
-                    // A server whose clock could not be read keeps nothing.
-                    recent: started == 0 || row.modified + 2 > started,
-                };
-                (listing, row.relation.clone())
-            })
+            .filter_map(|row| Some((cold_listing(row, started)?, row.relation.clone())))
             .collect();
         let listed: Vec<ListedRelation> = kept.iter().map(|(listing, _)| listing.clone()).collect();
         cache.update(&listed, kept);
@@ -607,11 +601,15 @@ impl Client {
             only.map(|names| format!(" AND {column} IN ({})", name_list(names)))
                 .unwrap_or_default()
         };
+        // Each table's identity comes from a scalar subquery, which the server answers
+        // before it reads any column: an identity that differs from the table's row says
+        // the table was swapped between the reads (see `read_plan_catalog_cold`).
         let columns_sql = format!(
-            "SELECT table, name, type, default_expression FROM system.columns WHERE database = {db} AND (table IN (SELECT name FROM system.tables WHERE database = {db} AND engine != 'MaterializedView'{}) OR table IN ({})){} ORDER BY table, position",
-            only_sql("name"),
-            name_list(defined),
-            only_sql("table"),
+            "WITH (SELECT (groupArray(name), groupArray(toString(uuid))) FROM system.tables WHERE database = {db} AND (engine != 'MaterializedView' OR name IN ({named})){only_name}) AS identities \
+             SELECT table, name, type, default_expression, transform(table, identities.1, identities.2, '') AS uuid FROM system.columns WHERE database = {db} AND (table IN (SELECT name FROM system.tables WHERE database = {db} AND engine != 'MaterializedView'{only_name}) OR table IN ({named})){only_table} ORDER BY table, position",
+            named = name_list(defined),
+            only_name = only_sql("name"),
+            only_table = only_sql("table"),
         );
         // Each answer is turned into relations or columns on the thread that read it:
         // its JSON is freed where it was allocated, and only the compact form is kept.
@@ -713,6 +711,28 @@ struct Ranked {
     /// `metadata_modification_time` in seconds since the epoch, read in the same row as
     /// the rest (0 where the read leaves it out).
     modified: u64,
+    /// The identity the read of its columns gave it (see [`TableColumns`]); `None`
+    /// until its columns are attached.
+    columns_identity: Option<String>,
+}
+
+/// What a read into an empty cache ([`Client::read_plan_catalog_cold`]) keeps `row`
+/// under, as a listing would have listed it; `None` for a materialized view (never kept)
+/// and for a relation whose columns were read under another identity than its row.
+fn cold_listing(row: &Ranked, started: u64) -> Option<ListedRelation> {
+    let relation = &row.relation;
+    if relation.engine == "MaterializedView"
+        || row.columns_identity.as_deref() != Some(relation.uuid.as_str())
+    {
+        return None;
+    }
+    Some(ListedRelation {
+        name: relation.name.clone(),
+        uuid: relation.uuid.clone(),
+        modified: row.modified,
+        // A server whose clock could not be read keeps nothing.
+        recent: started == 0 || row.modified + 2 > started,
+    })
 }
 
 /// The relations of a read, each with its rank and modification time.
@@ -745,6 +765,7 @@ fn ranked(rows: Vec<RelationRow>) -> Vec<Ranked> {
                 },
                 // A time that does not read as a number is never kept.
                 modified: modified.parse().unwrap_or(0),
+                columns_identity: None,
             },
         )
         .collect()
@@ -763,22 +784,34 @@ fn latest_with_columns(
         if skipped(name) || latest.last().is_some_and(|last| last.relation.name == name) {
             continue;
         }
-        if let Some(kept) = columns.remove(name) {
-            row.relation.columns = Columns::new(kept);
+        if let Some(table) = columns.remove(name) {
+            row.relation.columns = Columns::new(table.columns);
+            row.columns_identity = Some(table.identity);
         }
         latest.push(row);
     }
     latest
 }
 
-/// Each table's columns, in position order.
-type ColumnsByTable = BTreeMap<String, Vec<CatalogColumn>>;
+/// A table's columns, in position order, and its identity (`uuid`) as the same read gave
+/// it before reading them (empty when the read leaves it out).
+#[derive(Default)]
+struct TableColumns {
+    identity: String,
+    columns: Vec<CatalogColumn>,
+}
 
-/// A read of `system.columns`: table, name, type, default expression.
-fn columns_of(rows: Vec<(String, String, String, String)>) -> ColumnsByTable {
+/// Each table's columns, by table name.
+type ColumnsByTable = BTreeMap<String, TableColumns>;
+
+/// A read of `system.columns`: table, name, type, default expression, the table's
+/// identity.
+fn columns_of(rows: Vec<(String, String, String, String, String)>) -> ColumnsByTable {
     let mut by_table: ColumnsByTable = BTreeMap::new();
-    for (table, name, data_type, default_expression) in rows {
-        by_table.entry(table).or_default().push(CatalogColumn {
+    for (table, name, data_type, default_expression, identity) in rows {
+        let entry = by_table.entry(table).or_default();
+        entry.identity = identity;
+        entry.columns.push(CatalogColumn {
             name,
             data_type,
             default_expression,
@@ -937,5 +970,45 @@ mod tests {
         let removed = replaced.with_relation("tbl__m7", None);
         assert!(removed.relation("tbl__m7").is_none());
         assert_eq!(removed.relations().len(), 19_999);
+    }
+
+    fn read_row(engine: &str, modified: u64, columns_identity: Option<&str>) -> super::Ranked {
+        let mut relation = relation("tbl__orders", engine);
+        relation.uuid = "u1".into();
+        super::Ranked {
+            rank: 1,
+            relation,
+            modified,
+            columns_identity: columns_identity.map(str::to_owned),
+        }
+    }
+
+    #[test]
+    fn a_cold_read_keeps_a_relation_changed_two_seconds_before_it_began_and_nothing_later() {
+        let recent = |modified: u64, started: u64| {
+            super::cold_listing(&read_row("MergeTree", modified, Some("u1")), started)
+                .map(|listing| listing.recent)
+        };
+        assert_eq!(recent(98, 100), Some(false), "two seconds before: kept");
+        assert_eq!(
+            recent(99, 100),
+            Some(true),
+            "one second before: read, not kept"
+        );
+        assert_eq!(recent(100, 100), Some(true));
+        assert_eq!(recent(5, 0), Some(true), "no clock read: nothing kept");
+    }
+
+    #[test]
+    fn a_cold_read_never_keeps_a_materialized_view_or_columns_read_under_another_identity() {
+        let listing = |row: super::Ranked| super::cold_listing(&row, 100);
+        assert!(listing(read_row("MergeTree", 50, Some("u1"))).is_some());
+        // Swapped (EXCHANGE TABLES) between the read of its columns and of its row.
+        assert!(listing(read_row("MergeTree", 50, Some("u0"))).is_none());
+        assert!(
+            listing(read_row("MergeTree", 50, None)).is_none(),
+            "no columns read"
+        );
+        assert!(listing(read_row("MaterializedView", 50, Some("u1"))).is_none());
     }
 }

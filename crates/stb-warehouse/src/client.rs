@@ -71,6 +71,19 @@ pub struct Client {
 struct JsonCompact {
     meta: Vec<Meta>,
     data: Vec<Vec<serde_json::Value>>,
+    #[serde(default)]
+    exception: Option<String>,
+}
+
+/// The exception a server before 25.11 closes a `JSONCompact` document with when it
+/// fails part-way (`http_write_exception_in_output_format`): the rows before it are not
+/// all of them.
+fn closing_exception(exception: Option<String>, password: &str) -> Result<(), WarehouseError> {
+    match exception {
+        None => Ok(()),
+        Some(text) => Err(exception_in(&text, password)
+            .unwrap_or_else(|| WarehouseError::from_server(None, &text, password))),
+    }
 }
 
 #[derive(serde::Deserialize)]
@@ -167,6 +180,7 @@ impl Client {
     /// The server refused it, or no answer came.
     pub fn query(&self, sql: &str) -> Result<Rows, WarehouseError> {
         let parsed: JsonCompact = self.read(sql)?;
+        closing_exception(parsed.exception, self.config.password.expose())?;
         Ok(Rows {
             names: parsed.meta.iter().map(|m| m.name.clone()).collect(),
             types: parsed.meta.into_iter().map(|m| m.data_type).collect(),
@@ -211,8 +225,11 @@ impl Client {
         #[derive(serde::Deserialize)]
         struct Typed<T> {
             data: Vec<T>,
+            #[serde(default)]
+            exception: Option<String>,
         }
         let parsed: Typed<T> = self.read(sql)?;
+        closing_exception(parsed.exception, self.config.password.expose())?;
         Ok(parsed.data)
     }
 
@@ -227,12 +244,14 @@ impl Client {
             sql.trim_end().trim_end_matches(';')
         );
         let password = self.config.password.expose();
+        let server = self.config.url();
+        let server = server.trim_end_matches('/');
         let mut attempt = 0;
         loop {
             // Outer: no answer (asked again); inner: the answer, or why it does not read.
             let answer = self
                 .respond(&body, None, true)
-                .and_then(|response| answer_as(response, password));
+                .and_then(|response| answer_as(response, server, password));
             match answer {
                 Ok(read) => return read,
                 Err(error) if error.server_code.is_none() && attempt < READ_RETRIES => {
@@ -358,64 +377,105 @@ impl Client {
 }
 
 /// The `JSONCompact` body of `response` as `T`, parsed as it arrives. Outer error: the
-/// answer stopped arriving (the read may be asked again); inner: it does not read as
-/// `T`. A server that fails after it began to answer ends the body with its exception
-/// (the status was already sent): the exception is what the error says then.
+/// answer stopped arriving, or did not arrive whole within [`READ_TIMEOUT`] (the read
+/// may be asked again); inner: it does not read as `T`. A server that fails after it
+/// began to answer (the status already sent) ends the body with its exception, which is
+/// what the error says then.
 fn answer_as<T: serde::de::DeserializeOwned>(
     body: impl std::io::Read,
+    server: &str,
     password: &str,
 ) -> Result<Result<T, WarehouseError>, WarehouseError> {
-    let mut tail = Tail::new(body);
+    let mut tail = Tail::new(body, std::time::Instant::now() + READ_TIMEOUT);
     let parsed = serde_json::from_reader(std::io::BufReader::with_capacity(64 * 1024, &mut tail));
     match parsed {
         Ok(value) => Ok(Ok(value)),
         Err(error) if error.is_io() => Err(WarehouseError::transport(
-            &format!("the answer stopped arriving: {error}"),
+            &format!("the answer of ClickHouse at {server} stopped part-way: {error}"),
             password,
         )),
-        Err(error) => Ok(Err(tail
-            .exception(password)
-            .unwrap_or_else(|| unreadable(error)))),
+        Err(error) => {
+            // Only a body that stops being JSON can end in the server's exception; a
+            // value of another type than asked for is the reader's own mismatch.
+            let cut = matches!(
+                error.classify(),
+                serde_json::error::Category::Syntax | serde_json::error::Category::Eof
+            );
+            let exception = cut.then(|| tail.exception(password)).flatten();
+            Ok(Err(exception.unwrap_or_else(|| unreadable(error))))
+        }
     }
 }
 
-/// A reader that keeps the last bytes it gave out, where a failed answer's exception is.
+/// The server's exception in `text` (`Code: N. DB::...`), from its first such line, with
+/// its code; `None` when there is none.
+fn exception_in(text: &str, password: &str) -> Option<WarehouseError> {
+    let (start, code) = text.match_indices("Code: ").find_map(|(at, marker)| {
+        let rest = &text[at + marker.len()..];
+        let digits = rest.len() - rest.trim_start_matches(|c: char| c.is_ascii_digit()).len();
+        let code: u32 = rest[..digits].parse().ok()?;
+        rest[digits..].starts_with(". DB::").then_some((at, code))
+    })?;
+    let mut exception = &text[start..];
+    // Servers from 25.11 wrap it: `__exception__<tag>`, the text, a line of its size and
+    // tag, `<tag>__exception__`.
+    if let Some(end) = exception.find("__exception__") {
+        exception = exception[..end].trim_end();
+        if let Some(line) = exception.rfind('\n') {
+            exception = &exception[..line];
+        }
+    }
+    Some(WarehouseError::from_server(
+        Some(code),
+        exception.trim(),
+        password,
+    ))
+}
+
+/// A reader that keeps the last bytes it gave out, where a failed answer's exception is,
+/// and stops at a deadline (a body that keeps trickling in is not waited for forever).
 struct Tail<R> {
     inner: R,
     last: Vec<u8>,
+    deadline: std::time::Instant,
 }
 
-/// How much of an answer's end [`Tail`] keeps: a ClickHouse exception with its stack
-/// trace left out fits.
+/// How much of an answer's end [`Tail`] keeps, and reads past a failure: a ClickHouse
+/// exception without its stack trace fits.
 const TAIL_BYTES: usize = 8 * 1024;
 
-impl<R> Tail<R> {
-    fn new(inner: R) -> Self {
+impl<R: std::io::Read> Tail<R> {
+    fn new(inner: R, deadline: std::time::Instant) -> Self {
         Self {
             inner,
             last: Vec::with_capacity(2 * TAIL_BYTES),
+            deadline,
         }
     }
 
-    /// The server's exception at the end of what was read (`Code: N. DB::Exception: ...`).
-    fn exception(&self, password: &str) -> Option<WarehouseError> {
-        let text = String::from_utf8_lossy(&self.last);
-        let start = text.rfind("Code: ")?;
-        let exception = text[start..].trim();
-        // Not text of the answer's own that happens to say `Code: `.
-        if !exception.contains("DB::Exception") {
-            return None;
+    /// The server's exception at the end of the answer: what was read, and up to
+    /// [`TAIL_BYTES`] more (the parse may stop before the exception's end).
+    fn exception(&mut self, password: &str) -> Option<WarehouseError> {
+        let mut rest = vec![0; TAIL_BYTES];
+        let mut filled = 0;
+        while filled < rest.len() {
+            match std::io::Read::read(self, &mut rest[filled..]) {
+                Ok(0) | Err(_) => break,
+                Ok(read) => filled += read,
+            }
         }
-        let code = exception["Code: ".len()..]
-            .split(|c: char| !c.is_ascii_digit())
-            .next()
-            .and_then(|digits| digits.parse().ok());
-        Some(WarehouseError::from_server(code, exception, password))
+        exception_in(&String::from_utf8_lossy(&self.last), password)
     }
 }
 
 impl<R: std::io::Read> std::io::Read for Tail<R> {
     fn read(&mut self, buffer: &mut [u8]) -> std::io::Result<usize> {
+        if std::time::Instant::now() > self.deadline {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::TimedOut,
+                format!("no whole answer within {} s", READ_TIMEOUT.as_secs()),
+            ));
+        }
         let read = self.inner.read(buffer)?;
         self.last.extend_from_slice(&buffer[..read]);
         if self.last.len() > 2 * TAIL_BYTES {
@@ -458,7 +518,7 @@ mod tests {
     type Answer = Result<Result<Vec<(String, u8)>, crate::WarehouseError>, crate::WarehouseError>;
 
     fn answer(body: &[u8]) -> Answer {
-        super::answer_as::<Vec<(String, u8)>>(body, "secret")
+        super::answer_as::<Vec<(String, u8)>>(body, "http://127.0.0.1:8123", "secret")
     }
 
     #[test]
@@ -484,9 +544,44 @@ mod tests {
     }
 
     #[test]
+    fn the_servers_exception_is_found_whole_in_each_form_it_comes() {
+        // Cut short: the parse stops before the exception's end, which is read on.
+        let mut body = br#"[["a", 1], ["b", "#.to_vec();
+        body.extend_from_slice(b"Code: 1000. DB::Exception: Outer. ");
+        body.extend_from_slice(&vec![b'x'; 2 * super::TAIL_BYTES / 3]);
+        body.extend_from_slice(b" Log: Code: 210. DB::NetException: inner (NETWORK_ERROR)\n");
+        let error = answer(&body).expect("arrived").expect_err("cut");
+        assert_eq!(error.server_code, Some(1000), "the first exception's code");
+        assert!(error.message.contains("NETWORK_ERROR"), "read to its end");
+        // Servers from 25.11 wrap it in a tagged envelope.
+        let error = answer(
+            b"[[\"a\", 1], __exception__ab12\r\nCode: 241. DB::Exception: Memory limit exceeded. (MEMORY_LIMIT_EXCEEDED)\r\n71 ab12__exception__\r\n",
+        )
+        .expect("arrived")
+        .expect_err("cut");
+        assert_eq!(error.server_code, Some(241));
+        assert!(
+            !error.message.contains("__exception__"),
+            "{}",
+            error.message
+        );
+        assert!(!error.message.contains("ab12"), "{}", error.message);
+        // Servers before 25.11 close the document with it.
+        let closed = super::closing_exception(
+            Some("Code: 159. DB::Exception: Timeout exceeded. (TIMEOUT_EXCEEDED)".to_owned()),
+            "secret",
+        )
+        .expect_err("the rows are not all of them");
+        assert_eq!(closed.server_code, Some(159));
+        assert_eq!(closed.kind, ErrorKind::Timeout);
+        assert!(super::closing_exception(None, "secret").is_ok());
+    }
+
+    #[test]
     fn an_answer_that_does_not_read_says_so_and_is_not_asked_again() {
-        // Text of the answer's own that says `Code: ` is not taken for an exception.
-        let error = answer(br#"[["Code: 7", "x"]]"#)
+        // Text of the answer's own that reads like an exception is not taken for one
+        // when the answer is whole JSON of another shape.
+        let error = answer(br#"[["Code: 60. DB::Exception: no table", "x"]]"#)
             .expect("arrived")
             .expect_err("does not read");
         assert_eq!(error.server_code, None);
@@ -513,8 +608,9 @@ mod tests {
                 Ok(start.len())
             }
         }
-        let error = super::answer_as::<Vec<(String, u8)>>(Broken(false), "secret")
-            .expect_err("stopped arriving");
+        let error =
+            super::answer_as::<Vec<(String, u8)>>(Broken(false), "http://127.0.0.1:8123", "secret")
+                .expect_err("stopped arriving");
         assert_eq!(error.kind, ErrorKind::Timeout);
         assert_eq!(error.server_code, None);
     }

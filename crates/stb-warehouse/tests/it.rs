@@ -367,7 +367,7 @@ fn a_plan_read_takes_unchanged_relations_from_the_cache_and_reads_changed_ones()
     // loaded machine some may have aged past the two seconds before it, and be kept).
     let still_recent = client
         .query(&format!(
-            "SELECT name FROM system.tables WHERE database = '{name}' AND metadata_modification_time >= now() - 2"
+            "SELECT name FROM system.tables WHERE database = '{name}' AND metadata_modification_time > now() - 2"
         ))
         .expect("recent relations");
     let kept = serde_json::to_value(&cache).expect("saved");

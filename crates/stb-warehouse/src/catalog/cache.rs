@@ -15,7 +15,10 @@
 //! moves its modification time. The time has one-second steps, so a relation changed in
 //! the last two seconds (by the server's clock) is never kept: a second change within the
 //! same second could not be told from the first. A relation without a modification time
-//! (a database that keeps no metadata files) is never kept either.
+//! (a database that keeps no metadata files) is never kept either. An empty cache is
+//! filled from the reads alone, each relation under the identity and time of its own row,
+//! and only when that time is two seconds or more before the read began (its columns come
+//! from another query: a change between the two must not be kept under the newer time).
 //!
 //! The only definitions kept are plain views' (a query naming relations, as the server
 //! shows it to any reader, its secrets masked where the server masks them). The
