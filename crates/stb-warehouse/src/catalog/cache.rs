@@ -17,8 +17,9 @@
 //! same second could not be told from the first. A relation without a modification time
 //! (a database that keeps no metadata files) is never kept either. An empty cache is
 //! filled from the reads alone, each relation under the identity and time of its own row,
-//! and only when that time is two seconds or more before the read began (its columns come
-//! from another query: a change between the two must not be kept under the newer time).
+//! and only when that time is two seconds or more before the read began and its columns
+//! were read under the same identity (they come from another query: a change between the
+//! two must not be kept).
 //!
 //! The only definitions kept are plain views' (a query naming relations, as the server
 //! shows it to any reader, its secrets masked where the server masks them). The
