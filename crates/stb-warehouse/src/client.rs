@@ -234,10 +234,9 @@ impl Client {
     }
 
     /// The `JSONCompact` answer of a read as `T`, read as it arrives (the answer's text is
-    /// never held whole: a 10,000-model catalog's columns are 11 MB of it, and holding the
-    /// text of three such reads at once, each copied once more into a string, cost a plan
-    /// tens of megabytes at its peak), asked again after a transport failure or the
-    /// server's limit on simultaneous queries.
+    /// never held whole, nor copied into a string: a 10,000-model catalog's columns are
+    /// 11 MB of it), asked again after a transport failure or the server's limit on
+    /// simultaneous queries.
     fn read<T: serde::de::DeserializeOwned>(&self, sql: &str) -> Result<T, WarehouseError> {
         let body = format!(
             "{}\nFORMAT JSONCompact",
