@@ -559,7 +559,7 @@ impl Client {
         // name, uuid, modified, recent, rank
         let rows: Vec<(String, String, String, u8, u8)> = self.query_as(&format!(
             "SELECT * FROM (\
-             SELECT name, toString(uuid) AS uuid, {RELATION_STATE}, toUInt8(1) AS rank FROM system.tables WHERE database = {db} AND engine != 'MaterializedView' \
+             SELECT name, toString(uuid) AS uuid, {MODIFIED} AS modified, metadata_modification_time > now() - 2 AS recent, toUInt8(1) AS rank FROM system.tables WHERE database = {db} AND engine != 'MaterializedView' \
              UNION ALL SELECT name, '', '0', toUInt8(0), toUInt8(0) FROM system.tables WHERE database = {db}\
              ) ORDER BY name, rank"
         ))?;
@@ -655,10 +655,6 @@ impl Client {
         )
     }
 }
-
-/// A relation's identity and modification time, and whether it changed in the last two
-/// seconds (see [`CatalogCache`]).
-const RELATION_STATE: &str = "toString(toUnixTimestamp(metadata_modification_time)) AS modified, metadata_modification_time > now() - 2 AS recent";
 
 /// A relation's modification time in seconds since the epoch, as text (see
 /// [`CatalogCache`]).

@@ -98,12 +98,16 @@ fn unreadable(error: serde_json::Error) -> WarehouseError {
 }
 
 impl Client {
+    /// The server as messages name it: its address, without a trailing slash.
+    fn server(&self) -> String {
+        self.config.url().trim_end_matches('/').to_owned()
+    }
+
     /// A request that got no answer, said as a reader needs it: which server, and the
     /// cause at the bottom of the error's chain (`Connection refused`), without the
     /// request's URL and its query string of settings.
     fn unreachable(&self, error: &reqwest::Error) -> String {
-        let server = self.config.url();
-        let server = server.trim_end_matches('/');
+        let server = self.server();
         let mut cause: &dyn std::error::Error = error;
         while let Some(next) = cause.source() {
             cause = next;
@@ -243,14 +247,13 @@ impl Client {
             sql.trim_end().trim_end_matches(';')
         );
         let password = self.config.password.expose();
-        let server = self.config.url();
-        let server = server.trim_end_matches('/');
+        let server = self.server();
         let mut attempt = 0;
         loop {
             // Outer: no answer (asked again); inner: the answer, or why it does not read.
             let answer = self
                 .respond(&body, None, true)
-                .and_then(|response| answer_as(response, server, password));
+                .and_then(|response| answer_as(response, &server, password));
             match answer {
                 Ok(read) => return read,
                 Err(error) if error.server_code.is_none() && attempt < READ_RETRIES => {
