@@ -21,7 +21,7 @@ pub(crate) fn mark(payload: &mut serde_json::Value, (number, of): Place) {
 }
 
 /// The event a chunk's completion is reported by.
-pub(crate) const CHUNK_COMPLETED_EVENT: &str = "replay_chunk_completed";
+pub const CHUNK_COMPLETED_EVENT: &str = "replay_chunk_completed";
 
 /// The chunks of `replay`'s window, or `None` when it runs as one statement: it is not
 /// chunked, or its window fits one chunk.
@@ -104,8 +104,12 @@ pub(crate) fn completed_payload(
 
 /// How a chunked replay reports as it goes.
 pub(crate) struct Reporting<'a> {
-    /// The query id the step's `statement_started` announced: the first chunk's.
-    pub(crate) first_query_id: &'a str,
+    /// The step's query id: chunk `k` runs under
+    /// [`stb_plan::resume::chunk_query_id`]`(query_base, k)`, the first one the step's
+    /// `statement_started` announced.
+    pub(crate) query_base: &'a str,
+    /// Set to each chunk's number as it starts: where a stop happened.
+    pub(crate) at: &'a std::cell::Cell<usize>,
     /// Each later chunk's start, with its own query id: a `statement_started` again, so
     /// whatever finds a step's statement by its last announced id (a cancellation, the
     /// throughput of earlier replays) finds the chunk in flight.
@@ -117,29 +121,29 @@ pub(crate) struct Reporting<'a> {
     pub(crate) completed: &'a dyn Fn(serde_json::Value) -> Result<(), String>,
 }
 
-/// Replays `chunks` one statement at a time, stopping at the first failure or interrupt.
-/// The rows written are the chunks' sum, unknown when any chunk's is.
+/// Replays `chunks` from chunk `first` (the first is 1; a resumed replay starts later) one
+/// statement at a time, stopping at the first failure or interrupt. The rows written are
+/// the chunks' sum, unknown when any chunk's is.
 pub(crate) fn run(
     client: &std::sync::Arc<Client>,
     replay: &RootReplay,
-    chunks: &[Chunk],
+    (chunks, first): (&[Chunk], usize),
     interrupt: &std::sync::atomic::AtomicBool,
     reporting: &Reporting<'_>,
 ) -> Result<crate::execute::Answer, crate::execute::Interrupted> {
     use crate::execute::{Answer, Interrupted, run_one};
     let mut written = Some(0_u64);
-    for (index, chunk) in chunks.iter().enumerate() {
+    let first = first.max(1);
+    for (index, chunk) in chunks.iter().enumerate().skip(first - 1) {
         let place: Place = (index + 1, chunks.len());
         if interrupt.load(std::sync::atomic::Ordering::SeqCst) {
             return Err(Interrupted::Cancelled);
         }
-        let query_id = if index == 0 {
-            reporting.first_query_id.to_owned()
-        } else {
-            let id = uuid::Uuid::new_v4().to_string();
-            (reporting.started)(&id, place);
-            id
-        };
+        let query_id = stb_plan::resume::chunk_query_id(reporting.query_base, place.0);
+        if place.0 != first {
+            (reporting.started)(&query_id, place);
+        }
+        reporting.at.set(place.0);
         let started = std::time::Instant::now();
         let answer = run_one(
             client,

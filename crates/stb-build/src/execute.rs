@@ -15,8 +15,10 @@ use stb_plan::workflow::{Action, Phase, Step, Workflow};
 use stb_warehouse::statements::PlannedStatement;
 use stb_warehouse::{Client, WarehouseError};
 
+pub use crate::chunked::CHUNK_COMPLETED_EVENT;
 use crate::replay_watch::ReplayWatch;
 use crate::secrets::{inline_secrets, resolve_secrets, scrub};
+pub use crate::suspend::{Resumption, Suspended};
 use crate::undo::{
     REPLAYS_COMPLETE_EVENT, RESTORE_POINT_DURABLE_EVENT, RESTORE_POINT_EVENT, ReadAhead,
     RestorePoint, TARGET_RESTORED_EVENT, WORKFLOW_COMPLETED_EVENT,
@@ -133,9 +135,33 @@ pub struct Execution {
     pub warnings: Vec<String>,
     /// A run that stopped: how the target was given back.
     pub restored: Option<Restored>,
+    /// A run that stopped inside a chunked replay and kept what it made, to be resumed
+    /// (`stb build --resume`): where it stopped.
+    pub suspended: Option<Suspended>,
     /// The statements as recorded (secrets redacted), replays rendered once known.
     #[serde(skip)]
     pub statements: Vec<PlannedStatement>,
+}
+
+impl Execution {
+    /// A run about to start, with nothing done yet: `statements` as recorded.
+    #[must_use]
+    pub fn starting(statements: Vec<PlannedStatement>) -> Self {
+        Self {
+            status: Status::Succeeded,
+            completed_steps: Vec::new(),
+            failed_step: None,
+            error_message: None,
+            statement_outcomes: Vec::new(),
+            captured_roots: Vec::new(),
+            replays: Vec::new(),
+            seeds: Vec::new(),
+            warnings: Vec::new(),
+            restored: None,
+            suspended: None,
+            statements,
+        }
+    }
 }
 
 /// Where the run reports as it goes; the build command writes run events and re-records
@@ -157,6 +183,11 @@ pub trait Observer {
         statements: &[PlannedStatement],
         revision: u64,
     ) -> Result<(), WarehouseError>;
+    /// The run's id, when it has one on record: what a suspended run's message tells the
+    /// operator to resume.
+    fn run_id(&self) -> Option<&str> {
+        None
+    }
 }
 
 /// The statements of `workflow` as recorded before the run starts.
@@ -297,19 +328,42 @@ pub fn run_from(
     interrupt: &AtomicBool,
     ahead: Option<ReadAhead>,
 ) -> Execution {
-    let mut execution = Execution {
-        status: Status::Succeeded,
-        completed_steps: Vec::new(),
-        failed_step: None,
-        error_message: None,
-        statement_outcomes: Vec::new(),
-        captured_roots: Vec::new(),
-        replays: Vec::new(),
-        seeds: Vec::new(),
-        warnings: Vec::new(),
-        restored: None,
-        statements: planned_statements(workflow),
+    run_steps(client, workflow, observer, interrupt, ahead, None)
+}
+
+/// Finishes the workflow of a suspended build from where it stopped
+/// ([`Resumption`]): the steps before its chunked replay are not run again, the replay
+/// goes on from its first chunk to run, and the suspended run's restore point is recorded
+/// as this run's (a resume that fails gives the target back as the first run found it).
+pub fn resume(
+    client: &Arc<Client>,
+    workflow: &Workflow,
+    observer: &dyn Observer,
+    interrupt: &AtomicBool,
+    resumption: Resumption,
+) -> Execution {
+    let ahead = ReadAhead {
+        point: Ok(resumption.point.clone()),
     };
+    run_steps(
+        client,
+        workflow,
+        observer,
+        interrupt,
+        Some(ahead),
+        Some(resumption),
+    )
+}
+
+fn run_steps(
+    client: &Arc<Client>,
+    workflow: &Workflow,
+    observer: &dyn Observer,
+    interrupt: &AtomicBool,
+    ahead: Option<ReadAhead>,
+    resumption: Option<Resumption>,
+) -> Execution {
+    let mut execution = Execution::starting(planned_statements(workflow));
     if let Some(cluster) = &workflow.cluster {
         // Shown by `stb plan`, never run: the executor has one connection and no per-shard
         // captures; the engine refuses such builds first, this is the last guard.
@@ -320,8 +374,13 @@ pub fn run_from(
         ));
         return execution;
     }
-    let mut captures: Vec<Option<Capture>> = vec![None; workflow.roots.len()];
+    let mut captures: Vec<Option<Capture>> = match &resumption {
+        Some(resumed) => resumed.captures.clone(),
+        None => vec![None; workflow.roots.len()],
+    };
+    captures.resize(workflow.roots.len(), None);
     let mut revision = 1;
+    let mut suspension = crate::suspend::Suspension::new(workflow);
     // Before the first change: what the target holds, durably on record, so a build that
     // stops here or anywhere later (a kill included) can be given back.
     let point = match record_restore_point(client, workflow, observer, ahead) {
@@ -340,6 +399,11 @@ pub fn run_from(
     };
     let mut replays_complete = false;
     for (index, step) in workflow.steps.iter().enumerate() {
+        let resumed_here = match &resumption {
+            Some(resumed) if index < resumed.step => continue,
+            Some(resumed) if index == resumed.step => Some(resumed),
+            _ => None,
+        };
         if !replays_complete && matches!(step.phase, Phase::Activation | Phase::Cleanup) {
             observer.event(REPLAYS_COMPLETE_EVENT, None, serde_json::json!({}));
             if let Err(error) = observer.checkpoint() {
@@ -368,8 +432,12 @@ pub fn run_from(
                 let rendered =
                     runtime_statement(workflow, &step.action, &captures).and_then(|sql| {
                         // A chunked replay records every chunk's statement.
-                        let cut = match (&step.action, &captures[..]) {
-                            (Action::Replay(root), captured) => match &captured[*root] {
+                        let cut = match (&step.action, &captures[..], resumed_here) {
+                            // Resumed: the chunks as cut when the replay began.
+                            (Action::Replay(root), _, Some(resumed)) => {
+                                Some((*root, resumed.chunks.clone()))
+                            }
+                            (Action::Replay(root), captured, None) => match &captured[*root] {
                                 Some(capture) => {
                                     crate::chunked::plan(client, &workflow.roots[*root], capture)?
                                         .map(|pieces| (*root, pieces))
@@ -403,10 +471,33 @@ pub fn run_from(
         };
         let query_id = uuid::Uuid::new_v4().to_string();
         let sequence = index + 1;
-        let mut started_payload =
-            statement_started(workflow, step, sequence, &query_id, captures.as_slice());
+        let first_chunk = resumed_here.map_or(1, |resumed| resumed.first_chunk);
+        if let Some((root, pieces)) = &chunks {
+            // Durable before the first chunk runs: what a resume needs, without this
+            // process.
+            if let Err(message) = suspension.record_point(
+                (client, workflow, observer),
+                (index, step),
+                (*root, pieces, first_chunk),
+                &query_id,
+                &captures,
+            ) {
+                execution.status = Status::Failed;
+                execution.failed_step = Some(step.id.clone());
+                execution.error_message = Some(message);
+                break;
+            }
+        }
+        let first_query_id = stb_plan::resume::chunk_query_id(&query_id, first_chunk);
+        let mut started_payload = statement_started(
+            workflow,
+            step,
+            sequence,
+            &first_query_id,
+            captures.as_slice(),
+        );
         if let Some((_, pieces)) = &chunks {
-            crate::chunked::mark(&mut started_payload, (1, pieces.len()));
+            crate::chunked::mark(&mut started_payload, (first_chunk, pieces.len()));
         }
         observer.event("statement_started", Some(step), started_payload);
         let started = Instant::now();
@@ -452,10 +543,11 @@ pub fn run_from(
                 Some((root, pieces)) => crate::chunked::run(
                     client,
                     &workflow.roots[*root],
-                    pieces,
+                    (pieces, first_chunk),
                     interrupt,
                     &crate::chunked::Reporting {
-                        first_query_id: &query_id,
+                        query_base: &query_id,
+                        at: &suspension.chunk_in_flight,
                         started: &|id, place| {
                             let mut payload = statement_started(
                                 workflow,
@@ -607,6 +699,10 @@ pub fn run_from(
         // (landings started, old copies dropped) rather than undone.
         recover_landings(client, workflow, observer, &mut execution);
         give_back(client, &point, true, observer, &mut execution);
+    } else if let Some(suspended) = suspension.suspend(client, workflow, observer, &mut execution) {
+        // Stopped inside a chunked replay that can go on exactly: what it made is kept,
+        // with the target lock, for `stb build --resume`.
+        execution.suspended = Some(suspended);
     } else {
         give_back(client, &point, false, observer, &mut execution);
         recover_landings(client, workflow, observer, &mut execution);

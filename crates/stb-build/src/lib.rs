@@ -10,4 +10,5 @@ mod replay_watch;
 mod secrets;
 pub mod shrink;
 mod side_by_side;
+pub mod suspend;
 pub mod undo;

@@ -92,8 +92,13 @@ pub(crate) fn single(args: Output, prepared: &Prepared, result: &PhaseResult) {
     }
     let execution = &ran.execution;
     if execution.status == Status::Failed {
+        let hint = if execution.suspended.is_some() {
+            "fix the cause, then `stb build --resume` the run (the note above names it) to finish from the chunk where it stopped, or `stb unlock` to give the target back"
+        } else {
+            "fix the cause and rerun the same build; a rerun rebuilds the whole scope from retained history"
+        };
         crate::output::eprint_styled(&format!(
-            "error[{FAILED_CODE}]: step {} failed: {}\n  hint: fix the cause and rerun the same build; a rerun rebuilds the whole scope from retained history\n",
+            "error[{FAILED_CODE}]: step {} failed: {}\n  hint: {hint}\n",
             execution.failed_step.as_deref().unwrap_or("?"),
             execution.error_message.as_deref().unwrap_or("")
         ));
@@ -244,6 +249,14 @@ pub(crate) fn print_result(
                 restored.statements.len()
             );
         }
+        _ if execution.suspended.is_some() => {
+            let _ = writeln!(
+                out,
+                "  SUSPENDED: kept as built so far, partly filled, under the target lock (dropped {}, created {})",
+                plan.teardown.len(),
+                plan.creation.len()
+            );
+        }
         Some(restored) if !restored.finished => {
             let _ = writeln!(
                 out,
@@ -304,10 +317,18 @@ pub(crate) fn print_result(
             "\nStopped at {step}: {}",
             execution.error_message.as_deref().unwrap_or("")
         );
-        let _ = writeln!(
-            out,
-            "  The scope may be half rebuilt. Rerun the same build: it drops and recreates the whole scope and replays from retained history."
-        );
+        if let Some(suspended) = &execution.suspended {
+            let _ = writeln!(
+                out,
+                "  Suspended: the replay of {} goes on from chunk {} of {} with `stb build --resume`; until then what it built is partly filled.",
+                suspended.model, suspended.next_chunk, suspended.chunks
+            );
+        } else {
+            let _ = writeln!(
+                out,
+                "  The scope may be half rebuilt. Rerun the same build: it drops and recreates the whole scope and replays from retained history."
+            );
+        }
     }
     if let (Some(deployment), Status::Succeeded) = (deployment, execution.status) {
         let _ = writeln!(

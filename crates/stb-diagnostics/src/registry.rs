@@ -306,6 +306,10 @@ pub const CODES: &[(&str, &str)] = &[
         "stb unlock could not give back the target a killed build left (rerun it once the cause is fixed)",
     ),
     (
+        "STB-LOCK-005",
+        "the target lock is held by a build suspended inside a chunked replay: resume it or give the target back",
+    ),
+    (
         "STB-MESSAGES-001",
         "a message console request off its document (filter, path, time, mode)",
     ),
@@ -330,6 +334,14 @@ pub const CODES: &[(&str, &str)] = &[
     (
         "STB-PLAN-006",
         "a model's query or table fails the warehouse's check before anything changes",
+    ),
+    (
+        "STB-RESUME-001",
+        "stb build --resume refuses: no such run, or it cannot go on (still running, given back, resumed already, no resume point, a chunk that cannot run again exactly); nothing was changed",
+    ),
+    (
+        "STB-RESUME-002",
+        "stb build --resume refuses: the project's models, the build's relations or the retained history the rest of the replay reads changed; nothing was changed",
     ),
     ("STB-RUN-001", "target/run/ could not be written"),
     (

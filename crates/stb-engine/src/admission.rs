@@ -29,6 +29,8 @@ pub const WAIT_INTERRUPTED_CODE: &str = "STB-RUNS-005";
 
 /// The build's scope left the pipelines it was authorised for.
 pub const UNAUTHORISED_SCOPE_CODE: &str = "STB-RUNS-006";
+/// The lock is held by a build suspended inside a chunked replay.
+pub const SUSPENDED_CODE: &str = "STB-LOCK-005";
 
 /// Refuses a build whose models (`scope.writes`, `model:<name>`) belong to a pipeline
 /// outside `authorised` (the dev server passes the pipelines it authorised; the scope may
@@ -359,6 +361,19 @@ pub fn acquire<'c>(
             // command that records no run (promote, rollback, janitor: short ones). Either
             // is waited for at most the signal window: a lock an ended run failed to give
             // back stays until `stb unlock`.
+            // Suspended: it keeps the lock until it is resumed or given back; waiting for
+            // it would only end in the same refusal.
+            Some(_) if crate::unlock::is_suspended(client, database, &holder)? => {
+                return Err(EngineError::new(
+                    SUSPENDED_CODE,
+                    format!(
+                        "the target lock of '{database}' is held by run {holder}, a build suspended inside a chunked replay (what it built is partly filled); nothing ran"
+                    ),
+                    format!(
+                        "`stb build --resume {holder}` finishes it; `stb unlock` gives the target back as it found it; then build again"
+                    ),
+                ));
+            }
             _ => {
                 let window =
                     Duration::from_millis(u64::try_from(wait.windows.signal_ms).unwrap_or(45_000));

@@ -40,8 +40,10 @@ pub fn break_stale_lock(
         return Ok(None);
     };
     let silent = last_event_age_ms(client, database, &owner).map_err(|e| EngineError::from(&e))?;
+    // A suspended build ended on record and keeps the lock for a resume: nothing runs.
     if let Some(silent_ms) = silent
         && silent_ms < alive_within_ms
+        && !is_suspended(client, database, &owner)?
     {
         return Err(EngineError::new(
             ALIVE_CODE,
@@ -77,6 +79,19 @@ pub fn break_stale_lock(
         killed_queries,
         given_back,
     }))
+}
+
+/// True when run `invocation` is suspended (and not resumed since).
+pub(crate) fn is_suspended(
+    client: &Client,
+    database: &str,
+    invocation: &str,
+) -> Result<bool, EngineError> {
+    use stb_build::suspend::{RESUMED_EVENT, SUSPENDED_EVENT};
+    let events = stb_warehouse::runs::events_of(client, database, invocation)
+        .map_err(|e| EngineError::from(&e))?;
+    let has = |kind: &str| events.iter().any(|e| e.kind == kind);
+    Ok(has(SUSPENDED_EVENT) && !has(RESUMED_EVENT))
 }
 
 /// The invocations that held `owner`'s lock: the owner, and the later phases of a mixed
@@ -128,6 +143,7 @@ pub fn give_back(
     database: &str,
     invocation: &str,
 ) -> Result<Option<GivenBack>, EngineError> {
+    use stb_build::suspend::{RESUMED_EVENT, SUSPENDED_EVENT};
     use stb_build::undo::{
         REPLAYS_COMPLETE_EVENT, RESTORE_POINT_EVENT, RestorePoint, TARGET_RESTORED_EVENT,
         WORKFLOW_COMPLETED_EVENT,
@@ -143,9 +159,16 @@ pub fn give_back(
     else {
         return Ok(None);
     };
-    // Given back already, ended on record, or every statement done (a mixed build's
-    // virtual phase, whose run ends only with the phase after it): nothing to give back.
-    if has(TARGET_RESTORED_EVENT) || has("run_completed") || has(WORKFLOW_COMPLETED_EVENT) {
+    // Given back already, ended on record (unless suspended: it kept what it made), resumed
+    // by another run (whose own restore point is the same), or every statement done (a
+    // mixed build's virtual phase, whose run ends only with the phase after it): nothing
+    // to give back.
+    let suspended = has(SUSPENDED_EVENT) && !has(RESUMED_EVENT);
+    if has(TARGET_RESTORED_EVENT)
+        || (has("run_completed") && !suspended)
+        || has(RESUMED_EVENT)
+        || has(WORKFLOW_COMPLETED_EVENT)
+    {
         return Ok(None);
     }
     let finished = has(REPLAYS_COMPLETE_EVENT);
@@ -196,17 +219,36 @@ fn kill_unfinished(
         .filter(|s| s.elapsed_ms.is_none())
         .filter_map(|s| s.query_id)
         .collect();
-    if unfinished.is_empty() {
+    // A chunked replay's chunks run under ids derived from the one its resume point
+    // recorded before the first chunk: a chunk whose start was not on record yet is found
+    // by that prefix.
+    let bases: Vec<String> = events
+        .iter()
+        .filter(|e| e.kind == stb_build::suspend::RESUME_POINT_EVENT)
+        .filter_map(|e| serde_json::from_str::<serde_json::Value>(&e.payload).ok())
+        .filter_map(|p| p["queryBase"].as_str().map(str::to_owned))
+        .collect();
+    if unfinished.is_empty() && bases.is_empty() {
         return Ok(Vec::new());
     }
-    let ids = unfinished
-        .iter()
-        .map(|id| stb_ddl::string_literal(id))
-        .collect::<Vec<_>>()
-        .join(", ");
+    let mut matches: Vec<String> = Vec::new();
+    if !unfinished.is_empty() {
+        let ids = unfinished
+            .iter()
+            .map(|id| stb_ddl::string_literal(id))
+            .collect::<Vec<_>>()
+            .join(", ");
+        matches.push(format!("query_id IN ({ids})"));
+    }
+    matches.extend(
+        bases
+            .iter()
+            .map(|base| format!("startsWith(query_id, {})", stb_ddl::string_literal(base))),
+    );
+    let filter = matches.join(" OR ");
     let running = client
         .query(&format!(
-            "SELECT query_id FROM system.processes WHERE query_id IN ({ids})"
+            "SELECT query_id FROM system.processes WHERE {filter}"
         ))
         .map_err(error)?;
     let running: Vec<String> = (0..running.data.len())
@@ -214,7 +256,7 @@ fn kill_unfinished(
         .collect();
     if !running.is_empty() {
         client
-            .execute(&format!("KILL QUERY WHERE query_id IN ({ids}) SYNC"), None)
+            .execute(&format!("KILL QUERY WHERE {filter} SYNC"), None)
             .map_err(error)?;
     }
     Ok(running)

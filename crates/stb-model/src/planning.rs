@@ -327,13 +327,20 @@ impl ReplayPacing {
     }
 
     /// The ClickHouse settings a replay statement runs with, by the names the server
-    /// knows them by.
+    /// knows them by. A rows-per-second cap is checked from the statement's start: the
+    /// server only begins to check `max_execution_speed` once
+    /// `timeout_before_checking_execution_speed` (10 s by default) has passed, which would
+    /// leave every chunk shorter than that unthrottled.
     #[must_use]
     pub fn settings(&self) -> Vec<(String, String)> {
         [
             ("max_threads", self.max_threads),
             ("max_memory_usage", self.max_memory_usage),
             ("max_execution_speed", self.max_rows_per_second),
+            (
+                "timeout_before_checking_execution_speed",
+                self.max_rows_per_second.map(|_| 0),
+            ),
         ]
         .into_iter()
         .filter_map(|(name, value)| value.map(|v| (name.to_owned(), v.to_string())))

@@ -10,6 +10,7 @@ pub mod options;
 pub mod replay;
 pub mod replay_progress;
 pub mod restore;
+pub mod resume;
 pub mod seed;
 pub mod shrink;
 pub mod sql_change;

@@ -14,7 +14,7 @@ use crate::options::StartTime;
 pub mod chunks;
 
 /// How a pipeline's rows are positioned in their retained history.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum BoundaryMode {
     /// Per-partition offsets (Kafka landing, adopted tables with partition and offset).
     Offsets,
@@ -98,13 +98,14 @@ pub fn required_columns(
 }
 
 /// What a replay reads: the driving input as the model's query references it.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Anchor {
     /// The relation text (`db.raw__orders`, or an aliasing subquery for adopted tables).
     pub relation: String,
     pub mode: BoundaryMode,
     /// The column a `--start-time` is compared with, when one is given.
-    pub time_column: Option<&'static str>,
+    #[serde(deserialize_with = "lineage_names::column")]
+    pub time_column: lineage_names::Column,
     /// On a sharded cluster, the shard's own part of the relation (`<name>_local`): a
     /// replay on a shard reads and bounds only the rows that shard holds, under the
     /// relation's name.
@@ -237,7 +238,7 @@ pub fn window_now(anchor: &Anchor, start: Option<&StartTime>) -> String {
 }
 
 /// One run of present offsets in one partition.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct OffsetRun {
     pub partition: i128,
     pub lower: i128,
@@ -245,7 +246,7 @@ pub struct OffsetRun {
 }
 
 /// What a capture found.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum Capture {
     Offsets {
         runs: Vec<OffsetRun>,
@@ -515,8 +516,48 @@ pub(crate) fn position_literal(mode: BoundaryMode, value: &str) -> String {
     }
 }
 
+/// Lineage names as a recorded workflow (a suspended build's resume point) holds them,
+/// read back as the constants they were written from: a name no build writes is refused.
+pub(crate) mod lineage_names {
+    use super::{CURSOR, LANDED_AT, OFFSET, PARTITION, TIMESTAMP};
+    use serde::Deserialize as _;
+
+    /// A lineage column's name. Named so the derive reads the field through
+    /// [`column`] without taking the reference for a borrow from the input (which would
+    /// tie every deserializer to `'static` input).
+    pub(crate) type Column = Option<&'static str>;
+
+    const COLUMNS: [&str; 5] = [PARTITION, OFFSET, TIMESTAMP, LANDED_AT, CURSOR];
+    const KEYS: [&[&str]; 2] = [&[PARTITION, OFFSET], &[CURSOR]];
+
+    pub(crate) fn column<'de, D: serde::Deserializer<'de>>(
+        deserializer: D,
+    ) -> Result<Option<&'static str>, D::Error> {
+        Option::<String>::deserialize(deserializer)?
+            .map(|name| {
+                COLUMNS
+                    .into_iter()
+                    .find(|known| *known == name)
+                    .ok_or_else(|| serde::de::Error::custom(format!("no lineage column '{name}'")))
+            })
+            .transpose()
+    }
+
+    pub(crate) fn keys<'de, D: serde::Deserializer<'de>>(
+        deserializer: D,
+    ) -> Result<Option<&'static [&'static str]>, D::Error> {
+        Option::<Vec<String>>::deserialize(deserializer)?
+            .map(|names| {
+                KEYS.into_iter()
+                    .find(|known| known.iter().eq(names.iter()))
+                    .ok_or_else(|| serde::de::Error::custom(format!("no lineage key {names:?}")))
+            })
+            .transpose()
+    }
+}
+
 /// A replay statement before its boundary is known.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct ReplayTemplate {
     /// The root's table, qualified.
     pub target: String,
@@ -527,6 +568,7 @@ pub struct ReplayTemplate {
     pub settings: Vec<(String, String)>,
     /// Lineage key columns the root keeps one-to-one from its input: rows whose key the
     /// new view already wrote are left out of the replay (see [`existing_keys`]).
+    #[serde(deserialize_with = "lineage_names::keys")]
     pub skip_existing: Option<&'static [&'static str]>,
 }
 

@@ -17,7 +17,7 @@ use crate::replay::{
 };
 
 /// Copies the active copy's rows before a replay's lower bound into the new copy.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Seed {
     /// The active copy, qualified.
     pub source: String,
@@ -29,6 +29,7 @@ pub struct Seed {
     pub start: StartTime,
     /// The lineage key the copy keeps, when the mode has one: rows the copy holds
     /// already are not copied again.
+    #[serde(deserialize_with = "crate::replay::lineage_names::keys")]
     pub skip_existing: Option<&'static [&'static str]>,
 }
 

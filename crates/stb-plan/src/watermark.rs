@@ -13,7 +13,7 @@ use crate::replay::{BoundaryMode, Capture};
 use crate::workflow::{Action, Phase, Step, Workflow};
 
 /// A relation a record names: the root's table, or the anchor its replay reads.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Named {
     /// `None` when the relation is named without a database (the session's).
     pub database: Option<String>,
@@ -21,7 +21,7 @@ pub struct Named {
 }
 
 /// One root's record: what it is about, rendered once its capture is known.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Watermark {
     /// The root, by its index in [`Workflow::roots`].
     pub root: usize,

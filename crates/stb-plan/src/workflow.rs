@@ -16,7 +16,9 @@ use crate::replay::{
 };
 use crate::seed::Seed;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, serde::Serialize, serde::Deserialize,
+)]
 pub enum Phase {
     Preparation,
     Teardown,
@@ -52,7 +54,7 @@ impl Phase {
 }
 
 /// What a step does.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum Action {
     /// A statement known in full now.
     Statement(String),
@@ -77,7 +79,7 @@ pub enum Action {
 pub const RUNNING_INSERTS_SQL: &str =
     "SELECT query_id FROM system.processes WHERE query_kind = 'Insert'";
 
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Step {
     pub id: String,
     pub phase: Phase,
@@ -130,7 +132,7 @@ impl Step {
 }
 
 /// One replay root, ready to capture and replay.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct RootReplay {
     pub model: String,
     pub driving_input: String,
@@ -181,17 +183,21 @@ impl RootReplay {
     }
 }
 
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Workflow {
     pub database: String,
     pub steps: Vec<Step>,
     pub roots: Vec<RootReplay>,
     pub start_time: Option<StartTime>,
     /// Landing views paused for the build: (source, step that pauses it, the statement
-    /// that resumes it). Every exit after a pause must resume them.
+    /// that resumes it). Every exit after a pause must resume them. Never recorded (the
+    /// statements can hold credentials): a workflow that pauses landings is not resumable.
+    #[serde(skip)]
     pub paused_landings: Vec<PausedLanding>,
     /// Consumer groups of landings this build creates: their committed offsets belong to
-    /// an earlier landing and would skip history, so they are deleted first.
+    /// an earlier landing and would skip history, so they are deleted first. Never
+    /// recorded (brokers can hold credentials); they are reset before any replay.
+    #[serde(skip)]
     pub fresh_groups: Vec<FreshGroup>,
     /// What a build that does not finish must undo (see [`crate::restore`]).
     pub undo: crate::restore::Undo,
@@ -203,7 +209,9 @@ pub struct Workflow {
     /// the run's own events say so.
     pub completed_when: Option<String>,
     /// Set when a cluster runs the workflow: its shards and each root as a shard replays
-    /// it (see [`crate::cluster::distribute`]).
+    /// it (see [`crate::cluster::distribute`]). Never recorded: this executor does not run
+    /// a cluster's workflow.
+    #[serde(skip)]
     pub cluster: Option<crate::cluster::ClusterWork>,
 }
 

@@ -325,10 +325,10 @@ impl Drop for Heartbeat {
     }
 }
 
-/// The events others append to a run's stream (a lock break, a cancellation): they say
-/// nothing about whether the run itself is alive, so its silence ignores them.
-pub const FOREIGN_EVENTS: &str =
-    "('lock_broken', 'cancellation_requested', 'cancellation_completed', 'cancellation_failed')";
+/// The events others append to a run's stream (a lock break, a cancellation, a resume by
+/// another run): they say nothing about whether the run itself is alive, so its silence
+/// ignores them.
+pub const FOREIGN_EVENTS: &str = "('lock_broken', 'cancellation_requested', 'cancellation_completed', 'cancellation_failed', 'run_resumed')";
 
 /// Milliseconds since `invocation`'s own last event by the warehouse clock (events others
 /// appended do not count); `None` when it left

@@ -165,6 +165,59 @@ impl<'c> TargetLock<'c> {
         &self.owner
     }
 
+    /// Hands the lock `from` holds to `to` (a resumed build takes over the lock its
+    /// suspended run kept), atomically: the lock is swapped with a table named for `to`
+    /// (`EXCHANGE TABLES`), and swapped back when what it took away was not `from`'s, so
+    /// of two resumes of one run only one gets the lock, and a newer owner's lock is never
+    /// taken.
+    ///
+    /// # Errors
+    /// [`LockError::Held`] when `from` does not hold it (naming who does); warehouse
+    /// failures.
+    pub fn take_over(
+        client: &'c Client,
+        database: &str,
+        from: &str,
+        to: &str,
+    ) -> Result<Self, LockError> {
+        let hex = crate::statements::sha256_hex(to);
+        let incoming_name = format!("{LOCK_TABLE}_takeover_{}", &hex[..16]);
+        let lock = table(database, LOCK_TABLE);
+        let incoming = table(database, &incoming_name);
+        client.execute(&format!("DROP TABLE IF EXISTS {incoming} SYNC"), None)?;
+        client.execute(
+            &format!(
+                "CREATE TABLE {incoming} (guard UInt8) ENGINE = TinyLog COMMENT {}",
+                stb_ddl::string_literal(&format!("{COMMENT_PREFIX}{to}"))
+            ),
+            None,
+        )?;
+        let held = |owner: Option<String>| LockError::Held {
+            database: database.to_owned(),
+            owner: owner.unwrap_or_else(|| "nobody".to_owned()),
+        };
+        if client
+            .execute(&format!("EXCHANGE TABLES {lock} AND {incoming}"), None)
+            .is_err()
+        {
+            // No lock to take: nobody holds it.
+            client.execute(&format!("DROP TABLE IF EXISTS {incoming} SYNC"), None)?;
+            return Err(held(None));
+        }
+        let taken = comment_owner(client, database, &incoming_name)?;
+        if taken.as_deref() != Some(from) {
+            client.execute(&format!("EXCHANGE TABLES {lock} AND {incoming}"), None)?;
+            client.execute(&format!("DROP TABLE IF EXISTS {incoming} SYNC"), None)?;
+            return Err(held(taken));
+        }
+        client.execute(&format!("DROP TABLE IF EXISTS {incoming} SYNC"), None)?;
+        Ok(Self {
+            client,
+            database: database.to_owned(),
+            owner: to.to_owned(),
+        })
+    }
+
     /// Gives the lock back after checking it is still ours.
     ///
     /// # Errors

@@ -596,6 +596,18 @@ fn the_definitions_read_carries_the_stamp_in_the_same_request() {
     );
 }
 
+/// How many tables `database` holds.
+fn table_count(client: &stb_warehouse::Client, database: &str) -> u64 {
+    client
+        .query(&format!(
+            "SELECT count() AS c FROM system.tables WHERE database = '{database}'"
+        ))
+        .expect("tables")
+        .text(0, "c")
+        .and_then(|c| c.parse().ok())
+        .expect("a count")
+}
+
 #[test]
 fn the_target_lock_is_a_mutex_that_checks_its_owner() {
     use stb_warehouse::{LockError, TargetLock, lock_holder};
@@ -646,17 +658,66 @@ fn the_target_lock_is_a_mutex_that_checks_its_owner() {
         .expect("a leftover release table");
     fifth.release().expect("released over the leftover");
     assert_eq!(lock_holder(&client, &db.name).expect("read"), None);
-    let tables = client
-        .query(&format!(
-            "SELECT count() AS c FROM system.tables WHERE database = '{}'",
-            db.name
-        ))
-        .expect("tables");
     assert_eq!(
-        tables.text(0, "c").as_deref(),
-        Some("0"),
+        table_count(&client, &db.name),
+        0,
         "no release tables left behind"
     );
+}
+
+/// A resumed build takes over the lock its suspended run kept, and only from that run:
+/// of two resumes, one gets it; a lock someone else holds (or nobody) is never taken.
+#[test]
+fn a_lock_is_taken_over_only_from_the_run_that_holds_it() {
+    use stb_warehouse::{LockError, TargetLock, lock_holder};
+    let db = TestDatabase::create("warehouse_lock_takeover");
+    let client = client(None);
+    let nobody = TargetLock::take_over(&client, &db.name, "suspended", "resumer")
+        .expect_err("nothing to take");
+    assert!(
+        matches!(&nobody, LockError::Held { owner, .. } if owner == "nobody"),
+        "{nobody}"
+    );
+    let kept = TargetLock::acquire(&client, &db.name, "suspended", false).expect("free");
+    let wrong = TargetLock::take_over(&client, &db.name, "another", "resumer")
+        .expect_err("not held by that run");
+    assert!(
+        matches!(&wrong, LockError::Held { owner, .. } if owner == "suspended"),
+        "{wrong}"
+    );
+    assert_eq!(
+        lock_holder(&client, &db.name).expect("read").as_deref(),
+        Some("suspended"),
+        "a refused take-over leaves the lock as it was"
+    );
+    let taken = std::thread::scope(|scope| {
+        let tries: Vec<_> = ["resumer-1", "resumer-2"]
+            .into_iter()
+            .map(|to| {
+                let client = &client;
+                let database = db.name.as_str();
+                scope.spawn(move || {
+                    TargetLock::take_over(client, database, "suspended", to)
+                        .map(|lock| lock.owner().to_owned())
+                        .ok()
+                })
+            })
+            .collect();
+        tries
+            .into_iter()
+            .filter_map(|t| t.join().expect("a try"))
+            .collect::<Vec<_>>()
+    });
+    assert_eq!(taken.len(), 1, "exactly one resume takes it: {taken:?}");
+    assert_eq!(
+        lock_holder(&client, &db.name).expect("read").as_deref(),
+        Some(taken[0].as_str())
+    );
+    drop(kept);
+    TargetLock::of_owner(&client, &db.name, &taken[0])
+        .release()
+        .expect("the new owner releases it");
+    assert_eq!(table_count(&client, &db.name), 0, "nothing left behind");
 }
 
 /// A lock released between another run's CREATE and its look at the holder is free: that

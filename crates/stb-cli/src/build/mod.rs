@@ -4,6 +4,7 @@
 //! step), answering its questions at the terminal; then print how it ended.
 
 mod frontend;
+mod resume;
 
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -52,6 +53,12 @@ pub(crate) struct BuildArgs {
     /// plan that differs now (the project or the warehouse changed) is refused.
     #[arg(long, value_name = "HASH")]
     plan_hash: Option<String>,
+    /// Finish a build that stopped inside a chunked replay (`[build] replay_chunk_rows`):
+    /// its run id, as its error or `stb runs list` names it. It goes on from the chunk where
+    /// it stopped once the project, its relations and the history it reads are unchanged;
+    /// the selection is the run's own.
+    #[arg(long, value_name = "RUN")]
+    resume: Option<String>,
 }
 
 pub(crate) fn run(args: &BuildArgs) -> ExitCode {
@@ -67,6 +74,9 @@ pub(crate) fn run(args: &BuildArgs) -> ExitCode {
             hint: "add --auto-approve (and --confirm TOKEN for protected pipelines)".into(),
         };
         return fail(&failure, args.json);
+    }
+    if let Some(suspended) = &args.resume {
+        return resume::run(args, suspended, run);
     }
     // Flags that cannot mean anything are refused before anything is read or written.
     let scope = match args.scope.scope() {

@@ -4,6 +4,7 @@
 
 pub mod operation;
 pub mod records;
+pub mod resume;
 pub mod watch;
 
 use std::sync::Arc;
@@ -392,7 +393,14 @@ pub fn execute_phases_locked(
         go_on = matches!(&result, Ok(ran) if ran.execution.status == Status::Succeeded);
         results.push(Some(result));
     }
-    if let Err(error) = lock.release() {
+    // A suspended build keeps the lock: what it made is partly filled until it is
+    // resumed (which takes the lock over) or given back (`stb unlock`).
+    let suspended = results
+        .iter()
+        .flatten()
+        .flatten()
+        .any(|ran| ran.execution.suspended.is_some());
+    if !suspended && let Err(error) = lock.release() {
         let warning = format!(
             "the target lock was not released ({error}); run `stb unlock` once this run has stopped"
         );
@@ -422,6 +430,21 @@ fn execute_held(
             None => Ok(()),
         });
     started?;
+    if stb_plan::resume::not_resumable(&planned.workflow).is_none() {
+        // Durable with the restore point: what a resume checks the project against.
+        let models = stb_plan::work::ModelIndex::new(&planned.models);
+        observer.event(
+            resume::MODELS_EVENT,
+            None,
+            resume::models_payload(
+                planned
+                    .plan
+                    .entries
+                    .iter()
+                    .filter_map(|entry| models.get(&entry.model)),
+            ),
+        );
+    }
     let execution = execute(client, &planned.workflow, observer, interrupt, ahead);
     let mut warnings = Vec::new();
     if let Some(note) = adopted_gap(planned, &execution) {
@@ -519,28 +542,49 @@ pub fn record(
     observer: &BuildObserver,
     finished: &Finished<'_>,
 ) -> Ended {
+    let by_name = stb_plan::work::ModelIndex::new(&planned.models);
+    let built: Vec<&stb_plan::direct::PlanModel> = planned
+        .plan
+        .entries
+        .iter()
+        .filter_map(|entry| by_name.get(&entry.model))
+        .collect();
+    record_built(
+        client,
+        (&planned.workflow.database, planned.deployment.is_some()),
+        &built,
+        recorder,
+        observer,
+        finished,
+    )
+}
+
+/// [`record`] for the models a run built (`built`), in `database`; a deployment's
+/// (`is_deployment`) baseline is its object-state rows, not direct fingerprints.
+pub fn record_built(
+    client: &Client,
+    (database, is_deployment): (&str, bool),
+    built: &[&stb_plan::direct::PlanModel],
+    recorder: &Recorder<'_>,
+    observer: &BuildObserver,
+    finished: &Finished<'_>,
+) -> Ended {
     let Finished {
         ran,
         audits,
         summary,
     } = *finished;
     let (workflow_id, execution) = (ran.workflow_id.as_str(), &ran.execution);
-    let workflow = &planned.workflow;
-    let by_name = stb_plan::work::ModelIndex::new(&planned.models);
-    let fingerprinted: Vec<ModelDefinition<'_>> = planned
-        .plan
-        .entries
+    // A build that stopped was undone (or is suspended): the previous baseline stands. One
+    // finished after its replays is complete.
+    let complete = execution.status == Status::Succeeded
+        || execution
+            .restored
+            .as_ref()
+            .is_some_and(|r| r.finished && r.errors.is_empty());
+    let fingerprinted: Vec<ModelDefinition<'_>> = built
         .iter()
-        .filter(|_| {
-            // A build that stopped was undone: the previous relations, and with them the
-            // previous baseline, stand. One finished after its replays is complete.
-            execution.status == Status::Succeeded
-                || execution
-                    .restored
-                    .as_ref()
-                    .is_some_and(|r| r.finished && r.errors.is_empty())
-        })
-        .filter_map(|entry| by_name.get(&entry.model))
+        .filter(|_| complete)
         .map(|model| ModelDefinition {
             name: &model.name,
             query: &model.query,
@@ -548,17 +592,15 @@ pub fn record(
         })
         .collect();
     let mut notes = ran.warnings.clone();
-    // A deployment's baseline is its object-state rows, not direct fingerprints.
-    if planned.deployment.is_none()
-        && let Err(error) =
-            write_fingerprints(client, &workflow.database, workflow_id, &fingerprinted)
+    if !is_deployment
+        && let Err(error) = write_fingerprints(client, database, workflow_id, &fingerprinted)
     {
         notes.push(format!("Direct SQL baseline was not recorded: {error}"));
     }
     let results: Vec<NodeResult<'_>> = audits.iter().map(AuditResult::node_result).collect();
     if let Err(error) = write_node_results(
         client,
-        &workflow.database,
+        database,
         recorder.invocation_id(),
         &recorder.project.target,
         "build",
@@ -592,7 +634,7 @@ pub fn record(
         materialized: Some(materialized),
         workflow_id: Some(workflow_id),
         error: error_message.as_deref(),
-        selected: planned.plan.entries.len(),
+        selected: built.len(),
         summary: &summary_text,
     }) {
         notes.push(note);

@@ -184,15 +184,24 @@ fn observer(
     frontend: &dyn Frontend,
     run: &RunIdentity,
 ) -> (Arc<RunEventSink>, BuildObserver) {
+    observer_of((&request.client, &request.database), frontend, run)
+}
+
+/// The run's events for `run` in `database`, written through their own sink.
+pub(super) fn observer_of(
+    (client, database): (&Arc<Client>, &str),
+    frontend: &dyn Frontend,
+    run: &RunIdentity,
+) -> (Arc<RunEventSink>, BuildObserver) {
     let sink = Arc::new(RunEventSink::new(
-        Arc::clone(&request.client),
-        &request.database,
+        Arc::clone(client),
+        database,
         &run.invocation_id,
     ));
     let observer = BuildObserver {
         sink: Arc::clone(&sink),
-        client: Arc::clone(&request.client),
-        database: request.database.clone(),
+        client: Arc::clone(client),
+        database: database.to_owned(),
         invocation_id: run.invocation_id.clone(),
         on_event: frontend.event_hook(),
         on_warning: frontend.warning_hook(),
@@ -841,6 +850,7 @@ pub fn summary(
         "dropped": plan.teardown.iter().filter(|_| applied(execution)).map(|(_, r)| r).collect::<Vec<_>>(),
         "created": plan.creation.iter().filter(|_| applied(execution)).map(|(_, r)| r).collect::<Vec<_>>(),
         "restored": execution.restored,
+        "suspended": execution.suspended,
         "boundary_time": execution.captured_roots.first().and_then(|c| c.captured_at.clone()),
         "boundaries": execution.captured_roots,
         "replays": execution.replays.iter().map(|(model, rows)| serde_json::json!({
@@ -868,10 +878,11 @@ pub fn summary(
     })
 }
 
-/// True when the build's relations stand at the end: it succeeded, or it stopped after
-/// every replay and was finished.
+/// True when the build's relations stand at the end: it succeeded, it stopped after
+/// every replay and was finished, or it is suspended (partly filled, to be resumed).
 fn applied(execution: &stb_build::execute::Execution) -> bool {
     execution.status == Status::Succeeded
+        || execution.suspended.is_some()
         || execution
             .restored
             .as_ref()

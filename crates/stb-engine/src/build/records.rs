@@ -135,6 +135,10 @@ impl Observer for BuildObserver {
         self.sink.flush()
     }
 
+    fn run_id(&self) -> Option<&str> {
+        Some(&self.invocation_id)
+    }
+
     fn statements_changed(
         &self,
         statements: &[PlannedStatement],

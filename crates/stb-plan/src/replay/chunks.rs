@@ -18,7 +18,7 @@ use super::{BoundaryMode, Capture, offset_range, partition_bounds, position_lite
 use crate::options::StartTime;
 
 /// One contiguous range of a partition's offsets in a chunk.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct OffsetRange {
     pub partition: i128,
     /// The first offset (`None`: open below, as the single statement's window is).
@@ -28,7 +28,7 @@ pub struct OffsetRange {
 }
 
 /// What part of the window a chunk replays, for its events and records.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum ChunkSpan {
     Offsets {
         ranges: Vec<OffsetRange>,
@@ -43,7 +43,7 @@ pub enum ChunkSpan {
 }
 
 /// One statement's share of a root's window.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Chunk {
     /// The predicate on the driving input's lineage columns.
     pub predicate: String,

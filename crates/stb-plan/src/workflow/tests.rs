@@ -89,6 +89,26 @@ fn plan(models: &[PlanModel], sources: &[PlanSource], selected: Option<&[&str]>)
     .expect("plan")
 }
 
+/// Makes `source` a managed Kafka source whose landing holds a credential.
+fn with_kafka_landing(source: &mut PlanSource) {
+    source.reference = Some("db.raw__events".into());
+    source.replay_columns.push("_replay_landed_at".into());
+    source.landing = Some(Landing {
+        kafka_table: "kafka__events".into(),
+        raw_table: "raw__events".into(),
+        view: "mv__events".into(),
+        create_kafka: "CREATE TABLE IF NOT EXISTS db.kafka__events (message String) ENGINE = Kafka SETTINGS kafka_sasl_password = 's3cret'".into(),
+        create_kafka_recorded: "CREATE TABLE IF NOT EXISTS db.kafka__events (message String) ENGINE = Kafka SETTINGS kafka_sasl_password = '***'".into(),
+        create_raw: "CREATE TABLE IF NOT EXISTS db.raw__events (x UInt8) ENGINE = MergeTree ORDER BY x".into(),
+        raw_definition: None,
+        create_view: "CREATE MATERIALIZED VIEW IF NOT EXISTS db.mv__events TO db.raw__events AS SELECT 1 AS x FROM db.kafka__events".into(),
+        consumer_group: "group_db".into(),
+        brokers: "b:9092".into(),
+        settings: Vec::new(),
+        ..Landing::default()
+    });
+}
+
 fn step_ids(workflow: &Workflow) -> Vec<&str> {
     workflow.steps.iter().map(|s| s.id.as_str()).collect()
 }
@@ -215,22 +235,7 @@ fn view_only_scopes_neither_wait_nor_replay() {
 #[test]
 fn roots_on_paused_landings_need_no_wait_and_a_fresh_landing_resets_its_group() {
     let (mut models, mut sources) = project();
-    sources[0].reference = Some("db.raw__events".into());
-    sources[0].replay_columns.push("_replay_landed_at".into());
-    sources[0].landing = Some(Landing {
-        kafka_table: "kafka__events".into(),
-        raw_table: "raw__events".into(),
-        view: "mv__events".into(),
-        create_kafka: "CREATE TABLE IF NOT EXISTS db.kafka__events (message String) ENGINE = Kafka SETTINGS kafka_sasl_password = 's3cret'".into(),
-        create_kafka_recorded: "CREATE TABLE IF NOT EXISTS db.kafka__events (message String) ENGINE = Kafka SETTINGS kafka_sasl_password = '***'".into(),
-        create_raw: "CREATE TABLE IF NOT EXISTS db.raw__events (x UInt8) ENGINE = MergeTree ORDER BY x".into(),
-        raw_definition: None,
-        create_view: "CREATE MATERIALIZED VIEW IF NOT EXISTS db.mv__events TO db.raw__events AS SELECT 1 AS x FROM db.kafka__events".into(),
-        consumer_group: "group_db".into(),
-        brokers: "b:9092".into(),
-        settings: Vec::new(),
-        ..Landing::default()
-    });
+    with_kafka_landing(&mut sources[0]);
     models.truncate(1);
     let plan = plan(&models, &sources, None);
     // The landing does not exist yet.
@@ -388,4 +393,56 @@ fn a_fan_in_fed_live_bounds_its_replay_on_its_rebuilt_input() {
         workflow.roots[0].start_time.as_ref().map(|s| s.as_str()),
         Some("2026-11-01 00:00:00.000")
     );
+}
+
+fn chunked(rows: Option<u64>) -> WorkflowOptions {
+    let mut options = options(None);
+    options.pacing.chunk_rows = rows;
+    options
+}
+
+#[test]
+fn a_chunked_workflow_without_paused_landings_is_resumable_and_round_trips_as_recorded() {
+    let (models, sources) = project();
+    let plan = plan(&models, &sources, None);
+    let plain = assemble(&plan, &models, &sources, &chunked(None), &|_| true).expect("workflow");
+    assert_eq!(
+        crate::resume::not_resumable(&plain).as_deref(),
+        Some("none of its replays is cut into chunks")
+    );
+    let workflow =
+        assemble(&plan, &models, &sources, &chunked(Some(1000)), &|_| true).expect("workflow");
+    assert_eq!(crate::resume::not_resumable(&workflow), None);
+    // What a resume point holds reads back as the same workflow, lineage names included.
+    let recorded = crate::resume::recorded_workflow(&workflow);
+    let text = serde_json::to_string(&recorded).expect("json");
+    let read: Workflow = serde_json::from_str(&text).expect("read back");
+    assert_eq!(read, workflow);
+    assert_eq!(
+        read.roots[0].template.skip_existing,
+        Some(&["_replay_partition", "_replay_offset"][..])
+    );
+}
+
+#[test]
+fn a_workflow_that_pauses_a_landing_is_never_suspended_and_credentials_are_never_recorded() {
+    let (mut models, mut sources) = project();
+    with_kafka_landing(&mut sources[0]);
+    models.truncate(1);
+    let plan = plan(&models, &sources, None);
+    let workflow = assemble(&plan, &models, &sources, &chunked(Some(1000)), &|r| {
+        r != "raw__events"
+    })
+    .expect("workflow");
+    let why = crate::resume::not_resumable(&workflow).expect("not resumable");
+    assert!(
+        why.contains("pauses the landing of source 'events'"),
+        "{why}"
+    );
+    let text = serde_json::to_string(&crate::resume::recorded_workflow(&workflow)).expect("json");
+    assert!(
+        !text.contains("s3cret") && !text.contains("b:9092"),
+        "{text}"
+    );
+    assert!(text.contains("'***'"));
 }

@@ -29,6 +29,28 @@ fn insert(database: &str, first: u64, count: u64, live: bool) {
 }
 
 fn project(database: &str, mode: &str, chunk_rows: u64) -> tempfile::TempDir {
+    paced_project(database, mode, chunk_rows, 500_000_000, "kind != 'ignored'")
+}
+
+/// [`project`] with the replays read at most `rows_per_second`, and the model's filter.
+fn paced_project(
+    database: &str,
+    mode: &str,
+    chunk_rows: u64,
+    rows_per_second: u64,
+    filter: &str,
+) -> tempfile::TempDir {
+    blocked_project(database, mode, (chunk_rows, rows_per_second), filter, "")
+}
+
+/// [`paced_project`] with `header` added to the model's header (its replay settings).
+fn blocked_project(
+    database: &str,
+    mode: &str,
+    (chunk_rows, rows_per_second): (u64, u64),
+    filter: &str,
+    header: &str,
+) -> tempfile::TempDir {
     let (mapping, position) = match mode {
         "offsets" => (
             "_replay_partition: p\n        _replay_offset: o\n        _replay_timestamp: ts",
@@ -47,7 +69,7 @@ fn project(database: &str, mode: &str, chunk_rows: u64) -> tempfile::TempDir {
         (
             "streambuild_project.toml".to_owned(),
             format!(
-                "name = \"events\"\ndefault_target = \"dev\"\n[build]\nreplay_chunk_rows = {chunk_rows}\nreplay_max_threads = 2\nreplay_max_rows_per_second = 500000000\n[targets.dev]\ndatabase = \"{database}\"\n"
+                "name = \"events\"\ndefault_target = \"dev\"\n[build]\nreplay_chunk_rows = {chunk_rows}\nreplay_max_threads = 2\nreplay_max_rows_per_second = {rows_per_second}\n[targets.dev]\ndatabase = \"{database}\"\n"
             ),
         ),
         (
@@ -59,7 +81,7 @@ fn project(database: &str, mode: &str, chunk_rows: u64) -> tempfile::TempDir {
         (
             "pipelines/pl__events/clean.sql".to_owned(),
             format!(
-                "MODEL (order_by [\"seq\"]);\nSELECT seq::UInt64 AS seq, {position}, kind::String AS kind\nFROM __source(\"events\")\nWHERE kind != 'ignored'\n"
+                "MODEL (order_by [\"seq\"]{header});\nSELECT seq::UInt64 AS seq, {position}, kind::String AS kind\nFROM __source(\"events\")\nWHERE {filter}\n"
             ),
         ),
     ])
@@ -172,7 +194,9 @@ fn chunked_build(mode: &str, rows: u64, chunk_rows: u64, writer: bool) -> Vec<Va
         "{mode}: {recorded}"
     );
     assert!(
-        recorded.contains("SETTINGS max_threads = 2, max_execution_speed = 500000000"),
+        recorded.contains(
+            "SETTINGS max_threads = 2, max_execution_speed = 500000000, timeout_before_checking_execution_speed = 0"
+        ),
         "{mode}: {recorded}"
     );
     chunks
@@ -215,4 +239,314 @@ fn cursor_and_timestamp_replays_in_chunks_hold_each_row_once() {
             "{mode}: {chunks:?}"
         );
     }
+}
+
+/// Starts `stb build --events --auto-approve` on `dir` as run `invocation`, waiting on
+/// evidence for running inserts as builds do by default.
+fn spawn_build(dir: &Path, invocation: &str) -> std::process::Child {
+    std::process::Command::new(assert_cmd::cargo::cargo_bin("stb"))
+        .args(["build", "--events", "--auto-approve", "--project-dir"])
+        .arg(dir)
+        .envs(stb_test_support::warehouse_env())
+        .env_remove("STREAMBUILD_LIVE_STABILIZATION_SECONDS")
+        .env("STREAMBUILD_RUN_INVOCATION_ID", invocation)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("spawns")
+}
+
+/// Reads a build's `--events` lines until `stop` holds for one (or the output ends).
+fn events_until(
+    lines: &mut impl Iterator<Item = std::io::Result<String>>,
+    stop: impl Fn(&Value) -> bool,
+) -> Vec<Value> {
+    let mut seen = Vec::new();
+    for line in lines.by_ref() {
+        let Ok(event) = serde_json::from_str::<Value>(&line.expect("a line")) else {
+            continue;
+        };
+        let done = stop(&event);
+        seen.push(event);
+        if done {
+            break;
+        }
+    }
+    seen
+}
+
+fn completed_chunk(event: &Value, chunk: u64) -> bool {
+    event["event"] == "replay_chunk_completed" && event["chunk"] == chunk
+}
+
+/// `stb build --resume RUN --auto-approve --json` (with a two-second signal window: the
+/// killed run counts as stopped once silent that long) and its JSON.
+fn resume(dir: &Path, run: &str) -> (bool, Value) {
+    let output = stb_test_support::stb_on_project_with(
+        dir,
+        &["build", "--resume", run, "--auto-approve", "--json"],
+        "",
+        &stb_test_support::SHORT_SIGNAL_WINDOW,
+    );
+    let json = serde_json::from_slice(&output.stdout).unwrap_or_else(|_| {
+        panic!(
+            "JSON\nstdout: {}\nstderr: {}",
+            String::from_utf8_lossy(&output.stdout),
+            String::from_utf8_lossy(&output.stderr)
+        )
+    });
+    (output.status.success(), json)
+}
+
+fn lock_holder(database: &str) -> String {
+    execute(&format!(
+        "SELECT comment FROM system.tables WHERE database = '{database}' AND name = '_streambuild_target_mutation_lock' FORMAT TSVRaw"
+    ))
+    .trim()
+    .to_owned()
+}
+
+/// A build killed (`SIGKILL`) while the third of six chunks runs (or a later one, on a slow
+/// machine) leaves that chunk to the
+/// warehouse: in offsets and cursor modes the test also kills the chunk's statement there,
+/// so it stops having written part of its rows, and the resume runs it again (its
+/// already-written-key check leaves those rows out); in timestamp mode (no key) the
+/// statement is left to finish, and the resume waits for it and goes on after it. Either
+/// way each row of the source is in the table once, under a live writer in the modes with
+/// a key; the lock is given back and the models' definitions recorded (`--changed` has
+/// nothing to build after it).
+#[test]
+fn a_build_killed_in_a_chunk_is_resumed_with_each_row_once() {
+    for (mode, writer) in [("offsets", true), ("cursor", true), ("timestamp", false)] {
+        let db = TestDatabase::create(&format!("resume_{mode}"));
+        execute(&EVENTS.replace("{db}", &db.name));
+        insert(&db.name, 0, 600_000, false);
+        // About 0.7 s a chunk: the kill lands inside the third. Written in blocks of a few
+        // thousand rows (not squashed into one at the end), so a chunk stopped in the
+        // warehouse has written part of its rows.
+        let blocks = if writer {
+            ", execution_settings (replay (min_insert_block_size_rows 5000, max_block_size 5000))"
+        } else {
+            ""
+        };
+        let dir = blocked_project(
+            &db.name,
+            mode,
+            (100_000, 150_000),
+            "kind != 'ignored'",
+            blocks,
+        );
+        let stop = Arc::new(AtomicBool::new(!writer));
+        let writing = {
+            let stop = Arc::clone(&stop);
+            let database = db.name.clone();
+            std::thread::spawn(move || {
+                let mut next = 600_000;
+                while !stop.load(Ordering::SeqCst) {
+                    insert(&database, next, 30, true);
+                    next += 30;
+                    std::thread::sleep(std::time::Duration::from_millis(5));
+                }
+            })
+        };
+        let invocation = format!("resume-{mode}-{}", db.name);
+        let mut child = spawn_build(dir.path(), &invocation);
+        let stdout = child.stdout.take().expect("stdout");
+        let mut lines = std::io::BufRead::lines(std::io::BufReader::new(stdout));
+        let seen = events_until(&mut lines, |e| completed_chunk(e, 2));
+        assert!(
+            seen.iter().any(|e| completed_chunk(e, 2)),
+            "{mode}: the build reached its second chunk: {seen:?}"
+        );
+        let base = seen
+            .iter()
+            .find(|e| e["event"] == "resume_point")
+            .and_then(|e| e["queryBase"].as_str())
+            .expect("a resume point before the first chunk")
+            .to_owned();
+        // The kill lands once a later chunk runs in the warehouse (and, written in small
+        // blocks, has written some of its rows): the third, unless this machine is slow to
+        // look.
+        let mut stopped_in = 0_u64;
+        let running = stb_test_support::wait_for(std::time::Duration::from_secs(60), || {
+            let running = execute(&format!(
+                "SELECT query_id FROM system.processes WHERE startsWith(query_id, '{base}-') \
+                 AND (written_rows > 0 OR {}) FORMAT TSV",
+                u8::from(!writer)
+            ));
+            stopped_in = running
+                .lines()
+                .filter_map(|id| id.rsplit('-').next()?.parse().ok())
+                .max()
+                .unwrap_or(0);
+            stopped_in >= 3
+        });
+        assert!(running, "{mode}: a chunk after the second ran");
+        child.kill().expect("SIGKILL");
+        let _ = child.wait();
+        if writer {
+            execute(&format!(
+                "KILL QUERY WHERE startsWith(query_id, '{base}') SYNC FORMAT Null"
+            ));
+        }
+        assert!(
+            lock_holder(&db.name).ends_with(&invocation),
+            "{mode}: the killed run holds the lock"
+        );
+        std::thread::sleep(stb_test_support::SHORT_SIGNAL_SILENCE);
+        let (succeeded, json) = resume(dir.path(), &invocation);
+        stop.store(true, Ordering::SeqCst);
+        writing.join().expect("writer");
+        assert!(succeeded, "{mode}: {json}");
+        assert_eq!(json["status"], "succeeded", "{mode}: {json}");
+        assert_eq!(json["resumedFrom"], invocation.as_str(), "{mode}");
+        let checked = &json["resume"];
+        eprintln!("{mode}: {checked}");
+        assert_eq!(checked["stoppedInChunk"], stopped_in, "{mode}: {json}");
+        let state = checked["stoppedChunkState"].as_str().unwrap_or_default();
+        let expected_first = if state == "finished" {
+            stopped_in + 1
+        } else {
+            stopped_in
+        };
+        assert_eq!(checked["firstChunk"], expected_first, "{mode}: {json}");
+        if writer {
+            // Killed in the warehouse after it wrote some rows: run again, those rows left
+            // out by the key check.
+            assert_eq!(state, "partly_written", "{mode}: {json}");
+        } else {
+            // Left to finish in the warehouse: the resume waited for it and went on after.
+            assert_eq!(state, "finished", "{mode}: {json}");
+        }
+        assert_eq!(
+            missing_and_doubled(&db.name),
+            (0, 0),
+            "{mode}: every row once"
+        );
+        assert_eq!(lock_holder(&db.name), "", "{mode}: the lock is given back");
+        // Resumed once, never twice.
+        let (again, refused) = resume(dir.path(), &invocation);
+        assert!(!again, "{mode}");
+        assert_eq!(
+            refused["error"]["code"], "STB-RESUME-001",
+            "{mode}: {refused}"
+        );
+        let output = stb_test_support::stb_on_project(
+            dir.path(),
+            &["build", "--changed", "--auto-approve", "--json"],
+            "",
+        );
+        let after: Value = serde_json::from_slice(&output.stdout).expect("JSON");
+        assert_eq!(after["status"], "nothing_changed", "{mode}: {after}");
+    }
+}
+
+/// Ctrl-C during a chunked rebuild suspends it (the chunk in flight is killed; its rows
+/// are left out by the key check when it runs again): the run ends cancelled, says how to
+/// resume, and keeps the lock. A resume after the model changed is refused with what
+/// changed, and nothing is touched; `stb unlock` gives the target back as the rebuild
+/// found it (the first build's table and rows), after which the run cannot be resumed.
+#[test]
+fn a_suspended_rebuild_refuses_a_changed_model_and_unlock_gives_the_target_back() {
+    let db = TestDatabase::create("resume_refused");
+    execute(&EVENTS.replace("{db}", &db.name));
+    insert(&db.name, 0, 600_000, false);
+    let first = paced_project(
+        &db.name,
+        "offsets",
+        100_000,
+        500_000_000,
+        "kind != 'ignored'",
+    );
+    build_with_events(first.path());
+    assert_eq!(missing_and_doubled(&db.name), (0, 0));
+    let rebuilt_filter = "kind != 'ignored' AND seq >= 0";
+    let dir = paced_project(&db.name, "offsets", 100_000, 150_000, rebuilt_filter);
+    let invocation = format!("suspend-{}", db.name);
+    let mut child = spawn_build(dir.path(), &invocation);
+    let stdout = child.stdout.take().expect("stdout");
+    let mut lines = std::io::BufRead::lines(std::io::BufReader::new(stdout));
+    events_until(&mut lines, |e| completed_chunk(e, 2));
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    let interrupted = std::process::Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .expect("kill -INT");
+    assert!(interrupted.success());
+    let rest = events_until(&mut lines, |_| false);
+    let status = child.wait().expect("exits");
+    assert_eq!(status.code(), Some(130), "recorded as cancelled");
+    let suspended = rest
+        .iter()
+        .find(|e| e["event"] == "replay_suspended")
+        .unwrap_or_else(|| panic!("suspended: {rest:?}"));
+    assert_eq!(suspended["model"], "clean");
+    assert!(suspended["nextChunk"].as_u64() >= Some(3), "{suspended}");
+    let ended = rest
+        .iter()
+        .find(|e| e["event"] == "run_completed")
+        .expect("ended on record");
+    assert_eq!(ended["outcome"], "cancelled");
+    let message = ended["errorMessage"].as_str().unwrap_or_default();
+    assert!(
+        message.contains(&format!("`stb build --resume {invocation}` finishes it")),
+        "{message}"
+    );
+    assert!(
+        lock_holder(&db.name).ends_with(&invocation),
+        "the lock is kept"
+    );
+    // Another build is refused at once, told how to go on.
+    let output =
+        stb_test_support::stb_on_project(dir.path(), &["build", "--auto-approve", "--json"], "");
+    let blocked: Value = serde_json::from_slice(&output.stdout).expect("JSON");
+    assert_eq!(blocked["error"]["code"], "STB-LOCK-005", "{blocked}");
+    assert!(
+        blocked["error"]["hint"]
+            .as_str()
+            .unwrap_or_default()
+            .contains(&format!("stb build --resume {invocation}")),
+        "{blocked}"
+    );
+
+    // The model changes again: the resume refuses, naming it, and changes nothing.
+    let changed = paced_project(
+        &db.name,
+        "offsets",
+        100_000,
+        150_000,
+        "kind != 'ignored' AND seq >= 1",
+    );
+    let (resumed, refused) = resume(changed.path(), &invocation);
+    assert!(!resumed);
+    assert_eq!(refused["error"]["code"], "STB-RESUME-002", "{refused}");
+    let message = refused["error"]["message"].as_str().unwrap_or_default();
+    assert!(message.contains("'clean' changed"), "{message}");
+    assert!(lock_holder(&db.name).ends_with(&invocation), "still kept");
+
+    // Abandoned: given back at once (the run ended on record), the first build's rows.
+    let output = stb_test_support::stb_on_project(dir.path(), &["unlock", "--json"], "");
+    let unlocked: Value = serde_json::from_slice(&output.stdout).expect("JSON");
+    assert_eq!(unlocked["broken_owner"], invocation.as_str(), "{unlocked}");
+    assert_eq!(lock_holder(&db.name), "");
+    assert_eq!(
+        missing_and_doubled(&db.name),
+        (0, 0),
+        "the first build's table is back"
+    );
+    let asides = execute(&format!(
+        "SELECT count() FROM system.tables WHERE database = '{}' AND endsWith(name, '__stb_prev') FORMAT TSV",
+        db.name
+    ));
+    assert_eq!(asides.trim(), "0", "no aside left");
+    let (resumed, refused) = resume(dir.path(), &invocation);
+    assert!(!resumed);
+    assert_eq!(refused["error"]["code"], "STB-RESUME-001", "{refused}");
+    assert!(
+        refused["error"]["message"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("given back already"),
+        "{refused}"
+    );
 }
