@@ -363,27 +363,23 @@ pub fn acquire<'c>(
             // back stays until `stb unlock`.
             // Suspended: it keeps the lock until it is resumed or given back; waiting for
             // it would only end in the same refusal.
-            Some(_) if crate::unlock::is_suspended(client, database, &holder)? => {
-                return Err(EngineError::new(
-                    SUSPENDED_CODE,
-                    format!(
-                        "the target lock of '{database}' is held by run {holder}, a build suspended inside a chunked replay (what it built is partly filled); nothing ran"
-                    ),
-                    format!(
-                        "`stb build --resume {holder}` finishes it; `stb unlock` gives the target back as it found it; then build again"
-                    ),
-                ));
-            }
-            _ => {
-                let window =
-                    Duration::from_millis(u64::try_from(wait.windows.signal_ms).unwrap_or(45_000));
-                if hand_over.not_running(&holder, Instant::now()) > window {
-                    return Err(EngineError::from(&LockError::Held {
-                        database: database.to_owned(),
-                        owner: holder,
-                    }));
+            Some(_) => {
+                if let Some((suspended, _)) =
+                    crate::unlock::suspended_under(client, database, &holder)?
+                {
+                    return Err(EngineError::new(
+                        SUSPENDED_CODE,
+                        format!(
+                            "the target lock of '{database}' is held by run {suspended}, a build suspended inside a chunked replay (what it built is partly filled); nothing ran"
+                        ),
+                        format!(
+                            "`stb build --resume {suspended}` finishes it; `stb unlock` gives the target back as it found it; then build again"
+                        ),
+                    ));
                 }
+                wait_for_hand_over(&mut hand_over, &holder, database, wait.windows)?;
             }
+            None => wait_for_hand_over(&mut hand_over, &holder, database, wait.windows)?,
         }
         if told.as_deref() != Some(holder.as_str()) {
             let owner = run
@@ -403,6 +399,24 @@ pub fn acquire<'c>(
         }
         std::thread::sleep(RETRY);
     }
+}
+
+/// A holder that ended (or records no run) is waited for at most the signal window after
+/// it was first seen so; then its lock is reported held.
+fn wait_for_hand_over(
+    hand_over: &mut HandOver,
+    holder: &str,
+    database: &str,
+    windows: Windows,
+) -> Result<(), EngineError> {
+    let window = Duration::from_millis(u64::try_from(windows.signal_ms).unwrap_or(45_000));
+    if hand_over.not_running(holder, Instant::now()) > window {
+        return Err(EngineError::from(&LockError::Held {
+            database: database.to_owned(),
+            owner: holder.to_owned(),
+        }));
+    }
+    Ok(())
 }
 
 /// The `owner` a `run_started` payload names.

@@ -303,6 +303,10 @@ pub fn read(
             })
             .collect()
     };
+    let suspended = match &lock_holder {
+        Some(holder) => crate::unlock::suspended_under(client, database, holder)?,
+        None => None,
+    };
     Ok(ProjectStatus {
         database: database.to_owned(),
         captured_at,
@@ -311,7 +315,7 @@ pub fn read(
         lock_holder,
         live_runs,
         sources: judged(sources),
-        target: condition(&state, &models),
+        target: condition(&state, &models, suspended),
         models: judged(models),
     })
 }
@@ -350,8 +354,13 @@ fn row_counts<'p>(
     counts
 }
 
-/// Half-built (a stopped build's asides are there) before incomplete (relations missing).
-fn condition(state: &crate::deployments::State, models: &[Planned]) -> TargetCondition {
+/// Suspended (a build keeps the lock to be resumed) before half-built (a stopped build's
+/// asides are there) before incomplete (relations missing).
+fn condition(
+    state: &crate::deployments::State,
+    models: &[Planned],
+    suspended: Option<(String, serde_json::Value)>,
+) -> TargetCondition {
     let set_aside: Vec<String> = state
         .relations
         .iter()
@@ -363,7 +372,20 @@ fn condition(state: &crate::deployments::State, models: &[Planned]) -> TargetCon
         .filter(|p| p.status.relations.iter().any(|r| !r.present))
         .map(|p| p.status.name.clone())
         .collect();
-    let (state, message, mend) = if !set_aside.is_empty() {
+    let (state, message, mend) = if let Some((run, at)) = suspended {
+        (
+            "suspended",
+            Some(format!(
+                "build {run} is suspended in its replay of {} at chunk {} of {}: what it built is partly filled",
+                at["model"].as_str().unwrap_or("?"),
+                at["nextChunk"],
+                at["chunks"]
+            )),
+            Some(format!(
+                "stb build --resume {run} (or stb unlock to give the target back)"
+            )),
+        )
+    } else if !set_aside.is_empty() {
         (
             "half_built",
             Some(format!(

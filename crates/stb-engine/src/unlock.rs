@@ -43,7 +43,7 @@ pub fn break_stale_lock(
     // A suspended build ended on record and keeps the lock for a resume: nothing runs.
     if let Some(silent_ms) = silent
         && silent_ms < alive_within_ms
-        && !is_suspended(client, database, &owner)?
+        && suspended_under(client, database, &owner)?.is_none()
     {
         return Err(EngineError::new(
             ALIVE_CODE,
@@ -81,22 +81,38 @@ pub fn break_stale_lock(
     }))
 }
 
-/// True when run `invocation` is suspended (and not resumed since).
-pub(crate) fn is_suspended(
+/// The run suspended under `holder`'s lock (the holder, or a later phase of its mixed
+/// build), with its `replay_suspended` payload; `None` when none is (or it was resumed).
+///
+/// # Errors
+/// The runs' events could not be read.
+pub(crate) fn suspended_under(
     client: &Client,
     database: &str,
-    invocation: &str,
-) -> Result<bool, EngineError> {
+    holder: &str,
+) -> Result<Option<(String, serde_json::Value)>, EngineError> {
     use stb_build::suspend::{RESUMED_EVENT, SUSPENDED_EVENT};
-    let events = stb_warehouse::runs::events_of(client, database, invocation)
-        .map_err(|e| EngineError::from(&e))?;
-    let has = |kind: &str| events.iter().any(|e| e.kind == kind);
-    Ok(has(SUSPENDED_EVENT) && !has(RESUMED_EVENT))
+    for invocation in phases_of(client, database, holder)? {
+        let events = stb_warehouse::runs::events_of(client, database, &invocation)
+            .map_err(|e| EngineError::from(&e))?;
+        if events.iter().any(|e| e.kind == RESUMED_EVENT) {
+            continue;
+        }
+        if let Some(event) = events.iter().rev().find(|e| e.kind == SUSPENDED_EVENT) {
+            let payload = serde_json::from_str(&event.payload).unwrap_or_default();
+            return Ok(Some((invocation, payload)));
+        }
+    }
+    Ok(None)
 }
 
 /// The invocations that held `owner`'s lock: the owner, and the later phases of a mixed
 /// build as its first phase recorded them.
-fn phases_of(client: &Client, database: &str, owner: &str) -> Result<Vec<String>, EngineError> {
+pub(crate) fn phases_of(
+    client: &Client,
+    database: &str,
+    owner: &str,
+) -> Result<Vec<String>, EngineError> {
     let events = stb_warehouse::runs::events_of(client, database, owner)
         .map_err(|e| EngineError::from(&e))?;
     let mut phases = vec![owner.to_owned()];

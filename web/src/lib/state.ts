@@ -36,7 +36,7 @@ export interface RelationStatus {
 
 /** Whether the target is whole, and what mends it. */
 export interface TargetCondition {
-  state: "healthy" | "half_built" | "incomplete";
+  state: "healthy" | "suspended" | "half_built" | "incomplete";
   message: string | null;
   mend: string | null;
   set_aside: string[];

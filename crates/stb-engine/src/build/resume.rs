@@ -275,7 +275,7 @@ fn check<'a>(
     request: &Request<'a>,
     records: &Records,
     waiting: &dyn Fn(),
-) -> Result<(Checked, Vec<&'a PlanModel>), EngineError> {
+) -> Result<(Checked, Vec<&'a PlanModel>, String), EngineError> {
     let (client, database, run) = (
         request.client.as_ref(),
         request.database.as_str(),
@@ -293,18 +293,24 @@ fn check<'a>(
             ));
         }
     }
-    match lock_holder(client, database).map_err(|e| EngineError::from(&e))? {
-        Some(holder) if holder == run => {}
-        holder => {
-            return Err(refused(
-                format!(
-                    "run '{run}' does not hold the target lock of '{database}' (held by {}): what it built was given back or taken over",
-                    holder.map_or_else(|| "nobody".to_owned(), |h| format!("run '{h}'"))
-                ),
-                "`stb status` shows the target's state; build again",
-            ));
-        }
-    }
+    // The run holds the lock, or the first phase of its mixed build does.
+    let holder = lock_holder(client, database).map_err(|e| EngineError::from(&e))?;
+    let phases = match &holder {
+        Some(holder) => crate::unlock::phases_of(client, database, holder)?,
+        None => Vec::new(),
+    };
+    let Some(holder) = holder
+        .clone()
+        .filter(|_| phases.iter().any(|phase| phase == run))
+    else {
+        return Err(refused(
+            format!(
+                "run '{run}' does not hold the target lock of '{database}' (held by {}): what it built was given back or taken over",
+                holder.map_or_else(|| "nobody".to_owned(), |h| format!("run '{h}'"))
+            ),
+            "`stb status` shows the target's state; build again",
+        ));
+    };
     let built = unchanged_models(request.compiled, &records.models)?;
     let point = &records.point;
     let workflow = &records.workflow;
@@ -378,7 +384,7 @@ fn check<'a>(
             stb_plan::resume::ChunkState::Written(_) => "partly_written",
         },
     };
-    Ok((checked, built))
+    Ok((checked, built, holder))
 }
 
 /// Resumes run `request.suspended`: checks it can go on exactly, takes over its target
@@ -405,14 +411,9 @@ pub fn resume(
             None,
         );
     };
-    let (checked, built) = check(request, &records, &waiting)?;
-    let lock = TargetLock::take_over(
-        client,
-        database,
-        &request.suspended,
-        &request.run.invocation_id,
-    )
-    .map_err(|e| EngineError::from(&e))?;
+    let (checked, built, holder) = check(request, &records, &waiting)?;
+    let lock = TargetLock::take_over(client, database, &holder, &request.run.invocation_id)
+        .map_err(|e| EngineError::from(&e))?;
     let (sink, observer) =
         super::operation::observer_of((client, database), frontend, &request.run);
     let mut started = records.run_started.clone();
@@ -456,12 +457,7 @@ pub fn resume(
         )
     }) {
         let error = EngineError::from(&error);
-        let _ = TargetLock::take_over(
-            client,
-            database,
-            &request.run.invocation_id,
-            &request.suspended,
-        );
+        let _ = TargetLock::take_over(client, database, &request.run.invocation_id, &holder);
         drop(heartbeat);
         observer.completed("failed", 1, Some(&error.message));
         return Err(error);

@@ -496,6 +496,17 @@ fn a_suspended_rebuild_refuses_a_changed_model_and_unlock_gives_the_target_back(
         lock_holder(&db.name).ends_with(&invocation),
         "the lock is kept"
     );
+    // `stb status` says so, and what mends it.
+    let output = stb_test_support::stb_on_project(dir.path(), &["status", "--json"], "");
+    let status: Value = serde_json::from_slice(&output.stdout).expect("JSON");
+    assert_eq!(status["target"]["state"], "suspended", "{status}");
+    assert!(
+        status["target"]["mend"]
+            .as_str()
+            .unwrap_or_default()
+            .starts_with(&format!("stb build --resume {invocation}")),
+        "{status}"
+    );
     // Another build is refused at once, told how to go on.
     let output =
         stb_test_support::stb_on_project(dir.path(), &["build", "--auto-approve", "--json"], "");
