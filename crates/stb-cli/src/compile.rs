@@ -59,7 +59,14 @@ pub(crate) fn run(args: &CompileArgs) -> ExitCode {
             }
         };
     }
-    let compiled = match stb_compile::compile(&project) {
+    // Validation checks the planner's view of the models against the engine; a check
+    // alone only needs the files.
+    let output = if args.validate {
+        stb_compile::Output::Artifacts
+    } else {
+        stb_compile::Output::FilesOnly
+    };
+    let compiled = match stb_compile::compile_with(&project, output) {
         Ok(compiled) => compiled,
         Err(diagnostics) => return report(diagnostics, args.json),
     };

@@ -101,6 +101,17 @@ pub enum Output {
     /// Only what a plan reads: no model resources, manifest or DAG in
     /// [`Compiled::files`] (at 10,000 models they are about 70 MB a plan never reads).
     PlanOnly,
+    /// Every artifact, and no planner's view of the models ([`Compiled::plan_models`] is
+    /// empty): `stb compile` writes files and plans nothing, and at 10,000 models that
+    /// view is tens of megabytes at the compile's peak.
+    FilesOnly,
+}
+
+impl Output {
+    /// Whether the model resources, the manifest and the DAG are made.
+    fn writes_files(self) -> bool {
+        matches!(self, Self::Artifacts | Self::FilesOnly)
+    }
 }
 
 /// Compiles a discovered project, with every artifact.
@@ -214,7 +225,7 @@ pub(crate) fn compile_recording(
     for audit in &audits {
         files.insert(audit.path.clone(), audit.query.clone());
     }
-    let artifacts = if output == Output::Artifacts {
+    let artifacts = if output.writes_files() {
         &compiled_models[..]
     } else {
         &[]
@@ -222,7 +233,7 @@ pub(crate) fn compile_recording(
     for (item, compiled) in artifacts {
         files.extend(model_files(item, compiled));
     }
-    for (name, objects) in managed.iter().filter(|_| output == Output::Artifacts) {
+    for (name, objects) in managed.iter().filter(|_| output.writes_files()) {
         files.insert(
             format!("compiled/resources/sources/{name}/kafka__{name}.sql"),
             objects.kafka.render(Audience::Artifact),
@@ -241,7 +252,7 @@ pub(crate) fn compile_recording(
         end_with_one_newline(content);
     }
     let order = order.unwrap_or_default();
-    if output == Output::Artifacts {
+    if output.writes_files() {
         let manifest = manifest::manifest(
             project,
             &compiled_models,
@@ -292,7 +303,11 @@ pub(crate) fn compile_recording(
     let compiled = Compiled {
         tests: sql_tests,
         audits: compiled_audits,
-        plan_models: planning::models(project, &order, &compiled_models).into(),
+        plan_models: if output == Output::FilesOnly {
+            std::sync::Arc::from([])
+        } else {
+            planning::models(project, &order, &compiled_models).into()
+        },
         plan_sources: planning::sources(project, &managed),
         files,
         pipelines: project.pipelines.len(),

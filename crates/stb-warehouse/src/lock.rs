@@ -258,8 +258,11 @@ impl<'c> TargetLock<'c> {
                 owner: self.owner,
             });
         }
-        client.execute(&format!("DROP TABLE IF EXISTS {release} SYNC"), None)?;
-        client.execute(&format!("DROP TABLE IF EXISTS {lock} SYNC"), None)?;
+        // Both are ours now: one statement drops them.
+        client.execute(
+            &format!("DROP TABLE IF EXISTS {release}, {lock} SYNC"),
+            None,
+        )?;
         Ok(())
     }
 }

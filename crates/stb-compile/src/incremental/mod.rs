@@ -156,7 +156,7 @@ fn whole_compile(
     reason: &'static str,
 ) -> Result<Published, Failure> {
     let (compiled, facts) =
-        crate::compile_recording(project, Output::Artifacts, true).map_err(Failure::Compile)?;
+        crate::compile_recording(project, Output::FilesOnly, true).map_err(Failure::Compile)?;
     // Publishing forgets the old record first: no later compile may trust it.
     crate::publish::publish(&compiled, target_dir).map_err(Failure::Publish)?;
     if compiled.warnings.is_empty()
