@@ -59,6 +59,8 @@ struct Current {
     root: usize,
     query_base: String,
     chunks: usize,
+    /// The first chunk this run replays (the first is 1).
+    first_chunk: usize,
 }
 
 /// What a run keeps to be suspended: whether its workflow can be, and where it is.
@@ -94,15 +96,18 @@ impl Suspension {
         query_base: &str,
         captures: &[Option<Capture>],
     ) -> Result<(), String> {
-        self.current = Some(Current {
+        // No chunk of this replay has started in this run yet.
+        self.chunk_in_flight.set(0);
+        let current = Current {
             step: index,
             step_id: step.id.clone(),
             root,
             query_base: query_base.to_owned(),
             chunks: chunks.len(),
-        });
-        self.chunk_in_flight.set(first_chunk.saturating_sub(1));
+            first_chunk,
+        };
         if self.why_not.is_some() {
+            self.current = Some(current);
             return Ok(());
         }
         let relations = identities(client, &workflow.database, &workflow.undo.created)?;
@@ -123,6 +128,8 @@ impl Suspension {
         observer
             .checkpoint()
             .map_err(|error| format!("the resume point could not be recorded: {error}"))?;
+        // Only a replay whose point is on record can be suspended.
+        self.current = Some(current);
         self.workflow_recorded = true;
         Ok(())
     }
@@ -140,12 +147,14 @@ impl Suspension {
         let stopped = self.chunk_in_flight.get();
         if execution.status == Status::Succeeded
             || execution.failed_step.as_deref() != Some(current.step_id.as_str())
-            || stopped == 0
         {
             return None;
         }
         let decided = match &self.why_not {
             Some(why) => Err(why.clone()),
+            // Stopped before this run started a chunk of the replay: it goes on where
+            // this run would have begun.
+            None if stopped == 0 => Ok(current.first_chunk),
             None => {
                 let query_id = chunk_query_id(&current.query_base, stopped);
                 chunk_state(client, &query_id, None)
@@ -167,8 +176,8 @@ impl Suspension {
             model: workflow.roots[current.root].model.clone(),
             next_chunk: next,
             chunks: current.chunks,
-            stopped_in_chunk: stopped,
-            query_id: chunk_query_id(&current.query_base, stopped),
+            stopped_in_chunk: stopped.max(current.first_chunk),
+            query_id: chunk_query_id(&current.query_base, stopped.max(current.first_chunk)),
         };
         let step = &workflow.steps[current.step];
         observer.event(

@@ -402,14 +402,12 @@ pub fn resume(
     let client = &request.client;
     let database = &request.database;
     let records = records(client, database, &request.suspended)?;
+    let warn = frontend.warning_hook();
     let waiting = || {
-        frontend.lock_wait(
-            &format!(
-                "{}'s chunk statement, still running in the warehouse,",
-                request.suspended
-            ),
-            None,
-        );
+        warn(&format!(
+            "the chunk run {} was in is still running in the warehouse (its process stopped; the warehouse finishes what it was sent): waiting for it to end",
+            request.suspended
+        ));
     };
     let (checked, built, holder) = check(request, &records, &waiting)?;
     let lock = TargetLock::take_over(client, database, &holder, &request.run.invocation_id)
