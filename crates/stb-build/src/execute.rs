@@ -328,13 +328,14 @@ pub fn run_from(
     interrupt: &AtomicBool,
     ahead: Option<ReadAhead>,
 ) -> Execution {
-    run_steps(client, workflow, observer, interrupt, ahead, None)
+    run_steps(client, workflow, observer, interrupt, Start::Fresh(ahead))
 }
 
 /// Finishes the workflow of a suspended build from where it stopped
-/// ([`Resumption`]): the steps before its chunked replay are not run again, the replay
-/// goes on from its first chunk to run, and the suspended run's restore point is recorded
-/// as this run's (a resume that fails gives the target back as the first run found it).
+/// ([`Resumption`]): the steps before its chunked replay are not run again, and the replay
+/// goes on from its first chunk to run. The caller has recorded the suspended run's
+/// restore point as this run's ([`record_resumed_point`]) before the suspended run was
+/// marked resumed: a resume that fails gives the target back as the first run found it.
 pub fn resume(
     client: &Arc<Client>,
     workflow: &Workflow,
@@ -342,17 +343,36 @@ pub fn resume(
     interrupt: &AtomicBool,
     resumption: Resumption,
 ) -> Execution {
-    let ahead = ReadAhead {
-        point: Ok(resumption.point.clone()),
-    };
     run_steps(
         client,
         workflow,
         observer,
         interrupt,
-        Some(ahead),
-        Some(resumption),
+        Start::Resumed(resumption),
     )
+}
+
+/// Records `point` (a suspended run's restore point) as this run's, and waits until it is
+/// durable.
+///
+/// # Errors
+/// It could not be recorded.
+pub fn record_resumed_point(observer: &dyn Observer, point: &RestorePoint) -> Result<(), String> {
+    observer.event(
+        RESTORE_POINT_EVENT,
+        None,
+        serde_json::to_value(point).unwrap_or_default(),
+    );
+    observer
+        .checkpoint()
+        .map_err(|e| format!("the restore point could not be recorded: {e}"))
+}
+
+/// Where a run starts: afresh (with the restore point read ahead, if it was), or
+/// resuming a suspended run whose restore point is on record already.
+enum Start {
+    Fresh(Option<ReadAhead>),
+    Resumed(Resumption),
 }
 
 fn run_steps(
@@ -360,9 +380,12 @@ fn run_steps(
     workflow: &Workflow,
     observer: &dyn Observer,
     interrupt: &AtomicBool,
-    ahead: Option<ReadAhead>,
-    resumption: Option<Resumption>,
+    start: Start,
 ) -> Execution {
+    let (ahead, resumption) = match start {
+        Start::Fresh(ahead) => (ahead, None),
+        Start::Resumed(resumed) => (None, Some(resumed)),
+    };
     let mut execution = Execution::starting(planned_statements(workflow));
     if let Some(cluster) = &workflow.cluster {
         // Shown by `stb plan`, never run: the executor has one connection and no per-shard
@@ -383,7 +406,11 @@ fn run_steps(
     let mut suspension = crate::suspend::Suspension::new(workflow);
     // Before the first change: what the target holds, durably on record, so a build that
     // stops here or anywhere later (a kill included) can be given back.
-    let point = match record_restore_point(client, workflow, observer, ahead) {
+    let recorded = match &resumption {
+        Some(resumed) => Ok(resumed.point.clone()),
+        None => record_restore_point(client, workflow, observer, ahead),
+    };
+    let point = match recorded {
         Ok(point) => point,
         Err(message) => {
             execution.status = Status::Failed;

@@ -57,7 +57,19 @@ pub(crate) struct BuildArgs {
     /// its run id, as its error or `stb runs list` names it. It goes on from the chunk where
     /// it stopped once the project, its relations and the history it reads are unchanged;
     /// the selection is the run's own.
-    #[arg(long, value_name = "RUN")]
+    #[arg(
+        long,
+        value_name = "RUN",
+        conflicts_with_all = [
+            "select",
+            "start_time",
+            "changed",
+            "include_missing_upstream",
+            "full_refresh",
+            "deployment_id",
+            "plan_hash",
+        ]
+    )]
     resume: Option<String>,
 }
 

@@ -425,40 +425,39 @@ pub fn resume(
     started["resume"] = serde_json::to_value(&checked).unwrap_or_default();
     observer.event("run_started", None, started);
     let heartbeat = sink.heartbeat(HEARTBEAT_INTERVAL);
-    // On the suspended run's own record: it is not resumed twice, nor given back under
-    // this run; a killed one is ended there too (no overlapping build waits for it).
-    let closed = if records.ended {
-        Ok(())
-    } else {
-        append_event(
-            client,
-            database,
-            &request.suspended,
-            "run_completed",
-            &serde_json::json!({
-                "outcome": "failed",
-                "exitCode": 1,
-                "errorMessage": format!(
-                    "its process stopped in chunk {} of {} of the replay of '{}'; resumed by run {}",
-                    checked.stopped_in_chunk, checked.chunks, checked.model, request.run.invocation_id
-                ),
-            }),
-        )
-    };
-    if let Err(error) = closed.and_then(|()| {
-        append_event(
-            client,
-            database,
-            &request.suspended,
-            RESUMED_EVENT,
-            &serde_json::json!({"by": request.run.invocation_id}),
-        )
-    }) {
-        let error = EngineError::from(&error);
-        let _ = TargetLock::take_over(client, database, &request.run.invocation_id, &holder);
+    let workflow = &records.workflow;
+    let statements = planned_statements(workflow);
+    let workflow_id = workflow_sha256(&statements);
+    // This run's own records first (the first run's restore point, its statements): until
+    // they are durable the suspended run stays as it was, and keeps the lock.
+    let prepared = stb_build::execute::record_resumed_point(&observer, &records.restore)
+        .and_then(|()| {
+            persist_statements(client, database, &request.run.invocation_id, &statements, 1)
+                .map(|_| ())
+                .map_err(|error| error.to_string())
+        })
+        // On the suspended run's own record: it is not resumed twice, nor given back under
+        // this run; a killed one is ended there too (no overlapping build waits for it).
+        .and_then(|()| close_suspended(request, &records, &checked));
+    if let Err(message) = prepared {
+        let handed_back =
+            TargetLock::take_over(client, database, &request.run.invocation_id, &holder);
+        let message = format!(
+            "run '{}' could not be resumed: {message}; nothing was changed{}",
+            request.suspended,
+            if handed_back.is_ok() {
+                ""
+            } else {
+                " (the target lock could not be handed back: `stb unlock` gives the target back)"
+            }
+        );
         drop(heartbeat);
-        observer.completed("failed", 1, Some(&error.message));
-        return Err(error);
+        observer.completed("failed", 1, Some(&message));
+        return Err(EngineError::new(
+            REFUSED_CODE,
+            message,
+            "try again once the warehouse takes writes",
+        ));
     }
     frontend.executing(cancel);
     let watch = super::watch::watch_cancellation(
@@ -467,26 +466,19 @@ pub fn resume(
         &request.run.invocation_id,
         Arc::clone(cancel),
     );
-    let workflow = &records.workflow;
-    let statements = planned_statements(workflow);
-    let workflow_id = workflow_sha256(&statements);
-    let execution =
-        match persist_statements(client, database, &request.run.invocation_id, &statements, 1) {
-            Ok(_) => stb_build::execute::resume(
-                client,
-                workflow,
-                &observer,
-                cancel,
-                Resumption {
-                    point: records.restore.clone(),
-                    step: records.point.step,
-                    chunks: records.point.chunks.clone(),
-                    first_chunk: checked.first_chunk,
-                    captures: records.point.captures.clone(),
-                },
-            ),
-            Err(error) => not_started(&error.to_string()),
-        };
+    let execution = stb_build::execute::resume(
+        client,
+        workflow,
+        &observer,
+        cancel,
+        Resumption {
+            point: records.restore.clone(),
+            step: records.point.step,
+            chunks: records.point.chunks.clone(),
+            first_chunk: checked.first_chunk,
+            captures: records.point.captures.clone(),
+        },
+    );
     drop(watch);
     drop(heartbeat);
     let mut warnings = Vec::new();
@@ -546,16 +538,43 @@ pub fn resume(
     })
 }
 
-/// An execution that stopped before its first statement (its statements could not be
-/// recorded): the target is as the suspended run left it, and still resumable.
-fn not_started(error: &str) -> Execution {
-    Execution {
-        status: Status::Failed,
-        error_message: Some(format!(
-            "the run's statements could not be recorded ({error}); nothing ran"
-        )),
-        ..Execution::starting(Vec::new())
+/// Marks the suspended run resumed by this one (and, when its process was killed, ended):
+/// it is not resumed twice, nor given back under this run.
+fn close_suspended(
+    request: &Request<'_>,
+    records: &Records,
+    checked: &Checked,
+) -> Result<(), String> {
+    let (client, database, run) = (
+        request.client.as_ref(),
+        request.database.as_str(),
+        request.suspended.as_str(),
+    );
+    if !records.ended {
+        append_event(
+            client,
+            database,
+            run,
+            "run_completed",
+            &serde_json::json!({
+                "outcome": "failed",
+                "exitCode": 1,
+                "errorMessage": format!(
+                    "its process stopped in chunk {} of {} of the replay of '{}'; resumed by run {}",
+                    checked.stopped_in_chunk, checked.chunks, checked.model, request.run.invocation_id
+                ),
+            }),
+        )
+        .map_err(|error| error.to_string())?;
     }
+    append_event(
+        client,
+        database,
+        run,
+        RESUMED_EVENT,
+        &serde_json::json!({"by": request.run.invocation_id}),
+    )
+    .map_err(|error| error.to_string())
 }
 
 /// The resume's `--json` summary.
