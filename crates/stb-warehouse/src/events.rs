@@ -9,8 +9,10 @@
 //! completion and the next one's start share one INSERT. Every INSERT is a new part the
 //! warehouse writes and later merges; on a build of fast statements this about halves
 //! them. A statement's start (its query id is what `stb unlock` kills by), and every other
-//! event, goes out as soon as the writer is free. A completion lost with a killed process
-//! costs nothing: its statement is no longer running, so unlock finds nothing to kill.
+//! event, goes out as soon as the writer is free, unless its emitter queues it lazily
+//! ([`RunEventSink::queue_lazy`]: a build's short DDL, which no kill needs to find). A
+//! completion lost with a killed process costs nothing: its statement is no longer
+//! running, so unlock finds nothing to kill.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
@@ -41,6 +43,8 @@ const LAZY_EVENTS: &[&str] = &["statement_completed", "statement_progress"];
 #[derive(Debug, Clone, PartialEq, Eq)]
 struct Pending {
     sequence: u64,
+    /// It may wait (at most the lazy delay) for an event that may not.
+    lazy: bool,
     kind: String,
     step_id: Option<String>,
     phase: Option<String>,
@@ -60,9 +64,7 @@ struct Queue {
 impl Queue {
     /// An event that should go out now is queued (anything but a lazy one).
     fn urgent(&self) -> bool {
-        self.pending
-            .iter()
-            .any(|event| !LAZY_EVENTS.contains(&event.kind.as_str()))
+        self.pending.iter().any(|event| !event.lazy)
     }
 }
 
@@ -145,7 +147,31 @@ impl RunEventSink {
         phase: Option<&str>,
         payload: &serde_json::Value,
     ) -> u64 {
-        let sequence = self.enqueue(kind, step_id, phase, payload);
+        let lazy = LAZY_EVENTS.contains(&kind);
+        self.queue_as(kind, (step_id, phase), payload, lazy)
+    }
+
+    /// [`Self::queue`] for an event that may wait (at most the lazy delay) for company,
+    /// whatever its kind: a build's start of a short statement (DDL), which neither a
+    /// cancellation nor `stb unlock` needs on record at once.
+    pub fn queue_lazy(
+        &self,
+        kind: &str,
+        step_id: Option<&str>,
+        phase: Option<&str>,
+        payload: &serde_json::Value,
+    ) -> u64 {
+        self.queue_as(kind, (step_id, phase), payload, true)
+    }
+
+    fn queue_as(
+        &self,
+        kind: &str,
+        (step_id, phase): (Option<&str>, Option<&str>),
+        payload: &serde_json::Value,
+        lazy: bool,
+    ) -> u64 {
+        let sequence = self.enqueue_as(kind, step_id, phase, payload, lazy);
         if self.writer_running.load(Ordering::SeqCst) {
             self.queued.notify_all();
         } else if self.flush().is_err() {
@@ -166,6 +192,18 @@ impl RunEventSink {
         phase: Option<&str>,
         payload: &serde_json::Value,
     ) -> u64 {
+        let lazy = LAZY_EVENTS.contains(&kind);
+        self.enqueue_as(kind, step_id, phase, payload, lazy)
+    }
+
+    fn enqueue_as(
+        &self,
+        kind: &str,
+        step_id: Option<&str>,
+        phase: Option<&str>,
+        payload: &serde_json::Value,
+        lazy: bool,
+    ) -> u64 {
         let mut text = payload.to_string();
         if text.len() > MAX_PAYLOAD_BYTES && kind != "run_started" {
             text = serde_json::json!({"payload_truncated": true, "original_bytes": text.len()})
@@ -176,6 +214,7 @@ impl RunEventSink {
         let sequence = self.next_sequence.fetch_add(1, Ordering::SeqCst);
         queue.pending.push(Pending {
             sequence,
+            lazy,
             kind: kind.to_owned(),
             step_id: step_id.map(str::to_owned),
             phase: phase.map(str::to_owned),

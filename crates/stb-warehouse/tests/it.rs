@@ -1010,12 +1010,34 @@ fn a_completion_waits_for_the_next_start_and_they_share_one_write() {
     );
     queue("statement_started", "step-2");
     writes_reach(2);
-    drop(writer);
-    assert!(!sink.take_failure());
     assert_eq!(
         counted.requests(),
         2,
         "progress, completion and the next start in one INSERT"
+    );
+    // A start queued lazily (a short DDL's) waits for company too.
+    sink.queue_lazy(
+        "statement_completed",
+        Some("step-2"),
+        None,
+        &serde_json::json!({}),
+    );
+    sink.queue_lazy(
+        "statement_started",
+        Some("step-3"),
+        None,
+        &serde_json::json!({}),
+    );
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    assert_eq!(counted.requests(), 2, "a lazy start is not written at once");
+    queue("statement_started", "step-4");
+    writes_reach(3);
+    drop(writer);
+    assert!(!sink.take_failure());
+    assert_eq!(
+        counted.requests(),
+        3,
+        "the lazy start went with the next urgent one"
     );
     let kinds = shared
         .query(&format!(
@@ -1025,7 +1047,9 @@ fn a_completion_waits_for_the_next_start_and_they_share_one_write() {
         .expect("events");
     assert_eq!(
         kinds.text(0, "kinds").as_deref(),
-        Some("statement_started statement_progress statement_completed statement_started")
+        Some(
+            "statement_started statement_progress statement_completed statement_started statement_completed statement_started statement_started"
+        )
     );
 
     // With the default delay, a completion that nothing follows is written all the same.

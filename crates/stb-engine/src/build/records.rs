@@ -109,8 +109,17 @@ impl Observer for BuildObserver {
     fn event(&self, kind: &str, step: Option<&Step>, payload: serde_json::Value) {
         let step_id = step.map(|s| s.id.as_str());
         let phase = step.map(|s| s.phase.as_str());
-        // Queued for the writer thread: a build does not wait a round trip per event.
-        let sequence = self.sink.queue(kind, step_id, phase, &payload);
+        // Queued for the writer thread: a build does not wait a round trip per event. The
+        // start of a plain statement (DDL: milliseconds) may wait for company; a capture's,
+        // a replay's or a seed's goes out at once, so `stb unlock` can kill it by its id
+        // after a kill of this process.
+        let short = kind == "statement_started"
+            && step.is_some_and(|s| matches!(s.action, stb_plan::workflow::Action::Statement(_)));
+        let sequence = if short {
+            self.sink.queue_lazy(kind, step_id, phase, &payload)
+        } else {
+            self.sink.queue(kind, step_id, phase, &payload)
+        };
         if self.sink.take_failure() {
             self.warn_once();
         }
