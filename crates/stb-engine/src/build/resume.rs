@@ -182,14 +182,15 @@ fn records(client: &Client, database: &str, run: &str) -> Result<Records, Engine
                 "`stb unlock` gives the target back",
             )
         })?;
+    // Without its models' definitions nothing says the project is still what it built.
     let models = find(MODELS_EVENT)
-        .map(|e| {
-            payload(e)["models"]
-                .as_object()
-                .cloned()
-                .unwrap_or_default()
-        })
-        .unwrap_or_default()
+        .and_then(|e| payload(e)["models"].as_object().cloned())
+        .ok_or_else(|| {
+            refused(
+                format!("run '{run}' recorded no definitions of the models it builds"),
+                "`stb unlock` gives the target back",
+            )
+        })?
         .into_iter()
         .collect();
     let completed = events
