@@ -376,10 +376,18 @@ fn condition(
         (
             "suspended",
             Some(format!(
-                "build {run} is suspended in its replay of {} at chunk {} of {}: what it built is partly filled",
+                "build {run} is suspended in its replay of {} {}: what it built is partly filled",
                 at["model"].as_str().unwrap_or("?"),
-                at["nextChunk"],
-                at["chunks"]
+                match (at["nextChunk"].as_u64(), at["chunks"].as_u64()) {
+                    (Some(next), Some(chunks)) if next > chunks => {
+                        format!("after its last chunk ({chunks})")
+                    }
+                    (next, chunks) => format!(
+                        "at chunk {} of {}",
+                        next.unwrap_or_default(),
+                        chunks.unwrap_or_default()
+                    ),
+                }
             )),
             Some(format!(
                 "stb build --resume {run} (or stb unlock to give the target back)"

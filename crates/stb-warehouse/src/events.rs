@@ -24,7 +24,8 @@ use crate::error::WarehouseError;
 
 /// How often a running command says it is alive.
 pub const HEARTBEAT_INTERVAL: Duration = Duration::from_secs(10);
-/// Payloads above this size are replaced by a marker (run starts are kept whole).
+/// Payloads above this size are replaced by a marker (the records a recovery reads back
+/// are kept whole: [`WHOLE_EVENTS`]).
 pub const MAX_PAYLOAD_BYTES: usize = 16 * 1024;
 /// After a failed write the writer waits this long before trying again (queued events
 /// still go out with the next synchronous write).
@@ -38,6 +39,16 @@ pub const WRITER_QUERY_PREFIX: &str = "stb-run-events-";
 /// The events that may wait for company: nothing depends on their being written at once,
 /// and the next statement's start is never far behind a fast statement's completion.
 const LAZY_EVENTS: &[&str] = &["statement_completed", "statement_progress"];
+/// The events kept whole whatever their size: a run's start, and what `stb unlock` and
+/// `stb build --resume` read back to give a target back or go on with a build (a
+/// truncated one would leave a suspended build neither resumable nor restorable).
+const WHOLE_EVENTS: &[&str] = &[
+    "run_started",
+    "restore_point",
+    "resume_point",
+    "resume_models",
+    "replay_suspended",
+];
 
 /// One event, before it is written.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -205,7 +216,7 @@ impl RunEventSink {
         lazy: bool,
     ) -> u64 {
         let mut text = payload.to_string();
-        if text.len() > MAX_PAYLOAD_BYTES && kind != "run_started" {
+        if text.len() > MAX_PAYLOAD_BYTES && !WHOLE_EVENTS.contains(&kind) {
             text = serde_json::json!({"payload_truncated": true, "original_bytes": text.len()})
                 .to_string();
         }

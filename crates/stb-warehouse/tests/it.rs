@@ -975,6 +975,39 @@ fn queued_run_events_go_out_in_order_in_few_writes() {
     );
 }
 
+/// What a recovery reads back (a restore point, a resume point) is kept whole however
+/// large; any other event's oversized payload is replaced by a marker.
+#[test]
+fn the_records_a_recovery_reads_are_kept_whole_whatever_their_size() {
+    use stb_warehouse::events::{MAX_PAYLOAD_BYTES, RunEventSink};
+    use std::sync::Arc;
+    let (db, shared, _) = events_database("warehouse_event_whole");
+    let sink = RunEventSink::new(Arc::clone(&shared), &db.name, "run-whole");
+    let big = serde_json::json!({"workflow": "x".repeat(MAX_PAYLOAD_BYTES * 4)});
+    for kind in [
+        "resume_point",
+        "restore_point",
+        "resume_models",
+        "statement_progress",
+    ] {
+        sink.emit(kind, None, None, &big).expect("written");
+    }
+    let events = stb_warehouse::runs::events_of(&shared, &db.name, "run-whole").expect("read");
+    let sizes: Vec<(String, bool)> = events
+        .iter()
+        .map(|e| (e.kind.clone(), e.payload.len() > MAX_PAYLOAD_BYTES))
+        .collect();
+    assert_eq!(
+        sizes,
+        [
+            ("resume_point".to_owned(), true),
+            ("restore_point".to_owned(), true),
+            ("resume_models".to_owned(), true),
+            ("statement_progress".to_owned(), false),
+        ]
+    );
+}
+
 /// A statement's start goes out at once (unlock kills by its query id); its completion
 /// waits for the next statement's start and both share one INSERT; a completion left
 /// alone still goes out, after the lazy delay.

@@ -82,7 +82,9 @@ pub struct Checked {
     /// The chunk the resume starts with (the first is 1), of how many.
     pub first_chunk: usize,
     pub chunks: usize,
-    /// The chunk that was running when the run stopped, and what became of it.
+    /// The chunk that was running when the run stopped, and what became of it
+    /// (`finished`, `not_written`, `partly_written`; `recorded`: the run suspended itself
+    /// and its own verdict stands).
     pub stopped_in_chunk: usize,
     pub stopped_chunk_state: &'static str,
 }
@@ -118,6 +120,9 @@ struct Records {
     run_started: serde_json::Value,
     /// The highest chunk of the point's replay recorded complete by the run.
     completed: usize,
+    /// The run's own verdict when it suspended itself (`replay_suspended`): the chunk it
+    /// stopped in and the one to go on with, judged when the query log was fresh.
+    verdict: Option<(usize, usize)>,
     ended: bool,
 }
 
@@ -204,7 +209,17 @@ fn records(client: &Client, database: &str, run: &str) -> Result<Records, Engine
         .filter(|n| *n >= point.first_chunk)
         .max()
         .unwrap_or(point.first_chunk.saturating_sub(1));
+    let verdict = events
+        .iter()
+        .rev()
+        .find(|e| e.kind == stb_build::suspend::SUSPENDED_EVENT)
+        .map(payload)
+        .and_then(|at| {
+            let number = |key: &str| at[key].as_u64().and_then(|n| usize::try_from(n).ok());
+            Some((number("stoppedInChunk")?, number("nextChunk")?))
+        });
     Ok(Records {
+        verdict,
         run_started: find("run_started").map(payload).unwrap_or_default(),
         ended: find("run_completed").is_some(),
         point,
@@ -343,28 +358,41 @@ fn check<'a>(
             replaced.join(", ")
         )));
     }
-    let stopped = records.completed + 1;
-    if stopped > point.chunks.len() {
-        return Err(refused(
-            format!(
-                "run '{run}' finished every chunk of the replay of '{}' and stopped after it, where what it did is not on record",
-                point.model
-            ),
-            "`stb unlock` gives the target back",
-        ));
-    }
-    let state = chunk_state(
-        client,
-        &chunk_query_id(&point.query_base, stopped),
-        Some(waiting),
-    )
-    .map_err(|message| EngineError::new(REFUSED_CODE, message, "try again"))?;
-    let first = resume_at(root, stopped, state).map_err(|why| {
-        refused(
-            format!("run '{run}' cannot be resumed exactly: {why}"),
-            "`stb unlock` gives the target back as the build found it; then build again",
-        )
-    })?;
+    let (stopped, first, state) = match records.verdict {
+        // Suspended by itself: its verdict stands (the query log may have lost the chunk
+        // since).
+        Some((stopped, next)) => (stopped, next, "recorded"),
+        None => {
+            let stopped = records.completed + 1;
+            if stopped > point.chunks.len() {
+                return Err(refused(
+                    format!(
+                        "run '{run}' finished every chunk of the replay of '{}' and stopped after it, where what it did is not on record",
+                        point.model
+                    ),
+                    "`stb unlock` gives the target back",
+                ));
+            }
+            let state = chunk_state(
+                client,
+                &chunk_query_id(&point.query_base, stopped),
+                Some(waiting),
+            )
+            .map_err(|message| EngineError::new(REFUSED_CODE, message, "try again"))?;
+            let first = resume_at(root, stopped, state).map_err(|why| {
+                refused(
+                    format!("run '{run}' cannot be resumed exactly: {why}"),
+                    "`stb unlock` gives the target back as the build found it; then build again",
+                )
+            })?;
+            let label = match state {
+                stb_plan::resume::ChunkState::Finished => "finished",
+                stb_plan::resume::ChunkState::NotWritten => "not_written",
+                stb_plan::resume::ChunkState::Written(_) => "partly_written",
+            };
+            (stopped, first, label)
+        }
+    };
     if first <= point.chunks.len()
         && let Some(Some(capture)) = point.captures.get(root_index)
     {
@@ -379,11 +407,7 @@ fn check<'a>(
         first_chunk: first,
         chunks: point.chunks.len(),
         stopped_in_chunk: stopped,
-        stopped_chunk_state: match state {
-            stb_plan::resume::ChunkState::Finished => "finished",
-            stb_plan::resume::ChunkState::NotWritten => "not_written",
-            stb_plan::resume::ChunkState::Written(_) => "partly_written",
-        },
+        stopped_chunk_state: state,
     };
     Ok((checked, built, holder))
 }
@@ -431,15 +455,20 @@ pub fn resume(
     let workflow_id = workflow_sha256(&statements);
     // This run's own records first (the first run's restore point, its statements): until
     // they are durable the suspended run stays as it was, and keeps the lock.
-    let prepared = stb_build::execute::record_resumed_point(&observer, &records.restore)
-        .and_then(|()| {
+    // This run's own records first (the models it builds, the first run's restore point,
+    // its statements): until they are durable the suspended run stays as it was, and
+    // gets the lock back on a failure.
+    observer.event(
+        MODELS_EVENT,
+        None,
+        serde_json::json!({ "models": records.models }),
+    );
+    let prepared =
+        stb_build::execute::record_resumed_point(&observer, &records.restore).and_then(|()| {
             persist_statements(client, database, &request.run.invocation_id, &statements, 1)
                 .map(|_| ())
                 .map_err(|error| error.to_string())
-        })
-        // On the suspended run's own record: it is not resumed twice, nor given back under
-        // this run; a killed one is ended there too (no overlapping build waits for it).
-        .and_then(|()| close_suspended(request, &records, &checked));
+        });
     if let Err(message) = prepared {
         let handed_back =
             TargetLock::take_over(client, database, &request.run.invocation_id, &holder);
@@ -458,6 +487,15 @@ pub fn resume(
             REFUSED_CODE,
             message,
             "try again once the warehouse takes writes",
+        ));
+    }
+    // This run holds the lock and can be given back on its own: the suspended run's marks
+    // are for its readers (not resumed twice, ended when it was killed); one that cannot
+    // be written is a warning.
+    if let Err(message) = close_suspended(request, &records, &checked) {
+        warn(&format!(
+            "run '{}' could not be marked resumed ({message}); this run holds the target lock and goes on",
+            request.suspended
         ));
     }
     frontend.executing(cancel);
@@ -551,29 +589,30 @@ fn close_suspended(
         request.database.as_str(),
         request.suspended.as_str(),
     );
-    if !records.ended {
-        append_event(
-            client,
-            database,
-            run,
-            "run_completed",
-            &serde_json::json!({
-                "outcome": "failed",
-                "exitCode": 1,
-                "errorMessage": format!(
-                    "its process stopped in chunk {} of {} of the replay of '{}'; resumed by run {}",
-                    checked.stopped_in_chunk, checked.chunks, checked.model, request.run.invocation_id
-                ),
-            }),
-        )
-        .map_err(|error| error.to_string())?;
-    }
     append_event(
         client,
         database,
         run,
         RESUMED_EVENT,
         &serde_json::json!({"by": request.run.invocation_id}),
+    )
+    .map_err(|error| error.to_string())?;
+    if records.ended {
+        return Ok(());
+    }
+    append_event(
+        client,
+        database,
+        run,
+        "run_completed",
+        &serde_json::json!({
+            "outcome": "failed",
+            "exitCode": 1,
+            "errorMessage": format!(
+                "its process stopped in chunk {} of {} of the replay of '{}'; resumed by run {}",
+                checked.stopped_in_chunk, checked.chunks, checked.model, request.run.invocation_id
+            ),
+        }),
     )
     .map_err(|error| error.to_string())
 }

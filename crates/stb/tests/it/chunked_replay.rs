@@ -244,8 +244,14 @@ fn cursor_and_timestamp_replays_in_chunks_hold_each_row_once() {
 /// Starts `stb build --events --auto-approve` on `dir` as run `invocation`, waiting on
 /// evidence for running inserts as builds do by default.
 fn spawn_build(dir: &Path, invocation: &str) -> std::process::Child {
+    spawn_stb(dir, &["build", "--events", "--auto-approve"], invocation)
+}
+
+/// Starts `stb` with `args` on `dir` as run `invocation`, its output piped.
+fn spawn_stb(dir: &Path, args: &[&str], invocation: &str) -> std::process::Child {
     std::process::Command::new(assert_cmd::cargo::cargo_bin("stb"))
-        .args(["build", "--events", "--auto-approve", "--project-dir"])
+        .args(args)
+        .arg("--project-dir")
         .arg(dir)
         .envs(stb_test_support::warehouse_env())
         .env_remove("STREAMBUILD_LIVE_STABILIZATION_SECONDS")
@@ -560,4 +566,64 @@ fn a_suspended_rebuild_refuses_a_changed_model_and_unlock_gives_the_target_back(
             .contains("given back already"),
         "{refused}"
     );
+}
+
+/// Sends SIGINT to `child` once its events show chunk `after` completed, and returns the
+/// rest of its events once it exited (with 130: cancelled).
+fn interrupt_after_chunk(mut child: std::process::Child, after: u64) -> Vec<Value> {
+    let stdout = child.stdout.take().expect("stdout");
+    let mut lines = std::io::BufRead::lines(std::io::BufReader::new(stdout));
+    let seen = events_until(&mut lines, |e| completed_chunk(e, after));
+    assert!(
+        seen.iter().any(|e| completed_chunk(e, after)),
+        "chunk {after} completed: {seen:?}"
+    );
+    let interrupted = std::process::Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .expect("kill -INT");
+    assert!(interrupted.success());
+    let rest = events_until(&mut lines, |_| false);
+    let status = child.wait().expect("exits");
+    assert_eq!(status.code(), Some(130), "recorded as cancelled: {rest:?}");
+    rest
+}
+
+/// A resumed build that is interrupted in its turn is suspended again, and resumed again:
+/// each run goes on from where the one before it stopped, and each row is written once.
+#[test]
+fn a_resumed_build_suspended_again_is_resumed_again() {
+    let db = TestDatabase::create("resume_twice");
+    execute(&EVENTS.replace("{db}", &db.name));
+    insert(&db.name, 0, 900_000, false);
+    let dir = paced_project(&db.name, "offsets", 100_000, 150_000, "kind != 'ignored'");
+    let first = format!("twice-1-{}", db.name);
+    let rest = interrupt_after_chunk(spawn_build(dir.path(), &first), 2);
+    let suspended = rest
+        .iter()
+        .find(|e| e["event"] == "replay_suspended")
+        .unwrap_or_else(|| panic!("suspended: {rest:?}"));
+    let next = suspended["nextChunk"].as_u64().expect("next chunk");
+    let second = format!("twice-2-{}", db.name);
+    let resuming = spawn_stb(
+        dir.path(),
+        &["build", "--resume", &first, "--auto-approve", "--events"],
+        &second,
+    );
+    let rest = interrupt_after_chunk(resuming, next + 1);
+    let again = rest
+        .iter()
+        .find(|e| e["event"] == "replay_suspended")
+        .unwrap_or_else(|| panic!("suspended again: {rest:?}"));
+    assert!(again["nextChunk"].as_u64() > Some(next), "{again}");
+    assert!(
+        lock_holder(&db.name).ends_with(&second),
+        "the second run keeps the lock"
+    );
+    let (succeeded, json) = resume(dir.path(), &second);
+    assert!(succeeded, "{json}");
+    assert_eq!(json["resumedFrom"], second.as_str());
+    assert_eq!(json["resume"]["stoppedChunkState"], "recorded", "{json}");
+    assert_eq!(missing_and_doubled(&db.name), (0, 0), "every row once");
+    assert_eq!(lock_holder(&db.name), "");
 }
