@@ -469,19 +469,7 @@ fn a_suspended_rebuild_refuses_a_changed_model_and_unlock_gives_the_target_back(
     let rebuilt_filter = "kind != 'ignored' AND seq >= 0";
     let dir = paced_project(&db.name, "offsets", 100_000, 150_000, rebuilt_filter);
     let invocation = format!("suspend-{}", db.name);
-    let mut child = spawn_build(dir.path(), &invocation);
-    let stdout = child.stdout.take().expect("stdout");
-    let mut lines = std::io::BufRead::lines(std::io::BufReader::new(stdout));
-    events_until(&mut lines, |e| completed_chunk(e, 2));
-    std::thread::sleep(std::time::Duration::from_millis(300));
-    let interrupted = std::process::Command::new("kill")
-        .args(["-INT", &child.id().to_string()])
-        .status()
-        .expect("kill -INT");
-    assert!(interrupted.success());
-    let rest = events_until(&mut lines, |_| false);
-    let status = child.wait().expect("exits");
-    assert_eq!(status.code(), Some(130), "recorded as cancelled");
+    let rest = interrupt_after_chunk(spawn_build(dir.path(), &invocation), 2);
     let suspended = rest
         .iter()
         .find(|e| e["event"] == "replay_suspended")
