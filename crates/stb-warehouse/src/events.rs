@@ -143,7 +143,8 @@ impl RunEventSink {
         phase: Option<&str>,
         payload: &serde_json::Value,
     ) -> Result<u64, WarehouseError> {
-        let sequence = self.enqueue(kind, step_id, phase, payload);
+        let lazy = LAZY_EVENTS.contains(&kind);
+        let sequence = self.enqueue(kind, step_id, phase, payload, lazy);
         self.flush()?;
         Ok(sequence)
     }
@@ -182,7 +183,7 @@ impl RunEventSink {
         payload: &serde_json::Value,
         lazy: bool,
     ) -> u64 {
-        let sequence = self.enqueue_as(kind, step_id, phase, payload, lazy);
+        let sequence = self.enqueue(kind, step_id, phase, payload, lazy);
         if self.writer_running.load(Ordering::SeqCst) {
             self.queued.notify_all();
         } else if self.flush().is_err() {
@@ -197,17 +198,6 @@ impl RunEventSink {
     }
 
     fn enqueue(
-        &self,
-        kind: &str,
-        step_id: Option<&str>,
-        phase: Option<&str>,
-        payload: &serde_json::Value,
-    ) -> u64 {
-        let lazy = LAZY_EVENTS.contains(&kind);
-        self.enqueue_as(kind, step_id, phase, payload, lazy)
-    }
-
-    fn enqueue_as(
         &self,
         kind: &str,
         step_id: Option<&str>,
@@ -333,7 +323,7 @@ impl RunEventSink {
             let heartbeat_due = queue.pending.is_empty() && !stopping;
             drop(queue);
             if heartbeat_due {
-                self.enqueue("run_heartbeat", None, None, &serde_json::json!({}));
+                self.enqueue("run_heartbeat", None, None, &serde_json::json!({}), false);
             }
             next_heartbeat = Instant::now() + interval;
             if self.flush().is_err() {

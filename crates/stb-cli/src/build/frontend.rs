@@ -90,19 +90,25 @@ fn accept_shrink(args: &BuildArgs, prepared: &Prepared) -> Approval {
         "\nThis rebuild loses rows that retained history cannot restore:\n{}",
         lines.join("\n")
     );
-    yes(&ask("Rebuild anyway and lose these rows? [y/N] "))
+    approved(&ask("Rebuild anyway and lose these rows? [y/N] "))
 }
 
 /// The answer to `prompt`, trimmed (a token typed with a stray space still counts).
-fn ask(prompt: &str) -> String {
+pub(super) fn ask(prompt: &str) -> String {
     crate::output::ask(prompt)
         .unwrap_or_default()
         .trim()
         .to_owned()
 }
 
-fn yes(reply: &str) -> Approval {
-    if matches!(reply.to_ascii_lowercase().as_str(), "y" | "yes") {
+/// Whether a reply to a yes/no question is a yes.
+pub(super) fn yes(reply: &str) -> bool {
+    matches!(reply.to_ascii_lowercase().as_str(), "y" | "yes")
+}
+
+/// [`yes`] as the approval a build goes on with.
+fn approved(reply: &str) -> Approval {
+    if yes(reply) {
         Approval::Go
     } else {
         Approval::Declined
@@ -131,5 +137,5 @@ fn confirm(args: &BuildArgs, project: &stb_project::Project, prepared: &Prepared
     if !protected.is_empty() || args.auto_approve {
         return Approval::Go;
     }
-    yes(&ask("Proceed with build? [y/N] "))
+    approved(&ask("Proceed with build? [y/N] "))
 }

@@ -12,33 +12,24 @@ use stb_engine::build::RunIdentity;
 use stb_engine::build::resume::{Request, Resumed};
 
 use super::BuildArgs;
-use crate::output::{Failure, fail, report};
+use crate::output::{Failure, fail};
 
 pub(super) fn run(args: &BuildArgs, suspended: &str, run: RunIdentity) -> ExitCode {
-    let (_, mut project) = match args.project.discover(args.json) {
-        Ok(found) => found,
-        Err(code) => return code,
-    };
-    crate::args::pin_database(&mut project, args.connection.database.as_deref());
-    let compiled = match stb_compile::compile(&project) {
+    let (project, compiled) = match args
+        .project
+        .compile(args.json, args.connection.database.as_deref())
+    {
         Ok(compiled) => compiled,
-        Err(diagnostics) => return report(diagnostics, args.json),
+        Err(code) => return code,
     };
     let (client, database) = match args.connection.connect(&project) {
         Ok(connected) => connected,
         Err(failure) => return fail(&failure, args.json),
     };
     if !args.auto_approve
-        && !matches!(
-            crate::output::ask(&format!(
-                "Resume run {suspended} from the chunk where it stopped? [y/N] "
-            ))
-            .unwrap_or_default()
-            .trim()
-            .to_ascii_lowercase()
-            .as_str(),
-            "y" | "yes"
-        )
+        && !super::frontend::yes(&super::frontend::ask(&format!(
+            "Resume run {suspended} from the chunk where it stopped? [y/N] "
+        )))
     {
         let _ = writeln!(std::io::stdout().lock(), "Resume cancelled.");
         return ExitCode::from(1);
