@@ -36,12 +36,30 @@ pub(crate) fn spawn_service(mut command: Command, log: &Path) -> Result<u32, Loc
     Ok(child.id())
 }
 
-/// True if `pid` is a live (not zombie) process whose working directory starts with
-/// `marker` or whose command line contains it.
+/// True if `pid` is a live process whose working directory starts with `marker` or whose
+/// command line contains it.
+///
+/// A process is live while any of its threads is: when its main thread has ended
+/// (`/proc/PID/stat` says zombie) the others may still be closing its files, its
+/// listening socket among them, so a port is only free once every thread is gone.
 #[must_use]
 pub fn is_running(pid: u32, marker: &str) -> bool {
     let proc_dir = Path::new("/proc").join(pid.to_string());
-    let Ok(stat) = fs::read_to_string(proc_dir.join("stat")) else {
+    if task_is_ours(&proc_dir, marker) {
+        return true;
+    }
+    let Ok(tasks) = fs::read_dir(proc_dir.join("task")) else {
+        return false;
+    };
+    tasks
+        .flatten()
+        .any(|task| task_is_ours(&task.path(), marker))
+}
+
+/// True if the task (process or thread) at `dir` is neither a zombie nor dead and its
+/// working directory or command line names `marker`.
+fn task_is_ours(dir: &Path, marker: &str) -> bool {
+    let Ok(stat) = fs::read_to_string(dir.join("stat")) else {
         return false;
     };
     // The state letter follows the parenthesised command name, which may itself hold spaces.
@@ -51,10 +69,10 @@ pub fn is_running(pid: u32, marker: &str) -> bool {
     if matches!(state, Some('Z' | 'X') | None) {
         return false;
     }
-    if fs::read_link(proc_dir.join("cwd")).is_ok_and(|cwd| cwd.starts_with(marker)) {
+    if fs::read_link(dir.join("cwd")).is_ok_and(|cwd| cwd.starts_with(marker)) {
         return true;
     }
-    fs::read(proc_dir.join("cmdline")).is_ok_and(|cmdline| {
+    fs::read(dir.join("cmdline")).is_ok_and(|cmdline| {
         let text = String::from_utf8_lossy(&cmdline).replace('\0', " ");
         text.contains(marker)
     })

@@ -1,9 +1,9 @@
 //! A ClickHouse server of a test's own, for tests that restart it or change its users.
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use stb_localstack::clickhouse::{self, ClickHouseOptions, StartedClickHouse, SystemLogs};
-use stb_localstack::{Layout, Silent, process};
+use stb_localstack::{Layout, LocalStackError, Silent, probe, process};
 
 /// A private server in a temporary state directory, stopped when dropped.
 pub struct PrivateClickHouse {
@@ -67,17 +67,32 @@ impl PrivateClickHouse {
     }
 
     /// Stops the server (SIGTERM, as `stb local down` does) and starts it again on the same
-    /// data directory and port.
+    /// data directory, on the same port when it is free again.
+    ///
+    /// The port is free for a moment between the two, so another test's server that asks
+    /// the kernel for any port may be given it; then this one moves to another port (the
+    /// data directory is what a restart is about) rather than fail the test.
     ///
     /// # Panics
     /// When the server does not stop or does not come back.
     pub fn restart(&mut self) {
         self.stop();
-        let options = ClickHouseOptions {
-            port: self.started.port,
+        let port = self.started.port;
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while probe::port_open(port) && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        let on = |port| ClickHouseOptions {
+            port,
             ..self.options.clone()
         };
-        self.started = clickhouse::start(&self.layout, &options, &mut Silent)
+        let started = match clickhouse::start(&self.layout, &on(port), &mut Silent) {
+            Err(LocalStackError::PortInUse { .. }) => {
+                clickhouse::start(&self.layout, &on(0), &mut Silent)
+            }
+            other => other,
+        };
+        self.started = started
             .unwrap_or_else(|e| panic!("restarting the private server: error[{}]: {e}", e.code()));
     }
 

@@ -5,4 +5,5 @@ mod clickhouse_client;
 mod http_interface;
 mod kafka_landing;
 mod native_block;
+mod process_liveness;
 mod restart;
