@@ -1,17 +1,25 @@
 #!/usr/bin/env bash
 # Replay throughput: a direct build replays N rows of an adopted table through a model,
 # against ClickHouse's own INSERT ... SELECT of the same query into a table of the same
-# shape; then the same build with the replay cut into chunks (`[build] replay_chunk_rows`,
-# a tenth of the rows unless given), against both. Each figure is the best of the runs,
-# all in the same run of the script. Uses the local stack (`stb local up`, started here if
+# shape; then the same build with the replay cut into chunks (`[build] replay_chunk_rows`),
+# against both, once per chunk size: unless given, the smallest docs/build.md suggests
+# for a landing table (5 million rows; a quarter of the rows when that is not less than
+# the rows) and, below that guidance, a tenth of the rows. Each figure is the best of the
+# runs, all in the same run of the script; every measurement starts once the engine has
+# no merge running in the database. Uses the local stack (`stb local up`, started here if
 # needed and left running).
-# Usage: scripts/bench-replay.sh [rows] [runs] [chunk rows]
+# Usage: scripts/bench-replay.sh [rows] [runs] [chunk rows...]
 set -euo pipefail
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/streambuild/target}"
 rows="${1:-5000000}"
 runs="${2:-3}"
-chunk_rows="${3:-$(( rows / 10 > 0 ? rows / 10 : 1 ))}"
+shift $(( $# > 2 ? 2 : $# ))
+chunk_sizes=("$@")
+if [ ${#chunk_sizes[@]} -eq 0 ]; then
+  guided=$(( rows > 5000000 ? 5000000 : rows / 4 ))
+  chunk_sizes=("$(( guided > 0 ? guided : 1 ))" "$(( rows / 10 > 0 ? rows / 10 : 1 ))")
+fi
 database="stb_bench_replay"
 cargo build --release --locked -p stb --manifest-path "$repo/Cargo.toml" >&2
 stb="$CARGO_TARGET_DIR/release/stb"
@@ -65,36 +73,60 @@ reference_sql="INSERT INTO $database.reference SELECT $select_list FROM (SELECT 
 replay_ms() {
   python3 -c 'import json,sys; e=json.load(open(sys.argv[1])); print(next(o["elapsed_ms"] for o in e["statement_outcomes"] if o["step_id"].startswith("replay_")))' "$project/target/run/build/execution.json"
 }
-best_stb=""; best_ref=""; best_chunked=""; written=0; chunks=0
+# Waits until no merge runs in the database: each measurement starts on an engine that
+# is not still merging the parts the previous one wrote (a set-aside table keeps merging
+# until the build that set it aside drops it), so none pays for another's merges.
+settle() {
+  for _ in $(seq 600); do
+    [ "$(query "SELECT count() FROM system.merges WHERE database = '$database'")" = 0 ] && return
+    sleep 0.1
+  done
+  echo "merges in $database still running after 60 s" >&2
+}
+best_stb=""; best_ref=""; written=0
+declare -A best_chunked chunk_counts
 for _ in $(seq "$runs"); do
   configure
+  settle
   "$stb" build --auto-approve --json --project-dir "$project" >/dev/null
   replay=$(replay_ms)
   written="$(query "SELECT count() FROM $database.tbl__clean")"
-  configure "$chunk_rows"
-  "$stb" build --auto-approve --events --project-dir "$project" > "$project/events.jsonl"
-  chunked=$(replay_ms)
-  chunks=$(grep -c '"replay_chunk_completed"' "$project/events.jsonl" || true)
-  chunked_written="$(query "SELECT count() FROM $database.tbl__clean")"
-  if [ "$chunked_written" != "$written" ]; then
-    echo "the chunked replay wrote $chunked_written rows, the single statement $written" >&2
-    exit 1
-  fi
+  for size in "${chunk_sizes[@]}"; do
+    configure "$size"
+    settle
+    "$stb" build --auto-approve --events --project-dir "$project" > "$project/events.jsonl"
+    chunked=$(replay_ms)
+    chunk_counts[$size]=$(grep -c '"replay_chunk_completed"' "$project/events.jsonl" || true)
+    chunked_written="$(query "SELECT count() FROM $database.tbl__clean")"
+    if [ "$chunked_written" != "$written" ]; then
+      echo "the chunked replay wrote $chunked_written rows, the single statement $written" >&2
+      exit 1
+    fi
+    if [ -z "${best_chunked[$size]:-}" ] || [ "$chunked" -lt "${best_chunked[$size]}" ]; then
+      best_chunked[$size]=$chunked
+    fi
+  done
   query "TRUNCATE TABLE $database.reference"
+  settle
   start=$(date +%s%N)
   query "$reference_sql"
   ref_ms=$(( ($(date +%s%N) - start) / 1000000 ))
   if [ -z "$best_stb" ] || [ "$replay" -lt "$best_stb" ]; then best_stb=$replay; fi
-  if [ -z "$best_chunked" ] || [ "$chunked" -lt "$best_chunked" ]; then best_chunked=$chunked; fi
   if [ -z "$best_ref" ] || [ "$ref_ms" -lt "$best_ref" ]; then best_ref=$ref_ms; fi
 done
-python3 - "$rows" "$written" "$best_stb" "$best_ref" "$best_chunked" "$chunks" "$chunk_rows" <<'PY'
+chunked_args=()
+for size in "${chunk_sizes[@]}"; do
+  chunked_args+=("$size" "${chunk_counts[$size]}" "${best_chunked[$size]}")
+done
+python3 - "$rows" "$written" "$best_stb" "$best_ref" "${chunked_args[@]}" <<'PY'
 import sys
-rows, written, stb_ms, ref_ms, chunked_ms, chunks, chunk_rows = (int(v) for v in sys.argv[1:])
+rows, written, stb_ms, ref_ms = (int(v) for v in sys.argv[1:5])
+chunked = [int(v) for v in sys.argv[5:]]
 rate = lambda ms: written / (max(ms, 1) / 1000)
 print(f"source rows {rows} | replayed rows {written} | stb replay {stb_ms} ms ({rate(stb_ms):,.0f} rows/s) | "
       f"INSERT ... SELECT {ref_ms} ms ({rate(ref_ms):,.0f} rows/s) | ratio {rate(stb_ms) / rate(ref_ms):.2f}")
-print(f"chunked: {chunks} chunks of at most {chunk_rows} rows | {chunked_ms} ms ({rate(chunked_ms):,.0f} rows/s) | "
-      f"chunked/single {rate(chunked_ms) / rate(stb_ms):.2f} | chunked/INSERT ... SELECT {rate(chunked_ms) / rate(ref_ms):.2f}")
+for chunk_rows, chunks, chunked_ms in zip(chunked[0::3], chunked[1::3], chunked[2::3]):
+    print(f"chunked: {chunks} chunks of at most {chunk_rows} rows | {chunked_ms} ms ({rate(chunked_ms):,.0f} rows/s) | "
+          f"chunked/single {rate(chunked_ms) / rate(stb_ms):.2f} | chunked/INSERT ... SELECT {rate(chunked_ms) / rate(ref_ms):.2f}")
 PY
 query "DROP DATABASE IF EXISTS $database SYNC"
