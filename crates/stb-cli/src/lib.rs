@@ -25,6 +25,7 @@ mod run_artifacts;
 mod run_context;
 mod runs;
 mod secret_input;
+mod sensors;
 mod staged_render;
 mod status;
 mod test;
@@ -107,6 +108,9 @@ enum Command {
     /// run's timeline.
     #[command(subcommand)]
     Runs(runs::RunsCommand),
+    /// The project's sensors (Python automation under sensors/, run by `stb dev`).
+    #[command(subcommand)]
+    Sensors(sensors::SensorsCommand),
     /// Break the target's mutation lock left by a killed command (refused while its run
     /// still heartbeats).
     Unlock(unlock::UnlockArgs),
@@ -156,6 +160,7 @@ pub fn run() -> ExitCode {
         Command::Audit(args) => audit::run(&args),
         Command::Unlock(args) => unlock::run(&args),
         Command::Runs(command) => runs::run(&command),
+        Command::Sensors(command) => sensors::run(&command),
         Command::Status(args) => status::run(&args),
         Command::Admin(args) => admin::run(&args),
         Command::Dev(args) => dev::run(&args),

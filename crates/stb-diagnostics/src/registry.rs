@@ -228,7 +228,7 @@ pub const CODES: &[(&str, &str)] = &[
     ),
     (
         "STB-DISCOVER-019",
-        "Python is needed for macros but cannot be started",
+        "Python is needed for macros or sensors but cannot be started",
     ),
     (
         "STB-DISCOVER-020",
@@ -237,6 +237,14 @@ pub const CODES: &[(&str, &str)] = &[
     (
         "STB-DISCOVER-021",
         "a pipeline whose table models do not reach exactly one source",
+    ),
+    (
+        "STB-DISCOVER-022",
+        "a sensor or provider file that cannot be loaded, a declaration against the rules, or a name used twice",
+    ),
+    (
+        "STB-DISCOVER-023",
+        "a sensor named like a pipeline, model or source",
     ),
     (
         "STB-INIT-001",

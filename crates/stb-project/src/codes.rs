@@ -95,7 +95,7 @@ pub const ALL: &[(&str, &str)] = &[
     ),
     (
         DISCOVER_PYTHON,
-        "Python is needed for macros but cannot be started",
+        "Python is needed for macros or sensors but cannot be started",
     ),
     (
         DISCOVER_REFS,
@@ -104,6 +104,14 @@ pub const ALL: &[(&str, &str)] = &[
     (
         DISCOVER_PIPELINE_SOURCE,
         "a pipeline whose table models do not reach exactly one source",
+    ),
+    (
+        DISCOVER_SENSOR_LOAD,
+        "a sensor or provider file that cannot be loaded, a declaration against the rules, or a name used twice",
+    ),
+    (
+        DISCOVER_SENSOR_NAME,
+        "a sensor named like a pipeline, model or source",
     ),
 ];
 
@@ -142,6 +150,8 @@ pub const DISCOVER_UNREADABLE: &str = "STB-DISCOVER-018";
 pub const DISCOVER_PYTHON: &str = "STB-DISCOVER-019";
 pub const DISCOVER_REFS: &str = "STB-DISCOVER-020";
 pub const DISCOVER_PIPELINE_SOURCE: &str = "STB-DISCOVER-021";
+pub const DISCOVER_SENSOR_LOAD: &str = "STB-DISCOVER-022";
+pub const DISCOVER_SENSOR_NAME: &str = "STB-DISCOVER-023";
 
 #[cfg(test)]
 mod tests {

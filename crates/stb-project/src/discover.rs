@@ -85,6 +85,8 @@ pub struct Project {
     /// `audits/generic/**/*.sql`: generic audit definitions.
     #[serde(skip)]
     pub generic_audit_files: Vec<(String, String)>,
+    /// `sensors/` and `providers/` as loaded, with `[sensors]` for the target.
+    pub sensors: crate::sensors::Sensors,
 }
 
 /// Project-level settings resolved for the selected target.
@@ -373,6 +375,12 @@ pub fn discover(options: &DiscoverOptions) -> Result<Project, Diagnostics> {
         check_naming_macro(name, at, &pipelines, runtime.as_mut(), &mut diagnostics);
     }
     check_namespace(&pipelines, &sources, &mut diagnostics);
+    let (sensor_definitions, providers) = crate::sensors::load(&root, &mut diagnostics);
+    crate::sensors::check_names(
+        &sensor_definitions,
+        &taken_names(&pipelines, &sources),
+        &mut diagnostics,
+    );
     let access = read_access(&root, &pipelines, &mut diagnostics);
     check_dependencies(&config, &pipelines, &mut diagnostics);
     check_virtual_only_defaults(&config, mode, &pipelines, &mut diagnostics);
@@ -425,6 +433,23 @@ pub fn discover(options: &DiscoverOptions) -> Result<Project, Diagnostics> {
         .or_else(|| target_config.and_then(|t| t.audit_scheduler))
         .or(config.audit_scheduler)
         .unwrap_or(false);
+    // Key by key, in the same order.
+    let sensor_config = local
+        .targets
+        .get(&target)
+        .map(|t| t.sensors)
+        .unwrap_or_default()
+        .or(target_config.map(|t| t.sensors).unwrap_or_default())
+        .or(config.sensors);
+    let sensors = crate::sensors::Sensors {
+        settings: crate::sensors::SensorSettings {
+            enabled: sensor_config.enabled.unwrap_or(false),
+            tick_retention_days: sensor_config.tick_retention_days.unwrap_or(0),
+            maximum_event_age_seconds: sensor_config.maximum_event_age_seconds,
+        },
+        definitions: sensor_definitions,
+        providers,
+    };
     Ok(Project {
         audit_scheduler_enabled,
         production,
@@ -448,7 +473,26 @@ pub fn discover(options: &DiscoverOptions) -> Result<Project, Diagnostics> {
         audit_files,
         generic_audit_files,
         access,
+        sensors,
     })
+}
+
+/// The names sensors may not take: pipelines', models' and sources', where each is defined.
+fn taken_names<'a>(pipelines: &'a [Pipeline], sources: &'a [Source]) -> Vec<(&'a str, Location)> {
+    let mut taken: Vec<(&str, Location)> = sources
+        .iter()
+        .map(|s| (s.name.as_str(), Location::at(&s.file, s.position)))
+        .collect();
+    for pipeline in pipelines {
+        taken.push((pipeline.name.as_str(), Location::file(&pipeline.directory)));
+        taken.extend(
+            pipeline
+                .models
+                .iter()
+                .map(|m| (m.name.as_str(), Location::file(&m.file))),
+        );
+    }
+    taken
 }
 
 /// The project's `access.yml`, when it has one.

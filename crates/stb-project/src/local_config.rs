@@ -38,6 +38,8 @@ pub struct LocalTarget {
     pub connection: Option<Node>,
     /// `[targets.<name>.audit_scheduler] enabled`: beats the project file's.
     pub audit_scheduler: Option<bool>,
+    /// `[targets.<name>.sensors]`: each key beats the project file's.
+    pub sensors: crate::project_config::SensorsConfig,
 }
 
 #[derive(Debug, Clone, Default)]
@@ -123,9 +125,12 @@ pub(crate) fn read(reader: &mut Reader<'_>, root: &Node) -> LocalConfig {
                 &format!("{what}.audit_scheduler"),
             )
         });
-        if let Some(table) = target.get("sensors") {
-            crate::project_config::scheduler_table(reader, table, &format!("{what}.sensors"));
-        }
+        let sensors = target
+            .get("sensors")
+            .map(|table| {
+                crate::project_config::sensors_table(reader, table, &format!("{what}.sensors"))
+            })
+            .unwrap_or_default();
         local.targets.insert(
             key.name.clone(),
             LocalTarget {
@@ -134,6 +139,7 @@ pub(crate) fn read(reader: &mut Reader<'_>, root: &Node) -> LocalConfig {
                 vars,
                 connection: target.get("connection").cloned(),
                 audit_scheduler,
+                sensors,
             },
         );
     }

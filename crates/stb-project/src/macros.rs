@@ -3,19 +3,17 @@
 //! The worker script is embedded in the binary and needs only the standard library. It is
 //! started only when the project has macro files.
 
-use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
-use std::process::{Child, ChildStdin, Command, Stdio};
-use std::sync::mpsc::{Receiver, RecvTimeoutError, channel};
 use std::time::Duration;
 
 use serde::Deserialize;
 use serde_json::{Value as Json, json};
 
+pub use crate::python_worker::{PYTHON_ENV, PythonError, PythonWorkerError as MacroError};
+use crate::python_worker::{PythonWorker, python_files};
+
 const WORKER: &str = include_str!("../python/macro_worker.py");
 
-/// Environment variable naming the interpreter (default `python3`).
-pub const PYTHON_ENV: &str = "STB_PYTHON";
 /// Environment variable bounding one macro call, in milliseconds (default 10000).
 pub const TIMEOUT_ENV: &str = "STB_MACRO_TIMEOUT_MS";
 
@@ -37,29 +35,6 @@ pub struct MacroParam {
     pub kind: String,
 }
 
-/// A failure inside Python, located in the user's macro file when possible.
-#[derive(Debug, Clone, Deserialize, PartialEq, Eq)]
-pub struct PythonError {
-    pub message: String,
-    pub file: Option<String>,
-    pub line: Option<u32>,
-    #[serde(default)]
-    pub collision: bool,
-    /// `arguments`, `call` or `result` for SQL macro expansion failures.
-    #[serde(default)]
-    pub kind: Option<String>,
-}
-
-#[derive(Debug)]
-pub enum MacroError {
-    /// Python could not be started or died.
-    Worker(String),
-    /// The call did not return in time; the worker was stopped.
-    Timeout(Duration),
-    /// The macro (or loading a file) raised.
-    Python(PythonError),
-}
-
 /// What a call returned: its Python type name and value.
 #[derive(Debug, Clone, PartialEq)]
 pub struct CallResult {
@@ -68,9 +43,7 @@ pub struct CallResult {
 }
 
 pub struct MacroRuntime {
-    child: Child,
-    stdin: ChildStdin,
-    lines: Receiver<String>,
+    worker: PythonWorker,
     timeout: Duration,
     pub macros: Vec<MacroInfo>,
 }
@@ -81,39 +54,13 @@ impl MacroRuntime {
     /// # Errors
     /// Python missing, or a file that fails to load.
     pub fn start(files: &[(PathBuf, String)]) -> Result<Self, MacroError> {
-        let interpreter = std::env::var(PYTHON_ENV).unwrap_or_else(|_| "python3".to_owned());
-        let mut child = Command::new(&interpreter)
-            // Isolated mode: the user's PYTHON* variables and user site-packages do not leak in.
-            .args(["-I", "-c", WORKER])
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .map_err(|e| MacroError::Worker(format!("cannot start {interpreter}: {e}")))?;
-        let stdin = child
-            .stdin
-            .take()
-            .ok_or_else(|| MacroError::Worker("no stdin".to_owned()))?;
-        let stdout = child
-            .stdout
-            .take()
-            .ok_or_else(|| MacroError::Worker("no stdout".to_owned()))?;
-        let (sender, lines) = channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-                if sender.send(line).is_err() {
-                    break;
-                }
-            }
-        });
+        let worker = PythonWorker::start(WORKER, "macro")?;
         let timeout = std::env::var(TIMEOUT_ENV)
             .ok()
             .and_then(|v| v.parse().ok())
             .map_or(Duration::from_secs(10), Duration::from_millis);
         let mut runtime = Self {
-            child,
-            stdin,
-            lines,
+            worker,
             timeout,
             macros: Vec::new(),
         };
@@ -180,36 +127,7 @@ impl MacroRuntime {
     }
 
     fn request(&mut self, request: &Json, timeout: Duration) -> Result<Json, MacroError> {
-        let died = |detail: String| {
-            MacroError::Worker(format!("the Python macro worker stopped: {detail}"))
-        };
-        writeln!(self.stdin, "{request}")
-            .and_then(|()| self.stdin.flush())
-            .map_err(|e| died(e.to_string()))?;
-        let line = match self.lines.recv_timeout(timeout) {
-            Ok(line) => line,
-            Err(RecvTimeoutError::Timeout) => {
-                let _ = self.child.kill();
-                return Err(MacroError::Timeout(timeout));
-            }
-            Err(RecvTimeoutError::Disconnected) => return Err(died("no reply".to_owned())),
-        };
-        let reply: Json =
-            serde_json::from_str(&line).map_err(|e| died(format!("unreadable reply: {e}")))?;
-        if reply.get("ok").and_then(Json::as_bool) == Some(true) {
-            return Ok(reply);
-        }
-        let error: PythonError =
-            serde_json::from_value(reply.get("error").cloned().unwrap_or_default())
-                .map_err(|e| died(format!("unreadable error: {e}")))?;
-        Err(MacroError::Python(error))
-    }
-}
-
-impl Drop for MacroRuntime {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        self.worker.request(request, timeout)
     }
 }
 
@@ -217,33 +135,7 @@ impl Drop for MacroRuntime {
 /// starts with `_`; sorted by path components.
 #[must_use]
 pub fn macro_files(project_dir: &Path) -> Vec<(PathBuf, String)> {
-    let root = project_dir.join("macros");
-    let mut found = Vec::new();
-    collect(&root, &mut found);
-    found.sort();
-    found
-        .into_iter()
-        .filter_map(|path| {
-            let relative = path.strip_prefix(project_dir).ok()?.to_path_buf();
-            let private = relative
-                .components()
-                .skip(1)
-                .any(|c| c.as_os_str().to_string_lossy().starts_with('_'));
-            (!private).then(|| (path.clone(), relative.to_string_lossy().replace('\\', "/")))
-        })
-        .collect()
-}
-
-fn collect(dir: &Path, out: &mut Vec<PathBuf>) {
-    let Ok(entries) = std::fs::read_dir(dir) else {
-        return;
-    };
-    for entry in entries.filter_map(Result::ok) {
-        let path = entry.path();
-        if path.is_dir() {
-            collect(&path, out);
-        } else if path.extension().is_some_and(|e| e == "py") {
-            out.push(path);
-        }
-    }
+    python_files(project_dir, "macros", |inner| {
+        !inner.iter().any(|part| part.starts_with('_'))
+    })
 }

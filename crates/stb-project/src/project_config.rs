@@ -101,6 +101,8 @@ pub struct TargetConfig {
     pub connection: Option<Node>,
     /// `[targets.<name>.audit_scheduler] enabled`.
     pub audit_scheduler: Option<bool>,
+    /// `[targets.<name>.sensors]`.
+    pub sensors: SensorsConfig,
     /// `[targets.<name>.cluster]`, when valid.
     pub cluster: Option<crate::cluster::ClusterConfig>,
 }
@@ -158,6 +160,8 @@ pub struct ProjectConfig {
     pub run_presumed_failed_after: Option<u64>,
     /// `[audit_scheduler] enabled`.
     pub audit_scheduler: Option<bool>,
+    /// `[sensors]`.
+    pub sensors: SensorsConfig,
     /// `[defaults.freshness]`, as written (validated above).
     pub freshness: Option<Node>,
     /// `[defaults] replay_on_change` and `bounded_replay_fallback`.
@@ -243,9 +247,10 @@ pub(crate) fn read(reader: &mut Reader<'_>, root: &Node) -> Option<ProjectConfig
     let audit_scheduler = root
         .get("audit_scheduler")
         .and_then(|node| scheduler_table(reader, node, "audit_scheduler"));
-    if let Some(node) = root.get("sensors") {
-        scheduler_table(reader, node, "sensors");
-    }
+    let sensors = root
+        .get("sensors")
+        .map(|node| sensors_table(reader, node, "sensors"))
+        .unwrap_or_default();
     let (default_target, default_target_position) = default_target?;
     Some(ProjectConfig {
         name: name?,
@@ -284,6 +289,7 @@ pub(crate) fn read(reader: &mut Reader<'_>, root: &Node) -> Option<ProjectConfig
             .and_then(crate::parse_duration)
             .filter(|seconds| *seconds > 45),
         audit_scheduler,
+        sensors,
         freshness: defaults.and_then(|d| d.get("freshness")).cloned(),
         replay_on_change: defaults.and_then(|d| d.get("replay_on_change")).cloned(),
         bounded_replay_fallback: defaults
@@ -427,9 +433,10 @@ fn targets(reader: &mut Reader<'_>, node: &Node) -> BTreeMap<String, TargetConfi
         let cluster = target
             .get("cluster")
             .and_then(|table| crate::cluster::cluster(reader, table, &key.name));
-        if let Some(table) = target.get("sensors") {
-            scheduler_table(reader, table, &format!("targets.{}.sensors", key.name));
-        }
+        let sensors = target
+            .get("sensors")
+            .map(|table| sensors_table(reader, table, &format!("targets.{}.sensors", key.name)))
+            .unwrap_or_default();
         targets.insert(
             key.name.clone(),
             TargetConfig {
@@ -443,6 +450,7 @@ fn targets(reader: &mut Reader<'_>, node: &Node) -> BTreeMap<String, TargetConfi
                 max_table_size_to_drop,
                 connection: target.get("connection").cloned(),
                 audit_scheduler,
+                sensors,
                 cluster,
             },
         );
@@ -603,32 +611,67 @@ pub fn parse_byte_size(text: &str) -> Option<u64> {
     }
 }
 
-/// Validates an `[audit_scheduler]` or `[sensors]` table; its `enabled`, when set.
+/// Validates an `[audit_scheduler]` table; its `enabled`, when set.
 pub(crate) fn scheduler_table(reader: &mut Reader<'_>, node: &Node, what: &str) -> Option<bool> {
     reader.table(node, what)?;
-    if what.ends_with("audit_scheduler") {
-        reader.allowed_keys(node, what, &["enabled"]);
-    } else {
-        reader.allowed_keys(
-            node,
-            what,
-            &["enabled", "tick_retention_days", "maximum_event_age"],
-        );
-        if let Some(days) = node.get("tick_retention_days")
-            && !matches!(days.value, Value::Int(d) if d >= 0)
-        {
-            reader.type_error(
+    reader.allowed_keys(node, what, &["enabled"]);
+    node.get("enabled")
+        .and_then(|enabled| reader.bool(enabled, &format!("{what}.enabled")))
+}
+
+/// One `[sensors]` table as written (project, project target or local target): each key
+/// when set, so a more specific table overrides key by key.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct SensorsConfig {
+    pub enabled: Option<bool>,
+    pub tick_retention_days: Option<u64>,
+    /// `maximum_event_age`, in seconds.
+    pub maximum_event_age_seconds: Option<u64>,
+}
+
+impl SensorsConfig {
+    /// Each key from `self` when set, else from `fallback`.
+    #[must_use]
+    pub fn or(self, fallback: Self) -> Self {
+        Self {
+            enabled: self.enabled.or(fallback.enabled),
+            tick_retention_days: self.tick_retention_days.or(fallback.tick_retention_days),
+            maximum_event_age_seconds: self
+                .maximum_event_age_seconds
+                .or(fallback.maximum_event_age_seconds),
+        }
+    }
+}
+
+/// Validates a `[sensors]` table and reads its keys.
+pub(crate) fn sensors_table(reader: &mut Reader<'_>, node: &Node, what: &str) -> SensorsConfig {
+    let mut config = SensorsConfig::default();
+    if reader.table(node, what).is_none() {
+        return config;
+    }
+    reader.allowed_keys(
+        node,
+        what,
+        &["enabled", "tick_retention_days", "maximum_event_age"],
+    );
+    if let Some(days) = node.get("tick_retention_days") {
+        match days.value {
+            Value::Int(d) if d >= 0 => config.tick_retention_days = u64::try_from(d).ok(),
+            _ => reader.type_error(
                 days,
                 &format!("{what}.tick_retention_days"),
                 "a whole number of 0 or more",
-            );
-        }
-        if let Some(age) = node.get("maximum_event_age") {
-            policies::positive_duration(reader, age, &format!("{what}.maximum_event_age"));
+            ),
         }
     }
-    node.get("enabled")
-        .and_then(|enabled| reader.bool(enabled, &format!("{what}.enabled")))
+    if let Some(age) = node.get("maximum_event_age") {
+        config.maximum_event_age_seconds =
+            policies::positive_duration(reader, age, &format!("{what}.maximum_event_age"));
+    }
+    config.enabled = node
+        .get("enabled")
+        .and_then(|enabled| reader.bool(enabled, &format!("{what}.enabled")));
+    config
 }
 
 type DefaultsRead = (Mode, Vec<(String, Position)>, Option<Node>, Option<Node>);

@@ -113,6 +113,7 @@ fn context(project: &Project) -> String {
         test_originals,
         audit_files,
         generic_audit_files,
+        sensors,
     } = project;
     // The pipelines' names and order are context: which pipelines exist. Their settings
     // are hashed per pipeline.
@@ -137,6 +138,7 @@ fn context(project: &Project) -> String {
         test_originals,
         audit_files,
         generic_audit_files,
+        sensors,
         &pipeline_names,
     ])
 }

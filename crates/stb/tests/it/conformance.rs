@@ -576,7 +576,7 @@ fn iso_utc(ms: i64) -> String {
 // ---------------------------------------------------------------------------------------
 // The copy and its infrastructure
 
-fn reference_project(name: &str) -> PathBuf {
+pub(crate) fn reference_project(name: &str) -> PathBuf {
     reference::projects()
         .into_iter()
         .find(|(project, _)| project == name)
@@ -585,7 +585,7 @@ fn reference_project(name: &str) -> PathBuf {
 }
 
 /// The project in a temporary directory: the cached distribution is only read.
-fn copy_project(from: &Path) -> tempfile::TempDir {
+pub(crate) fn copy_project(from: &Path) -> tempfile::TempDir {
     let copy = tempfile::tempdir().expect("a temporary directory");
     copy_tree(from, copy.path());
     copy

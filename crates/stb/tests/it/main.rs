@@ -27,6 +27,7 @@ mod plan;
 mod quality;
 mod reconcile;
 mod runs;
+mod sensors;
 mod shrink;
 mod status;
 mod terminal;

@@ -1,0 +1,316 @@
+//! Sensors and providers: the reference's automation, authored in Python under `sensors/`
+//! and `providers/` and loaded at compile time, as the reference loads them. The sensor
+//! worker (`python/sensor_worker.py`) imports the files with the reference's public
+//! modules (`streambuild.sensors`, `.events`, `.providers`) in place and describes every
+//! declared sensor and provider; a file that fails to load, a declaration against the
+//! rules or a name used twice is a located diagnostic.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+use serde_json::json;
+use stb_diagnostics::{Diagnostic, Diagnostics, Location, Position};
+
+use crate::codes;
+use crate::python_worker::{PythonWorker, PythonWorkerError, python_files};
+
+const WORKER: &str = include_str!("../python/sensor_worker.py");
+
+/// Starting Python and importing the files: generous, as the macro worker's load is.
+const LOAD_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// What an event sensor reacts to, or that a sensor polls.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum SensorKind {
+    Event,
+    Polling,
+}
+
+/// `SensorRetryPolicy(max_attempts, backoff_seconds)`.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all(serialize = "camelCase"))]
+pub struct RetryPolicy {
+    pub max_attempts: u32,
+    pub backoff_seconds: f64,
+}
+
+/// One sensor as its decorator declared it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all(serialize = "camelCase"))]
+pub struct SensorDefinition {
+    pub name: String,
+    pub kind: SensorKind,
+    /// The first paragraph of the handler's docstring.
+    pub description: Option<String>,
+    /// Project-relative, `/`-separated.
+    pub file: String,
+    pub line: Option<u32>,
+    /// SHA-256 of name, file and the file's text: changes whenever the definition may have.
+    pub fingerprint: String,
+    /// `running` or `stopped`.
+    pub default_status: String,
+    pub retry_policy: RetryPolicy,
+    pub timeout_seconds: f64,
+    /// The providers its handler takes, by parameter name.
+    pub providers: Vec<String>,
+    /// Event sensors: `AuditCompleted` or `RunCompleted`.
+    #[serde(default)]
+    pub event_type: Option<String>,
+    /// Event sensors: the targets and triggers it is limited to (`None`: any).
+    #[serde(default)]
+    pub targets: Option<Vec<String>>,
+    #[serde(default)]
+    pub triggers: Option<Vec<String>>,
+    #[serde(default)]
+    pub maximum_event_age_seconds: Option<f64>,
+    /// Polling sensors: the least time between two ticks.
+    #[serde(default)]
+    pub minimum_interval_seconds: Option<f64>,
+}
+
+/// A provider class under `providers/`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ProviderDefinition {
+    /// The name handlers take it by.
+    pub name: String,
+    pub class: String,
+    pub file: String,
+    pub line: Option<u32>,
+}
+
+/// `[sensors]` for the target: each key from the local file's target, else the project
+/// file's target, else the project file's top level.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SensorSettings {
+    pub enabled: bool,
+    /// Ticks and steps older than this many days are deleted (0 keeps them all).
+    pub tick_retention_days: u64,
+    /// Events older than this are not delivered (a sensor's own limit wins).
+    pub maximum_event_age_seconds: Option<u64>,
+}
+
+/// The project's automation: its settings, sensors and providers.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct Sensors {
+    pub settings: SensorSettings,
+    pub definitions: Vec<SensorDefinition>,
+    pub providers: Vec<ProviderDefinition>,
+}
+
+impl Sensors {
+    #[must_use]
+    pub fn find(&self, name: &str) -> Option<&SensorDefinition> {
+        self.definitions.iter().find(|s| s.name == name)
+    }
+}
+
+/// `sensors/**/*.py` without any path component (below `sensors/`) that starts with `_`.
+#[must_use]
+pub fn sensor_files(project_dir: &Path) -> Vec<(PathBuf, String)> {
+    python_files(project_dir, "sensors", |inner| {
+        !inner.iter().any(|part| part.starts_with('_'))
+    })
+}
+
+/// `providers/**/*.py` without files whose name starts with `_` (`__init__.py` among them);
+/// the reference looks at the file name only here.
+#[must_use]
+pub fn provider_files(project_dir: &Path) -> Vec<(PathBuf, String)> {
+    python_files(project_dir, "providers", |inner| {
+        inner.last().is_some_and(|name| !name.starts_with('_'))
+    })
+}
+
+/// Every sensor and provider file of the project, for the compile cache's fingerprint.
+#[must_use]
+pub fn automation_files(project_dir: &Path) -> Vec<(PathBuf, String)> {
+    let mut files = provider_files(project_dir);
+    files.extend(sensor_files(project_dir));
+    files
+}
+
+#[derive(Deserialize)]
+struct Loaded {
+    sensors: Vec<SensorDefinition>,
+    providers: Vec<ProviderDefinition>,
+}
+
+/// Loads the project's sensors and providers (nothing, and no Python, when it has none).
+pub(crate) fn load(
+    project_dir: &Path,
+    diagnostics: &mut Diagnostics,
+) -> (Vec<SensorDefinition>, Vec<ProviderDefinition>) {
+    let providers = provider_files(project_dir);
+    let sensors = sensor_files(project_dir);
+    if providers.is_empty() && sensors.is_empty() {
+        return (Vec::new(), Vec::new());
+    }
+    let entries = |files: &[(PathBuf, String)]| -> Vec<serde_json::Value> {
+        files
+            .iter()
+            .map(|(path, relative)| json!({"path": path, "relative": relative}))
+            .collect()
+    };
+    let request = json!({
+        "op": "load",
+        "project_dir": project_dir,
+        "providers": entries(&providers),
+        "sensors": entries(&sensors),
+    });
+    let reply = PythonWorker::start(WORKER, "sensor")
+        .and_then(|mut worker| worker.request(&request, LOAD_TIMEOUT));
+    match reply.map(serde_json::from_value::<Loaded>) {
+        Ok(Ok(loaded)) => (loaded.sensors, loaded.providers),
+        Ok(Err(error)) => {
+            diagnostics.push(python_missing(&format!(
+                "the sensor worker answered what stb cannot read: {error}"
+            )));
+            (Vec::new(), Vec::new())
+        }
+        Err(PythonWorkerError::Python(error)) => {
+            let file = error.file.clone().unwrap_or_else(|| "sensors".to_owned());
+            let location = error.line.map_or_else(
+                || Location::file(&file),
+                |line| Location::at(&file, Position::new(line, 1)),
+            );
+            let hint = if error.message.contains("pydantic-settings") {
+                "install pydantic-settings into the Python stb runs (STB_PYTHON, else python3)"
+            } else {
+                "fix the file; sensors and providers are executed as ordinary Python at compile time"
+            };
+            diagnostics.push(
+                Diagnostic::new(codes::DISCOVER_SENSOR_LOAD, error.message, hint).at(location),
+            );
+            (Vec::new(), Vec::new())
+        }
+        Err(PythonWorkerError::Timeout(limit)) => {
+            diagnostics.push(
+                Diagnostic::new(
+                    codes::DISCOVER_SENSOR_LOAD,
+                    format!(
+                        "loading the sensor and provider files did not finish within {}s",
+                        limit.as_secs()
+                    ),
+                    "a sensor or provider file runs something slow at import; move it into the handler",
+                )
+                .at(Location::file("sensors")),
+            );
+            (Vec::new(), Vec::new())
+        }
+        Err(PythonWorkerError::Worker(detail)) => {
+            diagnostics.push(python_missing(&detail));
+            (Vec::new(), Vec::new())
+        }
+    }
+}
+
+fn python_missing(detail: &str) -> Diagnostic {
+    Diagnostic::new(
+        codes::DISCOVER_PYTHON,
+        format!("the project has sensors or providers but Python cannot load them: {detail}"),
+        "install python3 (3.9+) or set STB_PYTHON to an interpreter",
+    )
+    .at(Location::file("sensors"))
+}
+
+/// Sensors share the namespace of pipelines, models and sources.
+pub(crate) fn check_names(
+    sensors: &[SensorDefinition],
+    taken: &[(&str, Location)],
+    diagnostics: &mut Diagnostics,
+) {
+    for sensor in sensors {
+        let Some((_, first)) = taken.iter().find(|(name, _)| *name == sensor.name) else {
+            continue;
+        };
+        let here = sensor.line.map_or_else(
+            || Location::file(&sensor.file),
+            |line| Location::at(&sensor.file, Position::new(line, 1)),
+        );
+        diagnostics.push(
+            Diagnostic::new(
+                codes::DISCOVER_SENSOR_NAME,
+                format!(
+                    "Sensor name '{}' collides with another project resource; sensor names are globally unique alongside pipelines, models, and audits",
+                    sensor.name
+                ),
+                "rename the sensor (`@event_sensor(name=...)`) or the other resource",
+            )
+            .at(here)
+            .with_related("also defined here", first.clone()),
+        );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn write(root: &Path, relative: &str, text: &str) {
+        let path = root.join(relative);
+        std::fs::create_dir_all(path.parent().expect("a parent")).expect("mkdir");
+        std::fs::write(path, text).expect("write");
+    }
+
+    #[test]
+    fn private_sensor_paths_and_provider_file_names_are_left_out() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        for file in [
+            "sensors/quality.py",
+            "sensors/_helpers.py",
+            "sensors/_private/inner.py",
+            "sensors/team/alerts.py",
+            "providers/console.py",
+            "providers/__init__.py",
+            "providers/_base.py",
+            "providers/_shared/slack.py",
+        ] {
+            write(dir.path(), file, "");
+        }
+        let names = |files: Vec<(PathBuf, String)>| -> Vec<String> {
+            files.into_iter().map(|(_, relative)| relative).collect()
+        };
+        assert_eq!(
+            names(sensor_files(dir.path())),
+            ["sensors/quality.py", "sensors/team/alerts.py"]
+        );
+        // The reference filters provider files by their own name only.
+        assert_eq!(
+            names(provider_files(dir.path())),
+            ["providers/_shared/slack.py", "providers/console.py"]
+        );
+    }
+
+    #[test]
+    fn definitions_show_in_the_api_s_camel_case() {
+        let definition = SensorDefinition {
+            name: "quality_alerts".into(),
+            kind: SensorKind::Event,
+            description: None,
+            file: "sensors/quality.py".into(),
+            line: Some(3),
+            fingerprint: "f".into(),
+            default_status: "running".into(),
+            retry_policy: RetryPolicy {
+                max_attempts: 3,
+                backoff_seconds: 5.0,
+            },
+            timeout_seconds: 60.0,
+            providers: vec![],
+            event_type: Some("AuditCompleted".into()),
+            targets: None,
+            triggers: None,
+            maximum_event_age_seconds: None,
+            minimum_interval_seconds: None,
+        };
+        let shown = serde_json::to_value(&definition).expect("json");
+        assert_eq!(shown["defaultStatus"], "running");
+        assert_eq!(shown["retryPolicy"]["maxAttempts"], 3);
+        assert_eq!(shown["retryPolicy"]["backoffSeconds"], 5.0);
+        assert_eq!(shown["eventType"], "AuditCompleted");
+        assert_eq!(shown["kind"], "event");
+    }
+}

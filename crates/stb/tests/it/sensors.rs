@@ -1,0 +1,282 @@
+//! Sensors and providers as the reference authors them: loaded at compile time, listed by
+//! `stb sensors list`, and every declaration against the rules a located error.
+
+use assert_cmd::Command;
+use serde_json::Value;
+use sha2::{Digest, Sha256};
+
+use crate::conformance::{copy_project, reference_project};
+
+fn stb() -> Command {
+    Command::cargo_bin("stb").expect("the stb binary")
+}
+
+/// A project with one pipeline (`pl__orders`, model `orders_clean`) plus `extra` files.
+fn project(extra: &[(&str, &str)]) -> tempfile::TempDir {
+    let mut files: Vec<(&str, &str)> = vec![
+        (
+            "streambuild_project.toml",
+            "name = \"shop\"\ndefault_target = \"dev\"\n[targets.dev]\ndatabase = \"shop\"\n",
+        ),
+        (
+            "sources/orders.yml",
+            "sources:\n  - name: orders\n    kind: kafka\n    broker_list: b:9092\n    topic: orders\n    replay_boundary: {mode: offsets}\n",
+        ),
+        (
+            "pipelines/pl__orders/orders_clean.sql",
+            "SELECT id::UInt64 AS id FROM __source(\"orders\")\n",
+        ),
+    ];
+    files.extend_from_slice(extra);
+    stb_test_support::project_dir(&files)
+}
+
+fn list(dir: &std::path::Path) -> (bool, Value) {
+    let output = stb()
+        .args(["sensors", "list", "--json", "--project-dir"])
+        .arg(dir)
+        .output()
+        .expect("stb runs");
+    let json: Value = serde_json::from_slice(&output.stdout).unwrap_or_else(|e| {
+        panic!(
+            "not JSON ({e}): {}{}",
+            String::from_utf8_lossy(&output.stdout),
+            String::from_utf8_lossy(&output.stderr)
+        )
+    });
+    (output.status.success(), json)
+}
+
+fn sha256(text: &str) -> String {
+    Sha256::digest(text.as_bytes())
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+#[test]
+fn the_reference_demo_s_sensor_and_provider_load_unchanged() {
+    let demo = copy_project(&reference_project("orders_demo"));
+    let (ok, listed) = list(demo.path());
+    assert!(ok, "{listed:#}");
+    assert_eq!(listed["settings"]["enabled"], true);
+    assert_eq!(listed["settings"]["tickRetentionDays"], 7);
+    let sensors = listed["sensors"].as_array().expect("sensors");
+    assert_eq!(sensors.len(), 1, "{listed:#}");
+    let quality = &sensors[0];
+    assert_eq!(quality["name"], "quality_alerts");
+    assert_eq!(quality["kind"], "event");
+    assert_eq!(quality["eventType"], "AuditCompleted");
+    assert_eq!(quality["file"], "sensors/quality.py");
+    assert_eq!(quality["defaultStatus"], "running");
+    assert_eq!(quality["effectiveStatus"], "running");
+    assert_eq!(quality["override"], Value::Null);
+    assert_eq!(quality["retryPolicy"]["maxAttempts"], 3);
+    assert_eq!(quality["retryPolicy"]["backoffSeconds"], 5.0);
+    assert_eq!(quality["timeoutSeconds"], 60.0);
+    assert_eq!(quality["targets"], Value::Null);
+    assert_eq!(quality["triggers"], Value::Null);
+    assert_eq!(
+        quality["providers"],
+        serde_json::json!(["console_notifier"])
+    );
+    assert_eq!(
+        quality["description"],
+        "Print a local notification when an audit newly fails or recovers."
+    );
+    let source = std::fs::read_to_string(demo.path().join("sensors/quality.py")).expect("read");
+    assert_eq!(
+        quality["fingerprint"],
+        sha256(&format!("quality_alerts\0sensors/quality.py\0{source}"))
+    );
+    assert_eq!(
+        listed["providers"],
+        serde_json::json!([{"name": "console_notifier", "class": "ConsoleNotifier", "file": "providers/console.py", "line": 6}])
+    );
+    // The text form says the same.
+    stb()
+        .args(["sensors", "list", "--project-dir"])
+        .arg(demo.path())
+        .assert()
+        .success()
+        .stdout(predicates::str::contains("quality_alerts"))
+        .stdout(predicates::str::contains("on AuditCompleted"))
+        .stdout(predicates::str::contains("3 attempt(s), 5s backoff"))
+        .stdout(predicates::str::contains(
+            "provider console_notifier ConsoleNotifier (providers/console.py)",
+        ));
+}
+
+const ALERTS: &str = r#"from streambuild.events import AuditCompleted, RunCompleted
+from streambuild.sensors import DefaultSensorStatus, PollingSensorResult, SensorRetryPolicy, event_sensor, polling_sensor
+
+
+@event_sensor(
+    on=AuditCompleted,
+    default_status=DefaultSensorStatus.RUNNING,
+    retry_policy=SensorRetryPolicy(max_attempts=1, backoff_seconds=0),
+)
+def flaky_alerts(ctx):
+    """Alert on audit completions; the demo webhook always fails."""
+
+    raise RuntimeError("simulated alert delivery failure")
+
+
+@event_sensor(on=RunCompleted, name="prod_runs", targets={"prod"}, maximum_event_age_seconds=60)
+def paused_watch(ctx):
+    """Stopped by default until an operator starts it.
+
+    Only production's runs."""
+
+
+@polling_sensor(minimum_interval_seconds=60)
+def kafka_lag_watch(ctx):
+    return PollingSensorResult(cursor="42")
+"#;
+
+#[test]
+fn event_and_polling_sensors_are_listed_with_what_they_declare() {
+    let dir = project(&[
+        ("sensors/team/alerts.py", ALERTS),
+        // Private: never loaded, so its syntax error is no error.
+        ("sensors/_drafts.py", "def broken(:\n"),
+    ]);
+    let (ok, listed) = list(dir.path());
+    assert!(ok, "{listed:#}");
+    assert_eq!(listed["settings"]["enabled"], false);
+    let names: Vec<&str> = listed["sensors"]
+        .as_array()
+        .expect("sensors")
+        .iter()
+        .map(|s| s["name"].as_str().expect("a name"))
+        .collect();
+    assert_eq!(names, ["flaky_alerts", "kafka_lag_watch", "prod_runs"]);
+    let sensor = |name: &str| {
+        listed["sensors"]
+            .as_array()
+            .and_then(|all| all.iter().find(|s| s["name"] == name))
+            .cloned()
+            .expect("listed")
+    };
+    let runs = sensor("prod_runs");
+    assert_eq!(runs["eventType"], "RunCompleted");
+    assert_eq!(runs["targets"], serde_json::json!(["prod"]));
+    assert_eq!(runs["maximumEventAgeSeconds"], 60.0);
+    assert_eq!(runs["defaultStatus"], "stopped");
+    assert_eq!(
+        runs["description"],
+        "Stopped by default until an operator starts it."
+    );
+    let lag = sensor("kafka_lag_watch");
+    assert_eq!(lag["kind"], "polling");
+    assert_eq!(lag["minimumIntervalSeconds"], 60.0);
+    assert_eq!(lag["description"], Value::Null);
+    assert_eq!(sensor("flaky_alerts")["file"], "sensors/team/alerts.py");
+}
+
+/// `stb sensors list --json` on a broken project: its one error.
+fn one_error(files: &[(&str, &str)]) -> Value {
+    let dir = project(files);
+    let (ok, reported) = list(dir.path());
+    assert!(!ok, "{reported:#}");
+    let errors = reported["errors"].as_array().expect("errors");
+    assert_eq!(errors.len(), 1, "{reported:#}");
+    errors[0].clone()
+}
+
+#[test]
+fn declarations_against_the_rules_are_located_errors() {
+    let homemade = one_error(&[(
+        "sensors/bad.py",
+        "from streambuild.sensors import event_sensor\n\n\nclass HomemadeEvent:\n    pass\n\n\n@event_sensor(on=HomemadeEvent)\ndef homemade(ctx):\n    pass\n",
+    )]);
+    assert_eq!(homemade["code"], "STB-DISCOVER-022");
+    assert_eq!(homemade["location"]["file"], "sensors/bad.py");
+    assert_eq!(homemade["location"]["line"], 8);
+    assert!(
+        homemade["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("Unsupported sensor event type 'HomemadeEvent'")),
+        "{homemade:#}"
+    );
+
+    let twice = one_error(&[
+        (
+            "sensors/a.py",
+            "from streambuild.events import AuditCompleted\nfrom streambuild.sensors import event_sensor\n\n@event_sensor(on=AuditCompleted)\ndef alerts(ctx):\n    pass\n",
+        ),
+        (
+            "sensors/b.py",
+            "from streambuild.events import RunCompleted\nfrom streambuild.sensors import event_sensor\n\n@event_sensor(on=RunCompleted, name=\"alerts\")\ndef other(ctx):\n    pass\n",
+        ),
+    ]);
+    assert_eq!(twice["code"], "STB-DISCOVER-022");
+    assert_eq!(
+        twice["message"],
+        "Sensor name collision for 'alerts' in 'sensors/a.py' and 'sensors/b.py'"
+    );
+
+    let like_a_model = one_error(&[(
+        "sensors/a.py",
+        "from streambuild.events import AuditCompleted\nfrom streambuild.sensors import event_sensor\n\n@event_sensor(on=AuditCompleted)\ndef orders_clean(ctx):\n    pass\n",
+    )]);
+    assert_eq!(like_a_model["code"], "STB-DISCOVER-023");
+    assert_eq!(like_a_model["location"]["file"], "sensors/a.py");
+
+    let retry = one_error(&[(
+        "sensors/a.py",
+        "from streambuild.events import AuditCompleted\nfrom streambuild.sensors import SensorRetryPolicy, event_sensor\n\n@event_sensor(on=AuditCompleted, retry_policy=SensorRetryPolicy(max_attempts=0))\ndef alerts(ctx):\n    pass\n",
+    )]);
+    assert!(
+        retry["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("SensorRetryPolicy.max_attempts must be at least 1")),
+        "{retry:#}"
+    );
+
+    let unknown_provider = one_error(&[
+        (
+            "providers/slack.py",
+            "from streambuild.providers import Provider\n\nclass OpsSlack(Provider):\n    webhook_url: str = \"https://hooks.example.invalid/ops\"\n",
+        ),
+        (
+            "sensors/a.py",
+            "from providers.slack import OpsSlack\nfrom streambuild.events import AuditCompleted\nfrom streambuild.sensors import event_sensor\n\n@event_sensor(on=AuditCompleted)\ndef alerts(ctx, slack: OpsSlack):\n    pass\n",
+        ),
+    ]);
+    assert_eq!(
+        unknown_provider["message"],
+        "Provider parameter 'slack' requires provider 'slack', but it was not found"
+    );
+
+    let invalid_settings = one_error(&[(
+        "providers/pager.py",
+        "from streambuild.providers import Provider\n\nclass Pager(Provider):\n    stb_test_pager_routing_key_never_set: str\n",
+    )]);
+    assert_eq!(invalid_settings["code"], "STB-DISCOVER-022");
+    let message = invalid_settings["message"].as_str().expect("a message");
+    assert!(
+        message.starts_with("Provider 'pager' in providers/pager.py has invalid settings:\nstb_test_pager_routing_key_never_set: Field required [missing]"),
+        "{message}"
+    );
+}
+
+#[test]
+fn sensor_settings_resolve_key_by_key_from_the_local_file_to_the_project() {
+    let dir = project(&[
+        (
+            "streambuild_project.toml",
+            "name = \"shop\"\ndefault_target = \"dev\"\n[sensors]\nenabled = true\ntick_retention_days = 30\nmaximum_event_age = \"1h\"\n[targets.dev]\ndatabase = \"shop\"\n[targets.dev.sensors]\ntick_retention_days = 7\n",
+        ),
+        (
+            "streambuild_local.toml",
+            "[targets.dev.sensors]\nenabled = false\n",
+        ),
+    ]);
+    let (ok, listed) = list(dir.path());
+    assert!(ok, "{listed:#}");
+    assert_eq!(
+        listed["settings"],
+        serde_json::json!({"enabled": false, "tickRetentionDays": 7, "maximumEventAgeSeconds": 3600})
+    );
+}
