@@ -1,6 +1,6 @@
 //! The control store: who may use `stb dev` and what they may do. Accounts, password
 //! credentials, external identities, sessions, system roles, project-role assignments, the
-//! account audit log and durable destruction plans, in SQLite (a file in the project by
+//! account audit log, durable destruction plans and the sensors' tick ledger, in SQLite (a file in the project by
 //! default) or PostgreSQL (shared installs).
 //!
 //! Never in ClickHouse: these rules need transactions, unique constraints and row locks,
@@ -18,6 +18,7 @@ mod error;
 mod migrations;
 mod password;
 mod project_roles;
+mod sensors;
 mod sessions;
 
 use std::path::{Path, PathBuf};
@@ -28,6 +29,9 @@ pub use directory::{Account, ProfileChange};
 pub use error::{ErrorKind, StoreError};
 pub use password::{MAX_PASSWORD_LENGTH, MIN_PASSWORD_LENGTH, canonical_username};
 pub use project_roles::Assignment;
+pub use sensors::{
+    Checkpoint, EventAttempts, NewTick, SensorOverride, SensorStep, SensorTick, TickEnd,
+};
 pub use sessions::{NewSession, ResolvedSession};
 use sqlx::AnyPool;
 use sqlx::any::AnyPoolOptions;

@@ -1,4 +1,4 @@
-//! Versioned migrations, per component (`accounts`, `destruction_plans`), applied in order
+//! Versioned migrations, per component (`accounts`, `destruction_plans`, `sensors`), applied in order
 //! at every open: each component's version is a row of `streambuild_schema_versions`; a
 //! store at a version this tool does not know is refused, never downgraded. On PostgreSQL
 //! an advisory lock makes concurrent first opens take turns; SQLite serialises writers.
@@ -80,7 +80,7 @@ const PLANS: &str = "CREATE TABLE IF NOT EXISTS streambuild_destruction_plans (\
     expires_at BIGINT NOT NULL, reviewed_at BIGINT, consumed_at BIGINT, status VARCHAR(16) NOT NULL)";
 
 /// The components and their migrations, oldest first.
-fn components() -> [(&'static str, Vec<Migration>); 2] {
+fn components() -> [(&'static str, Vec<Migration>); 3] {
     [
         (
             "accounts",
@@ -96,6 +96,14 @@ fn components() -> [(&'static str, Vec<Migration>); 2] {
                 version: 1,
                 sqlite: vec![PLANS],
                 postgres: vec![PLANS],
+            }],
+        ),
+        (
+            "sensors",
+            vec![Migration {
+                version: 1,
+                sqlite: crate::sensors::v1(),
+                postgres: crate::sensors::v1(),
             }],
         ),
     ]

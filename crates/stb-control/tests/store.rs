@@ -55,6 +55,7 @@ async fn suite(store: &ControlStore, url: &str) {
     project_roles(store).await;
     destruction_plans(store, url).await;
     audit_log(store).await;
+    sensor_ledger(store, url).await;
 }
 
 async fn schema(store: &ControlStore, url: &str) {
@@ -63,7 +64,8 @@ async fn schema(store: &ControlStore, url: &str) {
         versions,
         vec![
             ("accounts".to_owned(), 1),
-            ("destruction_plans".to_owned(), 1)
+            ("destruction_plans".to_owned(), 1),
+            ("sensors".to_owned(), 1)
         ]
     );
     // Opening again migrates nothing and changes nothing.
@@ -557,6 +559,267 @@ async fn audit_log(store: &ControlStore) {
         assert!(!text.contains(secret), "no {secret} in the audit log");
     }
     assert!(log.windows(2).all(|w| w[0].id > w[1].id), "newest first");
+}
+
+async fn sensor_ledger(store: &ControlStore, url: &str) {
+    use stb_control::{Checkpoint, NewTick, SensorStep, TickEnd};
+    let target = format!("dev_{}", uuid::Uuid::new_v4().simple());
+    let other = ControlStore::open(url)
+        .await
+        .expect("a second store handle");
+    // The lease: one owner at a time; its owner renews it; an expired one is taken over.
+    assert!(
+        store
+            .acquire_sensor_lease(&target, "sensor_dispatch", "a", 60_000)
+            .await
+            .expect("lease")
+    );
+    assert!(
+        !other
+            .acquire_sensor_lease(&target, "sensor_dispatch", "b", 60_000)
+            .await
+            .expect("lease")
+    );
+    assert!(
+        store
+            .acquire_sensor_lease(&target, "sensor_dispatch", "a", 60_000)
+            .await
+            .expect("renew")
+    );
+    store
+        .release_sensor_lease(&target, "sensor_dispatch", "a")
+        .await
+        .expect("release");
+    assert!(
+        other
+            .acquire_sensor_lease(&target, "sensor_dispatch", "b", 1)
+            .await
+            .expect("free")
+    );
+    tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    assert!(
+        store
+            .acquire_sensor_lease(&target, "sensor_dispatch", "a", 60_000)
+            .await
+            .expect("expired")
+    );
+    // Two dispatchers claiming the same attempt of the same event: one wins.
+    let claim = |owner| NewTick {
+        target: &target,
+        sensor: "alerts",
+        fingerprint: "f1",
+        kind: "event",
+        event_id: Some("result-1"),
+        event_kind: Some("AuditCompleted"),
+        attempt: 1,
+        owner,
+    };
+    let (mine, theirs) = (claim("a"), claim("b"));
+    let (first, second) = tokio::join!(
+        store.start_sensor_tick(&mine),
+        other.start_sensor_tick(&theirs)
+    );
+    let claimed: Vec<String> = [first.expect("claim"), second.expect("claim")]
+        .into_iter()
+        .flatten()
+        .collect();
+    assert_eq!(claimed.len(), 1, "exactly one claim wins");
+    let failed = |error: &str| TickEnd {
+        status: "failed".into(),
+        error_message: Some(error.into()),
+        ..TickEnd::default()
+    };
+    store
+        .finish_sensor_tick(&claimed[0], &failed("RuntimeError: down"))
+        .await
+        .expect("finish");
+    let attempts = store
+        .sensor_event_attempts(&target, "alerts", "result-1")
+        .await
+        .expect("attempts");
+    assert_eq!((attempts.failed_attempts, attempts.resolved), (1, false));
+    assert_eq!(attempts.last_error.as_deref(), Some("RuntimeError: down"));
+    let second_attempt = NewTick {
+        attempt: 2,
+        ..claim("a")
+    };
+    let dead = store
+        .record_sensor_tick(
+            &second_attempt,
+            &TickEnd {
+                status: "dead_lettered".into(),
+                error_message: Some("RuntimeError: down".into()),
+                ..TickEnd::default()
+            },
+        )
+        .await
+        .expect("dead letter")
+        .expect("not claimed before");
+    let letters = store
+        .sensor_dead_letters(&target)
+        .await
+        .expect("dead letters");
+    assert_eq!(
+        letters
+            .iter()
+            .map(|t| t.tick_id.as_str())
+            .collect::<Vec<_>>(),
+        [dead.as_str()]
+    );
+    assert_eq!(letters[0].attempt, 2);
+    let attempts = store
+        .sensor_event_attempts(&target, "alerts", "result-1")
+        .await
+        .expect("attempts");
+    assert!(attempts.resolved && attempts.dead_lettered);
+    // A retry that succeeds takes the event off the dead letters.
+    let retried = store
+        .record_sensor_tick(
+            &NewTick {
+                attempt: 3,
+                ..claim("a")
+            },
+            &TickEnd {
+                status: "succeeded".into(),
+                ..TickEnd::default()
+            },
+        )
+        .await
+        .expect("retry")
+        .expect("a new attempt");
+    assert!(
+        store
+            .sensor_dead_letters(&target)
+            .await
+            .expect("dead letters")
+            .is_empty()
+    );
+    let ticks = store
+        .sensor_ticks(&target, "alerts", 2, (None, None))
+        .await
+        .expect("ticks");
+    assert_eq!(ticks.len(), 2);
+    assert_eq!(ticks[0].tick_id, retried, "newest first");
+    // Step markers: the newest word on a step wins.
+    let step = |status: &str, result: Option<&str>| SensorStep {
+        step_key: "compose".into(),
+        policy: "at_least_once".into(),
+        status: status.into(),
+        attempt: 1,
+        result_json: result.map(str::to_owned),
+        error_message: None,
+    };
+    store
+        .record_sensor_step(&target, "alerts", "result-1", &step("started", None))
+        .await
+        .expect("step");
+    store
+        .record_sensor_step(
+            &target,
+            "alerts",
+            "result-1",
+            &step("succeeded", Some("\"hi\"")),
+        )
+        .await
+        .expect("step");
+    assert_eq!(
+        store
+            .sensor_steps(&target, "alerts", "result-1")
+            .await
+            .expect("steps"),
+        vec![step("succeeded", Some("\"hi\""))]
+    );
+    // Overrides and checkpoints.
+    store
+        .set_sensor_override(&target, "alerts", Some("stopped"), Some("alice"))
+        .await
+        .expect("override");
+    let overrides = store.sensor_overrides(&target).await.expect("overrides");
+    assert_eq!(
+        (overrides[0].status.as_str(), overrides[0].actor.as_deref()),
+        ("stopped", Some("alice"))
+    );
+    store
+        .set_sensor_override(&target, "alerts", None, Some("alice"))
+        .await
+        .expect("declared in code");
+    assert!(
+        store
+            .sensor_overrides(&target)
+            .await
+            .expect("overrides")
+            .is_empty()
+    );
+    assert_eq!(
+        store
+            .sensor_checkpoint(&target, "alerts")
+            .await
+            .expect("checkpoint"),
+        None
+    );
+    let at = Checkpoint {
+        source: "node_results".into(),
+        position_at: "2026-01-01 00:00:00.000".into(),
+        position_id: "r1".into(),
+    };
+    store
+        .save_sensor_checkpoint(&target, "alerts", &at)
+        .await
+        .expect("save");
+    let later = Checkpoint {
+        position_id: "r2".into(),
+        ..at
+    };
+    store
+        .save_sensor_checkpoint(&target, "alerts", &later)
+        .await
+        .expect("move");
+    assert_eq!(
+        store
+            .sensor_checkpoint(&target, "alerts")
+            .await
+            .expect("checkpoint"),
+        Some(later)
+    );
+    // Retention keeps what an operator still has to act on.
+    let unresolved = store
+        .record_sensor_tick(
+            &NewTick {
+                event_id: Some("result-2"),
+                ..claim("a")
+            },
+            &TickEnd {
+                status: "dead_lettered".into(),
+                ..TickEnd::default()
+            },
+        )
+        .await
+        .expect("dead letter")
+        .expect("new");
+    let pruned = store
+        .prune_sensor_history(&target, i64::MAX)
+        .await
+        .expect("prune");
+    assert_eq!(
+        pruned, 3,
+        "every finished tick but the unresolved dead letter"
+    );
+    let left = store
+        .sensor_dead_letters(&target)
+        .await
+        .expect("dead letters");
+    assert_eq!(
+        left.iter().map(|t| t.tick_id.as_str()).collect::<Vec<_>>(),
+        [unresolved.as_str()]
+    );
+    assert!(
+        store
+            .sensor_steps(&target, "alerts", "result-1")
+            .await
+            .expect("steps")
+            .is_empty()
+    );
+    other.close().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
