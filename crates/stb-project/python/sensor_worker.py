@@ -1,5 +1,5 @@
-"""StreamBuild's sensor worker: loads a project's providers/**/*.py and sensors/**/*.py and
-describes what they declare.
+"""StreamBuild's sensor worker: loads a project's providers/**/*.py and sensors/**/*.py,
+describes what they declare, and runs one tick of a sensor at a time.
 
 Speaks one JSON object per line on stdin/stdout, as the macro worker does. The modules a
 sensor file imports (`streambuild.sensors`, `streambuild.events`, `streambuild.providers`)
@@ -573,9 +573,119 @@ def load(request):
     }
 
 
+def ask(message):
+    """Sends a message in the middle of a request and waits for stb's answer: a step
+    marker is durable once stb says so."""
+    send(message)
+    line = sys.stdin.readline()
+    if not line:
+        raise SensorError("stb closed the sensor worker's input")
+    answer = json.loads(line)
+    if not answer.get("ok"):
+        raise SensorError(answer.get("error", {}).get("message", "stb refused a step marker"))
+    return answer
+
+
+class Steps:
+    """`ctx.step(key, fn, policy)`: durable markers, so a retried event resumes instead of
+    redoing. The markers recorded so far come with the request; new ones go to stb, which
+    records each before the handler goes on."""
+
+    def __init__(self, recorded):
+        self.recorded = dict(recorded)
+
+    def record(self, key, policy, status, attempt, result_json=None, error=None):
+        marker = {"step_key": key, "policy": str(policy), "status": status, "attempt": attempt,
+                  "result_json": result_json, "error_message": error}
+        ask({"ask": {"step": marker}})
+        self.recorded[key] = marker
+
+    def __call__(self, key, fn, policy):
+        previous = self.recorded.get(key)
+        if previous and previous.get("status") == "succeeded":
+            text = previous.get("result_json")
+            return None if text is None else json.loads(text)
+        attempt = (previous or {}).get("attempt", 0) + 1
+        if policy == StepPolicy.AT_MOST_ONCE:
+            if previous:
+                raise SensorError(
+                    f"Step '{key}' was already attempted under at-most-once policy and produced no memoized result"
+                )
+            self.record(key, policy, "started", attempt)
+            try:
+                value = fn()
+                text = json.dumps(value, sort_keys=True)
+            except Exception as error:
+                self.record(key, policy, "failed", attempt, error=f"{type(error).__name__}: {error}")
+                raise
+            self.record(key, policy, "succeeded", attempt, result_json=text)
+            return value
+        value = fn()
+        try:
+            text = json.dumps(value, sort_keys=True)
+        except (TypeError, ValueError) as error:
+            raise SensorError(f"Step '{key}' returned a value that is not JSON-serializable: {error}") from error
+        self.record(key, policy, "succeeded", attempt, result_json=text)
+        return value
+
+
+def make_event(payload):
+    fields = dict(payload)
+    kind = fields.pop("kind")
+    if kind == "AuditCompleted":
+        fields["transition"] = AuditTransition(fields["transition"])
+        fields["sample_column_names"] = tuple(fields.get("sample_column_names") or ())
+        fields["sample_rows"] = tuple(tuple(row) for row in fields.get("sample_rows") or ())
+        return AuditCompleted(**fields)
+    fields["command"] = ObservedCommand(fields["command"])
+    return RunCompleted(**fields)
+
+
+def evaluate(request):
+    """Runs one tick of a sensor; its outcome (a failure included) is the reply."""
+    declaration, _relative, _line, _fingerprint, context_name, provider_names = SENSORS[request["sensor"]]
+    if declaration.kind == "event":
+        context = EventSensorContext(make_event(request["event"]), request["target"], Steps(request.get("steps") or {}))
+    else:
+        polling = request.get("polling") or {}
+        context = PollingSensorContext(polling.get("cursor"), polling.get("last_success_at"), request["target"])
+    opened = []
+    try:
+        arguments = {}
+        for name in provider_names:
+            provider = PROVIDERS[name][0]()
+            provider.setup(context)
+            opened.append(provider)
+            arguments[name] = provider
+        if context_name is not None:
+            arguments[context_name] = context
+        result = declaration.fn(**arguments)
+    except Exception as error:  # noqa: BLE001 - a handler's failure is a failed tick
+        outcome = {"status": "failed", "error": f"{type(error).__name__}: {error}"}
+    else:
+        if isinstance(result, SkipReason):
+            outcome = {"status": "skipped", "skip_reason": result.reason}
+        elif isinstance(result, PollingSensorResult):
+            outcome = {"status": "succeeded", "cursor": result.cursor}
+        else:
+            outcome = {"status": "succeeded"}
+    problems = []
+    for provider in reversed(opened):
+        try:
+            provider.teardown()
+        except Exception as error:  # noqa: BLE001 - gathered, reported with the tick
+            problems.append(f"{type(provider).__name__}.teardown: {type(error).__name__}: {error}")
+    if problems and outcome["status"] != "failed":
+        outcome = {"status": "failed", "error": "; ".join(problems)}
+    return outcome
+
+
 def main():
     install_shim()
-    for raw in sys.stdin:
+    while True:
+        raw = sys.stdin.readline()
+        if not raw:
+            break
         raw = raw.strip()
         if not raw:
             continue
@@ -583,6 +693,8 @@ def main():
             request = json.loads(raw)
             if request.get("op") == "load":
                 send({"ok": True, **load(request)})
+            elif request.get("op") == "evaluate":
+                send({"ok": True, **evaluate(request)})
             else:
                 send({"ok": False, "error": {"message": f"unknown op {request.get('op')!r}"}})
         except LoadError as error:

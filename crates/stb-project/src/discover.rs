@@ -375,7 +375,7 @@ pub fn discover(options: &DiscoverOptions) -> Result<Project, Diagnostics> {
         check_naming_macro(name, at, &pipelines, runtime.as_mut(), &mut diagnostics);
     }
     check_namespace(&pipelines, &sources, &mut diagnostics);
-    let (sensor_definitions, providers) = crate::sensors::load(&root, &mut diagnostics);
+    let (sensor_definitions, providers) = crate::sensors::load_definitions(&root, &mut diagnostics);
     crate::sensors::check_names(
         &sensor_definitions,
         &taken_names(&pipelines, &sources),

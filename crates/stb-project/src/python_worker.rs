@@ -89,30 +89,60 @@ impl PythonWorker {
         request: &Json,
         timeout: Duration,
     ) -> Result<Json, PythonWorkerError> {
+        self.request_with(request, timeout, &mut |_| {
+            Err("this request takes no questions".to_owned())
+        })
+    }
+
+    /// [`Self::request`] for a worker that may ask questions before it replies: each line
+    /// with an `ask` key goes to `answer`, whose answer (`{"ok": true, ...}`, or `{"ok":
+    /// false, "error": {"message"}}` for an `Err`) is written back. `timeout` bounds the
+    /// whole exchange.
+    pub(crate) fn request_with(
+        &mut self,
+        request: &Json,
+        timeout: Duration,
+        answer: &mut dyn FnMut(&Json) -> Result<Json, String>,
+    ) -> Result<Json, PythonWorkerError> {
         let role = self.role;
         let died = |detail: String| {
             PythonWorkerError::Worker(format!("the Python {role} worker stopped: {detail}"))
         };
-        writeln!(self.stdin, "{request}")
-            .and_then(|()| self.stdin.flush())
-            .map_err(|e| died(e.to_string()))?;
-        let line = match self.lines.recv_timeout(timeout) {
-            Ok(line) => line,
-            Err(RecvTimeoutError::Timeout) => {
-                let _ = self.child.kill();
-                return Err(PythonWorkerError::Timeout(timeout));
+        let deadline = std::time::Instant::now() + timeout;
+        self.send(request).map_err(|e| died(e.to_string()))?;
+        loop {
+            let left = deadline.saturating_duration_since(std::time::Instant::now());
+            let line = match self.lines.recv_timeout(left) {
+                Ok(line) => line,
+                Err(RecvTimeoutError::Timeout) => {
+                    let _ = self.child.kill();
+                    return Err(PythonWorkerError::Timeout(timeout));
+                }
+                Err(RecvTimeoutError::Disconnected) => return Err(died("no reply".to_owned())),
+            };
+            let reply: Json =
+                serde_json::from_str(&line).map_err(|e| died(format!("unreadable reply: {e}")))?;
+            if let Some(question) = reply.get("ask") {
+                let said = match answer(question) {
+                    Ok(said) => said,
+                    Err(message) => serde_json::json!({"ok": false, "error": {"message": message}}),
+                };
+                self.send(&said).map_err(|e| died(e.to_string()))?;
+                continue;
             }
-            Err(RecvTimeoutError::Disconnected) => return Err(died("no reply".to_owned())),
-        };
-        let reply: Json =
-            serde_json::from_str(&line).map_err(|e| died(format!("unreadable reply: {e}")))?;
-        if reply.get("ok").and_then(Json::as_bool) == Some(true) {
-            return Ok(reply);
+            if reply.get("ok").and_then(Json::as_bool) == Some(true) {
+                return Ok(reply);
+            }
+            let error: PythonError =
+                serde_json::from_value(reply.get("error").cloned().unwrap_or_default())
+                    .map_err(|e| died(format!("unreadable error: {e}")))?;
+            return Err(PythonWorkerError::Python(error));
         }
-        let error: PythonError =
-            serde_json::from_value(reply.get("error").cloned().unwrap_or_default())
-                .map_err(|e| died(format!("unreadable error: {e}")))?;
-        Err(PythonWorkerError::Python(error))
+    }
+
+    fn send(&mut self, message: &Json) -> std::io::Result<()> {
+        writeln!(self.stdin, "{message}")?;
+        self.stdin.flush()
     }
 }
 

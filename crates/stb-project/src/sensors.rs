@@ -139,7 +139,7 @@ struct Loaded {
 }
 
 /// Loads the project's sensors and providers (nothing, and no Python, when it has none).
-pub(crate) fn load(
+pub fn load_definitions(
     project_dir: &Path,
     diagnostics: &mut Diagnostics,
 ) -> (Vec<SensorDefinition>, Vec<ProviderDefinition>) {
@@ -214,6 +214,168 @@ fn python_missing(detail: &str) -> Diagnostic {
         "install python3 (3.9+) or set STB_PYTHON to an interpreter",
     )
     .at(Location::file("sensors"))
+}
+
+/// A durable step marker as the worker reads and writes it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StepMarker {
+    pub step_key: String,
+    pub policy: String,
+    pub status: String,
+    pub attempt: i64,
+    pub result_json: Option<String>,
+    pub error_message: Option<String>,
+}
+
+/// A polling sensor's state going into a tick.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct PollingState {
+    /// The cursor its last successful tick returned.
+    pub cursor: Option<String>,
+    /// When that tick started (`YYYY-MM-DD HH:MM:SS.mmm` UTC).
+    pub last_success_at: Option<String>,
+}
+
+/// One tick to run.
+#[derive(Debug, Clone)]
+pub struct Evaluation<'a> {
+    pub sensor: &'a SensorDefinition,
+    /// The named target (never the physical database).
+    pub target: &'a str,
+    /// Event sensors: the event, its fields as the reference names them, `kind` its type.
+    pub event: Option<serde_json::Value>,
+    pub polling: Option<PollingState>,
+    /// The markers recorded for this event so far.
+    pub steps: Vec<StepMarker>,
+}
+
+/// How a tick ended: `succeeded`, `skipped` or `failed`.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Deserialize)]
+pub struct TickOutcome {
+    pub status: String,
+    #[serde(default)]
+    pub error: Option<String>,
+    #[serde(default)]
+    pub skip_reason: Option<String>,
+    #[serde(default)]
+    pub cursor: Option<String>,
+}
+
+impl TickOutcome {
+    fn failed(error: String) -> Self {
+        Self {
+            status: "failed".to_owned(),
+            error: Some(error),
+            ..Self::default()
+        }
+    }
+}
+
+/// The long-lived sensor worker of a dispatcher: loads the project's files once and runs
+/// ticks; a tick that overruns its sensor's timeout stops the worker (Python cannot stop
+/// a thread), and the next tick starts a fresh one.
+pub struct SensorRuntime {
+    project_dir: PathBuf,
+    worker: Option<PythonWorker>,
+}
+
+impl SensorRuntime {
+    #[must_use]
+    pub fn new(project_dir: &Path) -> Self {
+        Self {
+            project_dir: project_dir.to_path_buf(),
+            worker: None,
+        }
+    }
+
+    fn worker(&mut self) -> Result<&mut PythonWorker, String> {
+        if self.worker.is_none() {
+            let entries = |files: Vec<(PathBuf, String)>| -> Vec<serde_json::Value> {
+                files
+                    .into_iter()
+                    .map(|(path, relative)| json!({"path": path, "relative": relative}))
+                    .collect()
+            };
+            let request = json!({
+                "op": "load",
+                "project_dir": self.project_dir,
+                "providers": entries(provider_files(&self.project_dir)),
+                "sensors": entries(sensor_files(&self.project_dir)),
+            });
+            let mut worker = PythonWorker::start(WORKER, "sensor").map_err(|e| describe(&e))?;
+            worker
+                .request(&request, LOAD_TIMEOUT)
+                .map_err(|e| describe(&e))?;
+            self.worker = Some(worker);
+        }
+        self.worker
+            .as_mut()
+            .ok_or_else(|| "the sensor worker is not running".to_owned())
+    }
+
+    /// Runs one tick. Every step marker the handler makes goes to `record_step`, which
+    /// makes it durable before the handler goes on (an `Err` fails the step, and so the
+    /// tick). A handler that raises, overruns its timeout or kills its worker is a failed
+    /// tick, never an error of the dispatcher.
+    pub fn evaluate(
+        &mut self,
+        evaluation: &Evaluation<'_>,
+        record_step: &mut dyn FnMut(&StepMarker) -> Result<(), String>,
+    ) -> TickOutcome {
+        let sensor = evaluation.sensor;
+        let steps: serde_json::Map<String, serde_json::Value> = evaluation
+            .steps
+            .iter()
+            .map(|step| (step.step_key.clone(), json!(step)))
+            .collect();
+        let request = json!({
+            "op": "evaluate",
+            "sensor": sensor.name,
+            "target": evaluation.target,
+            "event": evaluation.event,
+            "polling": evaluation.polling,
+            "steps": steps,
+        });
+        let timeout = Duration::from_secs_f64(sensor.timeout_seconds.max(0.001));
+        let worker = match self.worker() {
+            Ok(worker) => worker,
+            Err(error) => return TickOutcome::failed(error),
+        };
+        let mut answer = |question: &serde_json::Value| -> Result<serde_json::Value, String> {
+            let marker: StepMarker = serde_json::from_value(question["step"].clone())
+                .map_err(|e| format!("an unreadable step marker: {e}"))?;
+            record_step(&marker).map(|()| json!({"ok": true}))
+        };
+        match worker.request_with(&request, timeout, &mut answer) {
+            Ok(reply) => serde_json::from_value(reply).unwrap_or_else(|e| {
+                TickOutcome::failed(format!("an unreadable tick outcome: {e}"))
+            }),
+            Err(PythonWorkerError::Timeout(_)) => {
+                self.worker = None;
+                TickOutcome::failed(format!(
+                    "Sensor '{}' timed out after {} seconds",
+                    sensor.name, sensor.timeout_seconds
+                ))
+            }
+            Err(error) => {
+                self.worker = None;
+                TickOutcome::failed(describe(&error))
+            }
+        }
+    }
+}
+
+fn describe(error: &PythonWorkerError) -> String {
+    match error {
+        PythonWorkerError::Worker(detail) => detail.clone(),
+        PythonWorkerError::Timeout(limit) => {
+            format!(
+                "the sensor worker did not answer within {}s",
+                limit.as_secs()
+            )
+        }
+        PythonWorkerError::Python(error) => error.message.clone(),
+    }
 }
 
 /// Sensors share the namespace of pipelines, models and sources.
