@@ -95,6 +95,8 @@ pub struct TickEnd {
 /// What the ledger knows about one event for one sensor.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct EventAttempts {
+    /// The highest attempt on record (0: none): the next tick is this plus one.
+    pub last_attempt: i64,
     pub failed_attempts: i64,
     pub last_failed_at: Option<i64>,
     pub last_error: Option<String>,

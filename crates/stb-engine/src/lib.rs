@@ -26,7 +26,6 @@ pub mod reconcile;
 pub mod runs;
 pub mod schedule;
 pub mod scope;
-pub mod sensors;
 pub mod sql_tests;
 pub mod staged;
 pub mod status;
