@@ -90,12 +90,7 @@ impl From<SensorError> for Ended {
 
 fn execute(command: &SensorsCommand, common: &Common) -> Result<(), Ended> {
     let json = common.target.json;
-    let project = common
-        .target
-        .project
-        .discover(json)
-        .map_err(Ended::Exit)?
-        .1;
+    let project = common.target.project.discover(json).map_err(Ended::Exit)?.1;
     // The store is async: a runtime of its own, with a thread to drive its connections
     // while the dispatcher (not async) waits on them.
     let runtime = tokio::runtime::Builder::new_multi_thread()
@@ -117,7 +112,8 @@ fn execute(command: &SensorsCommand, common: &Common) -> Result<(), Ended> {
         .clone()
         .unwrap_or_else(|| "default".to_owned());
     let owner = format!("stb-sensors-{}", uuid::Uuid::new_v4().simple());
-    let mut dispatcher = Dispatcher::new(&project, &database, store, runtime.handle().clone(), &owner);
+    let mut dispatcher =
+        Dispatcher::new(&project, &database, store, runtime.handle().clone(), &owner);
     let result = match command {
         SensorsCommand::List(_) => list(&dispatcher, json),
         SensorsCommand::Run(_) => {

@@ -324,6 +324,7 @@ impl ControlStore {
         let mut attempts = EventAttempts::default();
         for row in &rows {
             let tick = tick(row)?;
+            attempts.last_attempt = attempts.last_attempt.max(tick.attempt);
             match tick.status.as_str() {
                 "failed" => {
                     attempts.failed_attempts += 1;

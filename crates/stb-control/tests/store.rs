@@ -637,7 +637,14 @@ async fn sensor_ledger(store: &ControlStore, url: &str) {
         .sensor_event_attempts(&target, "alerts", "result-1")
         .await
         .expect("attempts");
-    assert_eq!((attempts.failed_attempts, attempts.resolved), (1, false));
+    assert_eq!(
+        (
+            attempts.last_attempt,
+            attempts.failed_attempts,
+            attempts.resolved
+        ),
+        (1, 1, false)
+    );
     assert_eq!(attempts.last_error.as_deref(), Some("RuntimeError: down"));
     let second_attempt = NewTick {
         attempt: 2,

@@ -20,6 +20,8 @@ pub struct AuditResult {
     pub checked_rows: Vec<CheckedRelation>,
     /// Up to five failing rows, column name to value.
     pub sample: Vec<serde_json::Map<String, serde_json::Value>>,
+    /// The sample's columns in the audit query's order (the rows' maps keep none).
+    pub sample_columns: Vec<String>,
     pub message: Option<String>,
     #[serde(skip)]
     warmup_seconds: u64,
@@ -49,6 +51,7 @@ impl AuditResult {
             failing_rows: 0,
             checked_rows: Vec::new(),
             sample: Vec::new(),
+            sample_columns: Vec::new(),
             message: Some(message),
             warmup_seconds: 0,
             sql: String::new(),
@@ -65,6 +68,7 @@ impl AuditResult {
             failing_rows: 0,
             checked_rows: Vec::new(),
             sample: Vec::new(),
+            sample_columns: Vec::new(),
             message: Some(why.to_owned()),
             warmup_seconds: audit.warmup_seconds,
             sql: String::new(),
@@ -96,6 +100,7 @@ impl AuditResult {
                 "file": self.file,
                 "failure_count": self.failing_rows,
                 "sample_rows": self.sample,
+                "sample_columns": self.sample_columns,
                 "message": self.message,
                 "checked_rows": self.checked_rows,
             })
@@ -234,6 +239,7 @@ pub fn run_placed(
             failing_rows: 0,
             checked_rows: Vec::new(),
             sample: Vec::new(),
+            sample_columns: Vec::new(),
             message: None,
             warmup_seconds: audit.warmup_seconds,
             sql: String::new(),
@@ -280,6 +286,7 @@ pub fn run_placed(
                     .text(0, "failing_row_count")
                     .and_then(|n| n.parse().ok())
                     .unwrap_or(0);
+                result.sample_columns.clone_from(&sample.names);
                 result.sample = sample
                     .data
                     .iter()

@@ -106,12 +106,10 @@ impl Dispatcher {
 
     /// Takes or renews the lease for `ttl_ms`.
     fn lease(&self, ttl_ms: i64) -> Result<bool, SensorError> {
-        self.block_on(self.store.acquire_sensor_lease(
-            &self.target,
-            LEASE,
-            &self.owner,
-            ttl_ms,
-        ))
+        self.block_on(
+            self.store
+                .acquire_sensor_lease(&self.target, LEASE, &self.owner, ttl_ms),
+        )
         .map_err(SensorError::store)
     }
 
@@ -202,14 +200,8 @@ impl Dispatcher {
             return Ok(true);
         };
         loop {
-            let page = events::page(
-                client,
-                &self.database,
-                &self.target,
-                stream,
-                (&at, &head),
-            )
-            .map_err(|e| SensorError::warehouse(&e))?;
+            let page = events::page(client, &self.database, &self.target, stream, (&at, &head))
+                .map_err(|e| SensorError::warehouse(&e))?;
             let full = page.len() == events::PAGE;
             for event in &page {
                 match self.deliver(sensor, event, summary)? {
@@ -441,9 +433,9 @@ impl Dispatcher {
             polling: Some(polling),
             steps: Vec::new(),
         };
-        let outcome = self
-            .runtime
-            .evaluate(&evaluation, &mut |_| Err("polling sensors have no steps".into()));
+        let outcome = self.runtime.evaluate(&evaluation, &mut |_| {
+            Err("polling sensors have no steps".into())
+        });
         self.finish(&tick_id, &outcome)?;
         summary.evaluated += 1;
         match outcome.status.as_str() {

@@ -72,7 +72,9 @@ impl Stream {
         let target = stb_ddl::string_literal(target);
         match self {
             Self::Audits => {
-                format!("node_kind = 'audit' AND target_identity = {target} AND status != 'deferred'")
+                format!(
+                    "node_kind = 'audit' AND target_identity = {target} AND status != 'deferred'"
+                )
             }
             Self::Runs => {
                 let commands: Vec<String> = OBSERVED_COMMANDS
@@ -209,15 +211,17 @@ fn read(
     let columns = match stream {
         // The previous status is the newest earlier non-deferred one of the same binding:
         // read over the whole stream, then cut.
-        Stream::Audits => "result_id, invocation_id, node_name, binding_key, trigger, \
+        Stream::Audits => {
+            "result_id, invocation_id, node_name, binding_key, trigger, \
              if(isNull(scheduled_for), NULL, toString(scheduled_for)) AS scheduled_for, status, severity, \
              toString(failure_count) AS failure_count, payload_json, error_message, \
              lagInFrame(status, 1, '') OVER (PARTITION BY binding_key ORDER BY completed_at, result_id \
              ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW) AS previous_status"
-        ,
-        Stream::Runs => "invocation_id, command, mode, outcome, toString(exit_code) AS exit_code, \
+        }
+        Stream::Runs => {
+            "invocation_id, command, mode, outcome, toString(exit_code) AS exit_code, \
              deployment_id, toString(selected_node_count) AS selected_node_count, error_message"
-        ,
+        }
     };
     let sql = format!(
         "SELECT *, toString(completed_at) AS completed, toString(toUnixTimestamp64Milli(completed_at)) AS completed_ms \
@@ -236,7 +240,11 @@ fn read(
 
 fn read_event(rows: &stb_warehouse::Rows, row: usize, stream: Stream) -> Event {
     let text = |column: &str| rows.text(row, column);
-    let number = |column: &str| text(column).and_then(|v| v.parse::<i64>().ok()).unwrap_or(0);
+    let number = |column: &str| {
+        text(column)
+            .and_then(|v| v.parse::<i64>().ok())
+            .unwrap_or(0)
+    };
     let completed_at = text("completed").unwrap_or_default();
     let target = text("target_identity").unwrap_or_default();
     match stream {
@@ -314,15 +322,25 @@ pub fn transition(status: &str, previous: Option<&str>) -> &'static str {
     }
 }
 
-/// The audit's sample: its column names (the first row's) and each row's values in that
-/// order.
+/// The audit's sample: its column names (in the query's order where the record keeps it,
+/// else the first row's) and each row's values in that order.
 fn sample_rows(payload: &Value) -> (Vec<String>, Vec<Vec<Value>>) {
-    let rows = payload["sample_rows"].as_array().cloned().unwrap_or_default();
-    let columns: Vec<String> = rows
-        .first()
-        .and_then(Value::as_object)
-        .map(|first| first.keys().cloned().collect())
+    let rows = payload["sample_rows"]
+        .as_array()
+        .cloned()
         .unwrap_or_default();
+    let recorded: Option<Vec<String>> = payload["sample_columns"].as_array().map(|names| {
+        names
+            .iter()
+            .filter_map(|n| n.as_str().map(str::to_owned))
+            .collect()
+    });
+    let columns: Vec<String> = recorded.filter(|c| !c.is_empty()).unwrap_or_else(|| {
+        rows.first()
+            .and_then(Value::as_object)
+            .map(|first| first.keys().cloned().collect())
+            .unwrap_or_default()
+    });
     let values = rows
         .iter()
         .filter_map(Value::as_object)
@@ -352,10 +370,22 @@ mod tests {
 
     #[test]
     fn samples_keep_the_first_row_s_columns() {
-        let payload = json!({"sample_rows": [{"order_id": 7, "total": -1}, {"order_id": 8, "total": -2}]});
+        let payload =
+            json!({"sample_rows": [{"order_id": 7, "total": -1}, {"order_id": 8, "total": -2}]});
         let (columns, rows) = sample_rows(&payload);
         assert_eq!(columns, ["order_id", "total"]);
-        assert_eq!(rows, vec![vec![json!(7), json!(-1)], vec![json!(8), json!(-2)]]);
+        assert_eq!(
+            rows,
+            vec![vec![json!(7), json!(-1)], vec![json!(8), json!(-2)]]
+        );
         assert_eq!(sample_rows(&json!({})), (Vec::new(), Vec::new()));
+        let ordered = json!({"sample_rows": [{"order_id": 7, "total": -1}], "sample_columns": ["total", "order_id"]});
+        assert_eq!(
+            sample_rows(&ordered),
+            (
+                vec!["total".to_owned(), "order_id".to_owned()],
+                vec![vec![json!(-1), json!(7)]]
+            )
+        );
     }
 }

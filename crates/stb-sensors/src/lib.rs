@@ -31,7 +31,10 @@ impl SensorError {
     pub(crate) fn store(error: stb_control::StoreError) -> Self {
         Self {
             code: UNAVAILABLE_CODE,
-            message: format!("the sensors' ledger in the control store failed: {}", error.message),
+            message: format!(
+                "the sensors' ledger in the control store failed: {}",
+                error.message
+            ),
             hint: "check the control store (--control-store-url) and run again; ticks recorded so far stay",
             status: 502,
         }
@@ -109,6 +112,9 @@ mod tests {
     fn timestamps_read_as_the_warehouse_writes_them() {
         assert_eq!(super::timestamp(0), "1970-01-01 00:00:00.000");
         assert_eq!(super::timestamp(951_782_400_123), "2000-02-29 00:00:00.123");
-        assert_eq!(super::timestamp(1_767_225_599_999), "2025-12-31 23:59:59.999");
+        assert_eq!(
+            super::timestamp(1_767_225_599_999),
+            "2025-12-31 23:59:59.999"
+        );
     }
 }

@@ -7,9 +7,9 @@ use stb_control::{SensorTick, TickEnd};
 use stb_project::sensors::{SensorDefinition, SensorKind, SensorSettings};
 use stb_warehouse::Client;
 
+use crate::SensorError;
 use crate::dispatch::{Dispatcher, new_tick};
 use crate::events::{self, Stream};
-use crate::SensorError;
 
 /// One sensor as the API lists it.
 #[derive(Debug, Clone, Serialize)]
@@ -50,7 +50,10 @@ impl Dispatcher {
         let mut sensors = Vec::new();
         for (definition, (_, status, overridden)) in self.sensors.definitions.iter().zip(statuses) {
             let last_tick = self
-                .block_on(self.store.sensor_ticks(&self.target, &definition.name, 1, (None, None)))
+                .block_on(
+                    self.store
+                        .sensor_ticks(&self.target, &definition.name, 1, (None, None)),
+                )
                 .map_err(SensorError::store)?
                 .into_iter()
                 .next();
@@ -133,7 +136,10 @@ impl Dispatcher {
         event_id: &str,
     ) -> Result<(SensorDefinition, Stream), SensorError> {
         let sensor = self.sensor(name)?;
-        let stream = match (sensor.kind, sensor.event_type.as_deref().and_then(Stream::of)) {
+        let stream = match (
+            sensor.kind,
+            sensor.event_type.as_deref().and_then(Stream::of),
+        ) {
             (SensorKind::Event, Some(stream)) => stream,
             _ => {
                 return Err(SensorError::refused(format!(
@@ -174,7 +180,10 @@ impl Dispatcher {
                 ))
             })?;
         let attempts = self
-            .block_on(self.store.sensor_event_attempts(&self.target, name, event_id))
+            .block_on(
+                self.store
+                    .sensor_event_attempts(&self.target, name, event_id),
+            )
             .map_err(SensorError::store)?;
         let outcome = self
             .evaluate_event(&sensor, &event, attempts.last_attempt + 1)?
@@ -198,9 +207,18 @@ impl Dispatcher {
         }
         let (sensor, _) = self.dead_lettered(name, event_id)?;
         let attempts = self
-            .block_on(self.store.sensor_event_attempts(&self.target, name, event_id))
+            .block_on(
+                self.store
+                    .sensor_event_attempts(&self.target, name, event_id),
+            )
             .map_err(SensorError::store)?;
-        let mut tick = new_tick(&self.target, &self.owner, &sensor, None, attempts.last_attempt + 1);
+        let mut tick = new_tick(
+            &self.target,
+            &self.owner,
+            &sensor,
+            None,
+            attempts.last_attempt + 1,
+        );
         tick.event_id = Some(event_id);
         let end = TickEnd {
             status: "skipped".into(),

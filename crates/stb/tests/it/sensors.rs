@@ -280,3 +280,208 @@ fn sensor_settings_resolve_key_by_key_from_the_local_file_to_the_project() {
         serde_json::json!({"enabled": false, "tickRetentionDays": 7, "maximumEventAgeSeconds": 3600})
     );
 }
+
+const DISPATCHED: &str = r#"import pathlib
+
+from streambuild.events import AuditCompleted, AuditTransition
+from streambuild.sensors import DefaultSensorStatus, SensorRetryPolicy, event_sensor
+
+PROJECT = pathlib.Path(__file__).parent.parent
+
+
+@event_sensor(on=AuditCompleted, default_status=DefaultSensorStatus.RUNNING)
+def alerts(ctx):
+    """Writes one line per new failure."""
+    event = ctx.event
+    if event.transition != AuditTransition.NEW_FAILURE:
+        return
+    line = f"{event.audit_name} {event.transition} {event.failure_count} {event.sample_column_names[0]}={event.sample_rows[0][0]}\n"
+    ctx.step("notify", lambda: (PROJECT / "alerts.log").open("a").write(line))
+
+
+@event_sensor(
+    on=AuditCompleted,
+    default_status=DefaultSensorStatus.RUNNING,
+    retry_policy=SensorRetryPolicy(max_attempts=2, backoff_seconds=0),
+)
+def webhook(ctx):
+    """Fails until the webhook is up."""
+    if ctx.event.transition != AuditTransition.NEW_FAILURE:
+        return
+    if not (PROJECT / "webhook_up").exists():
+        raise RuntimeError("webhook down")
+"#;
+
+fn dispatched_project(database: &str) -> tempfile::TempDir {
+    let files = [
+        (
+            "streambuild_project.toml",
+            format!("name = \"sensed\"\ndefault_target = \"dev\"\n[sensors]\nenabled = true\n[targets.dev]\ndatabase = \"{database}\"\n"),
+        ),
+        (
+            "sources/payments.yml",
+            "sources:\n  - name: payments\n    kind: stream_table\n    table_name: payments_existing\n    replay_boundary:\n      mode: timestamp\n      columns:\n        _replay_timestamp: ts\n".to_owned(),
+        ),
+        (
+            "pipelines/pl__pay/clean.sql",
+            "MODEL (order_by [\"id\"]);\nSELECT id::UInt64 AS id, amount::Int64 AS amount, ts::DateTime64(3, 'UTC') AS _replay_timestamp\nFROM __source(\"payments\")\n".to_owned(),
+        ),
+        (
+            "audits/amounts.sql",
+            "AUDIT (name no_negative_amounts, severity error);\nSELECT id, amount FROM __ref(\"clean\") WHERE amount < 0 ORDER BY id\n".to_owned(),
+        ),
+        ("sensors/alerts.py", DISPATCHED.to_owned()),
+    ];
+    stb_test_support::project_dir(&files)
+}
+
+/// `stb sensors <args> --json` on the project, with the ledger at `store`.
+fn sensors_json(dir: &std::path::Path, store: &str, args: &[&str]) -> (bool, Value) {
+    let mut all = vec!["sensors"];
+    all.extend_from_slice(args);
+    all.extend_from_slice(&["--json", "--control-store-url", store]);
+    let output = stb_test_support::stb_on_project(dir, &all, "");
+    let json = serde_json::from_slice(&output.stdout).unwrap_or_else(|e| {
+        panic!(
+            "stb {all:?}: not JSON ({e}): {}{}",
+            String::from_utf8_lossy(&output.stdout),
+            String::from_utf8_lossy(&output.stderr)
+        )
+    });
+    (output.status.success(), json)
+}
+
+#[test]
+fn an_audit_failure_fires_each_sensor_once_across_two_dispatchers_and_a_dead_letter_is_retried() {
+    let db = stb_test_support::TestDatabase::create("sensed");
+    stb_test_support::execute(&format!(
+        "CREATE TABLE {}.payments_existing (id UInt64, amount Int64, ts DateTime64(3, 'UTC')) ENGINE = MergeTree ORDER BY id",
+        db.name
+    ));
+    stb_test_support::execute(&format!(
+        "INSERT INTO {}.payments_existing SELECT number, toInt64(number) - 3, now64(3, 'UTC') FROM numbers(10)",
+        db.name
+    ));
+    let dir = dispatched_project(&db.name);
+    let store_name = stb_test_support::unique_name("sensors");
+    let created = std::process::Command::new("psql")
+        .args([
+            stb_test_support::postgres_url(),
+            "-qAtc",
+            &format!("CREATE DATABASE {store_name}"),
+        ])
+        .output()
+        .expect("psql");
+    assert!(created.status.success(), "{created:?}");
+    let store = stb_test_support::postgres_database_url(&store_name);
+
+    // First pass: each sensor starts at the head of its stream (no history replayed).
+    let (ok, first) = sensors_json(dir.path(), &store, &["run"]);
+    assert!(ok, "{first:#}");
+    assert_eq!(
+        (first["started"].clone(), first["evaluated"].clone()),
+        (2.into(), 0.into())
+    );
+
+    // The build audits what it rebuilt: three negative amounts, a new failure.
+    let build =
+        stb_test_support::stb_on_project(dir.path(), &["build", "--auto-approve", "--json"], "");
+    assert_eq!(
+        build.status.code(),
+        Some(1),
+        "{}",
+        String::from_utf8_lossy(&build.stderr)
+    );
+
+    // Two dispatchers at once on one store: the lease lets one deliver; the event fires
+    // the sensor once.
+    let spawn = || {
+        std::process::Command::new(assert_cmd::cargo::cargo_bin("stb"))
+            .args([
+                "sensors",
+                "run",
+                "--json",
+                "--control-store-url",
+                &store,
+                "--project-dir",
+            ])
+            .arg(dir.path())
+            .envs(stb_test_support::warehouse_env())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .expect("stb starts")
+    };
+    let (a, b) = (spawn(), spawn());
+    let passes: Vec<Value> = [a, b]
+        .into_iter()
+        .map(|child| {
+            let output = child.wait_with_output().expect("stb ends");
+            assert!(
+                output.status.success(),
+                "{}",
+                String::from_utf8_lossy(&output.stderr)
+            );
+            serde_json::from_slice(&output.stdout).expect("JSON")
+        })
+        .collect();
+    assert!(
+        passes
+            .iter()
+            .any(|p| p["leaseHeld"] == true && p["evaluated"].as_u64() >= Some(2)),
+        "one dispatcher delivered the event to both sensors: {passes:?}"
+    );
+    let log = || std::fs::read_to_string(dir.path().join("alerts.log")).unwrap_or_default();
+    assert_eq!(log(), "no_negative_amounts new_failure 3 id=0\n");
+
+    // The webhook fails its second attempt too (in whichever pass makes it): out of
+    // attempts, dead-lettered.
+    let mut dead_lettered = 0;
+    for _ in 0..3 {
+        let (ok, pass) = sensors_json(dir.path(), &store, &["run"]);
+        assert!(ok, "{pass:#}");
+        dead_lettered += pass["deadLettered"].as_u64().unwrap_or(0);
+        if dead_lettered > 0 {
+            break;
+        }
+    }
+    assert_eq!(dead_lettered, 1);
+    let (_, listed) = sensors_json(dir.path(), &store, &["list"]);
+    assert_eq!(listed["deadLetterCount"], 1, "{listed:#}");
+    let letter = &listed["deadLetters"][0];
+    assert_eq!(letter["sensorName"], "webhook");
+    assert_eq!(letter["status"], "dead_lettered");
+    assert_eq!(letter["errorMessage"], "RuntimeError: webhook down");
+    let event_id = letter["eventId"].as_str().expect("an event id").to_owned();
+    let webhook = listed["sensors"]
+        .as_array()
+        .and_then(|all| all.iter().find(|s| s["name"] == "webhook"))
+        .expect("listed");
+    assert_eq!(webhook["lastTick"]["status"], "dead_lettered");
+
+    // A skip needs a reason; a retry once the webhook is up succeeds and clears it.
+    let (ok, blank) = sensors_json(
+        dir.path(),
+        &store,
+        &["skip", "webhook", &event_id, "--reason", " "],
+    );
+    assert!(!ok);
+    assert_eq!(blank["error"]["code"], "STB-SENSOR-003");
+    std::fs::write(dir.path().join("webhook_up"), "").expect("flag");
+    let (ok, retried) = sensors_json(dir.path(), &store, &["retry", "webhook", &event_id]);
+    assert!(ok, "{retried:#}");
+    assert_eq!(
+        retried,
+        serde_json::json!({"sensorName": "webhook", "eventId": event_id, "status": "succeeded"})
+    );
+    let (_, listed) = sensors_json(dir.path(), &store, &["list"]);
+    assert_eq!(listed["deadLetterCount"], 0, "{listed:#}");
+    let (ok, again) = sensors_json(dir.path(), &store, &["retry", "webhook", &event_id]);
+    assert!(!ok, "no longer a dead letter: {again:#}");
+
+    // Nothing left to deliver; the alert was sent once.
+    let (ok, idle) = sensors_json(dir.path(), &store, &["run"]);
+    assert!(ok, "{idle:#}");
+    assert_eq!(idle["evaluated"], 0, "{idle:#}");
+    assert_eq!(log().lines().count(), 1);
+}
