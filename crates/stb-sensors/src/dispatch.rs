@@ -89,6 +89,13 @@ impl Dispatcher {
         }
     }
 
+    /// Whether this dispatcher evaluates exactly `sensors` (a reloaded project with other
+    /// definitions needs a new one: its worker loaded the old files).
+    #[must_use]
+    pub fn serves(&self, sensors: &stb_project::sensors::Sensors) -> bool {
+        &self.sensors == sensors
+    }
+
     /// The providers the project's sensors may take.
     #[must_use]
     pub fn providers(&self) -> &[stb_project::sensors::ProviderDefinition] {

@@ -118,3 +118,87 @@ mod tests {
         );
     }
 }
+
+/// An ISO 8601 timestamp (`2026-01-31`, `2026-01-31T12:00:00`, with seconds' fractions and
+/// `Z` or an offset; no offset is UTC) in epoch milliseconds.
+#[must_use]
+pub fn parse_iso_ms(text: &str) -> Option<i64> {
+    let text = text.trim();
+    let (date, time) = match text.split_once(['T', ' ']) {
+        Some((date, time)) => (date, Some(time)),
+        None => (text, None),
+    };
+    let mut parts = date.splitn(3, '-');
+    let year: i64 = parts.next()?.parse().ok()?;
+    let month: i64 = parts.next()?.parse().ok()?;
+    let day: i64 = parts.next()?.parse().ok()?;
+    if !(1..=12).contains(&month) || !(1..=31).contains(&day) {
+        return None;
+    }
+    let mut ms = days_from_civil(year, month, day) * 86_400_000;
+    if let Some(time) = time {
+        let (clock, offset_ms) = split_offset(time)?;
+        let mut fields = clock.splitn(3, ':');
+        let hours: i64 = fields.next()?.parse().ok()?;
+        let minutes: i64 = fields.next()?.parse().ok()?;
+        let seconds_text = fields.next().unwrap_or("0");
+        let (whole, fraction) = seconds_text.split_once('.').unwrap_or((seconds_text, ""));
+        let seconds: i64 = whole.parse().ok()?;
+        // Milliseconds: the fraction's first three digits, padded.
+        let digits: String = fraction.chars().take(3).collect();
+        let millis: i64 = format!("{digits:0<3}").parse().ok()?;
+        if hours > 23 || minutes > 59 || seconds > 60 {
+            return None;
+        }
+        ms += hours * 3_600_000 + minutes * 60_000 + seconds * 1000 + millis;
+        ms -= offset_ms;
+    }
+    Some(ms)
+}
+
+/// `12:00:00+02:00` into its clock and the offset in milliseconds.
+fn split_offset(time: &str) -> Option<(&str, i64)> {
+    if let Some(clock) = time.strip_suffix('Z') {
+        return Some((clock, 0));
+    }
+    match time.rfind(['+', '-']) {
+        Some(at) => {
+            let (clock, offset) = time.split_at(at);
+            let sign = if offset.starts_with('-') { -1 } else { 1 };
+            let (hours, minutes) = offset[1..].split_once(':').unwrap_or((&offset[1..], "0"));
+            let hours: i64 = hours.parse().ok()?;
+            let minutes: i64 = minutes.parse().ok()?;
+            Some((clock, sign * (hours * 3_600_000 + minutes * 60_000)))
+        }
+        None => Some((time, 0)),
+    }
+}
+
+/// Days since 1970-01-01 of a civil date (Howard Hinnant's algorithm).
+fn days_from_civil(year: i64, month: i64, day: i64) -> i64 {
+    let year = if month <= 2 { year - 1 } else { year };
+    let era = year.div_euclid(400);
+    let yoe = year.rem_euclid(400);
+    let mp = (month + 9) % 12;
+    let doy = (153 * mp + 2) / 5 + day - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    era * 146_097 + doe - 719_468
+}
+
+#[cfg(test)]
+mod iso_tests {
+    use super::{parse_iso_ms, timestamp};
+
+    #[test]
+    fn iso_timestamps_read_in_every_form_the_api_takes() {
+        let at = |text| parse_iso_ms(text).map(timestamp);
+        assert_eq!(at("2026-01-31").as_deref(), Some("2026-01-31 00:00:00.000"));
+        assert_eq!(at("2026-01-31T12:30:05Z").as_deref(), Some("2026-01-31 12:30:05.000"));
+        assert_eq!(at("2026-01-31T12:30:05.250").as_deref(), Some("2026-01-31 12:30:05.250"));
+        assert_eq!(at("2026-01-31T12:30:05+02:00").as_deref(), Some("2026-01-31 10:30:05.000"));
+        assert_eq!(at("2026-03-01T00:00:00-01:00").as_deref(), Some("2026-03-01 01:00:00.000"));
+        assert_eq!(parse_iso_ms("yesterday"), None);
+        assert_eq!(parse_iso_ms("2026-13-01"), None);
+        assert_eq!(parse_iso_ms("2026-01-31T25:00"), None);
+    }
+}

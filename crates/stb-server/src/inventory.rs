@@ -216,6 +216,42 @@ pub const ROUTES: &[Route] = &[
     ),
     route(
         "GET",
+        "/api/sensors",
+        SignedIn,
+        "The project's sensors with their statuses and last ticks, the dead letters' count and the dispatcher's health",
+    ),
+    route(
+        "GET",
+        "/api/sensors/dead-letters",
+        SignedIn,
+        "The sensor events that were dead-lettered and not yet retried or skipped",
+    ),
+    route(
+        "GET",
+        "/api/sensors/{name}/ticks",
+        SignedIn,
+        "One sensor's ticks, newest first (limit 1-500, after and before as ISO timestamps)",
+    ),
+    route(
+        "POST",
+        "/api/sensors/{name}/status",
+        Permission("automation.manage", Scope::Target),
+        "Start or stop a sensor, or give it back to its declared status (declared_in_code)",
+    ),
+    route(
+        "POST",
+        "/api/sensors/dead-letters/retry",
+        Permission("automation.manage", Scope::Target),
+        "Run a dead-lettered event again as its sensor's next attempt",
+    ),
+    route(
+        "POST",
+        "/api/sensors/dead-letters/skip",
+        Permission("automation.manage", Scope::Target),
+        "Skip a dead-lettered event for good, with a reason",
+    ),
+    route(
+        "GET",
         "/api/topics",
         SignedIn,
         "Broker topics and the sources reading them",

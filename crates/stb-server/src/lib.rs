@@ -22,6 +22,7 @@ mod planning;
 mod quality;
 mod routes;
 pub mod scheduler;
+pub mod sensors;
 pub mod serve;
 pub mod snapshot;
 mod sources;
@@ -102,6 +103,8 @@ pub struct AppState {
     pub snapshots: snapshot::Snapshots,
     /// The audit scheduler's health.
     pub scheduler: scheduler::Scheduler,
+    /// The sensor dispatcher's health and identity.
+    pub sensors: sensors::Sensors,
 }
 
 impl AppState {

@@ -323,6 +323,7 @@ pub async fn serve(
         builds: crate::builder::Builds::default(),
         snapshots: crate::snapshot::Snapshots::default(),
         scheduler: crate::scheduler::Scheduler::default(),
+        sensors: crate::sensors::Sensors::default(),
     });
     started(&Started {
         address: listener
@@ -349,6 +350,7 @@ pub async fn serve(
     });
     let snapshots = tokio::spawn(crate::snapshot::keep_fresh(Arc::clone(&state)));
     let scheduler = tokio::spawn(crate::scheduler::run(Arc::clone(&state)));
+    let sensors = tokio::spawn(crate::sensors::run(Arc::clone(&state)));
     let served = axum::serve(
         listener,
         crate::router(Arc::clone(&state)).into_make_service_with_connect_info::<SocketAddr>(),
@@ -369,6 +371,8 @@ pub async fn serve(
     }
     snapshots.abort();
     scheduler.abort();
+    sensors.abort();
+    crate::sensors::release(&state).await;
     // A build still running is stopped at its next statement boundary and gives the
     // target back before the process ends.
     let builds = Arc::clone(&state);

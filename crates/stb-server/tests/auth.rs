@@ -72,6 +72,7 @@ async fn app_with(
         builds: stb_server::builder::Builds::default(),
         snapshots: stb_server::snapshot::Snapshots::default(),
         scheduler: stb_server::scheduler::Scheduler::default(),
+        sensors: stb_server::sensors::Sensors::default(),
     });
     (stb_server::router(state), store)
 }

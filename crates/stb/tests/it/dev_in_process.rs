@@ -56,6 +56,7 @@ async fn server(dir: &std::path::Path, database: &str) -> axum::Router {
         builds: stb_server::builder::Builds::default(),
         snapshots: stb_server::snapshot::Snapshots::default(),
         scheduler: stb_server::scheduler::Scheduler::default(),
+        sensors: stb_server::sensors::Sensors::default(),
     });
     stb_server::router(state)
 }
