@@ -193,10 +193,22 @@ mod iso_tests {
     fn iso_timestamps_read_in_every_form_the_api_takes() {
         let at = |text| parse_iso_ms(text).map(timestamp);
         assert_eq!(at("2026-01-31").as_deref(), Some("2026-01-31 00:00:00.000"));
-        assert_eq!(at("2026-01-31T12:30:05Z").as_deref(), Some("2026-01-31 12:30:05.000"));
-        assert_eq!(at("2026-01-31T12:30:05.250").as_deref(), Some("2026-01-31 12:30:05.250"));
-        assert_eq!(at("2026-01-31T12:30:05+02:00").as_deref(), Some("2026-01-31 10:30:05.000"));
-        assert_eq!(at("2026-03-01T00:00:00-01:00").as_deref(), Some("2026-03-01 01:00:00.000"));
+        assert_eq!(
+            at("2026-01-31T12:30:05Z").as_deref(),
+            Some("2026-01-31 12:30:05.000")
+        );
+        assert_eq!(
+            at("2026-01-31T12:30:05.250").as_deref(),
+            Some("2026-01-31 12:30:05.250")
+        );
+        assert_eq!(
+            at("2026-01-31T12:30:05+02:00").as_deref(),
+            Some("2026-01-31 10:30:05.000")
+        );
+        assert_eq!(
+            at("2026-03-01T00:00:00-01:00").as_deref(),
+            Some("2026-03-01 01:00:00.000")
+        );
         assert_eq!(parse_iso_ms("yesterday"), None);
         assert_eq!(parse_iso_ms("2026-13-01"), None);
         assert_eq!(parse_iso_ms("2026-01-31T25:00"), None);

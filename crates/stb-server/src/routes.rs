@@ -59,11 +59,20 @@ pub(crate) fn api() -> Router<Arc<AppState>> {
         .route("/api/audits/run", post(crate::quality::run_named_audits))
         .route("/api/audit-scheduler", get(crate::scheduler::health))
         .route("/api/sensors", get(crate::sensors::list))
-        .route("/api/sensors/dead-letters", get(crate::sensors::dead_letters))
-        .route("/api/sensors/dead-letters/retry", post(crate::sensors::retry))
+        .route(
+            "/api/sensors/dead-letters",
+            get(crate::sensors::dead_letters),
+        )
+        .route(
+            "/api/sensors/dead-letters/retry",
+            post(crate::sensors::retry),
+        )
         .route("/api/sensors/dead-letters/skip", post(crate::sensors::skip))
         .route("/api/sensors/{name}/ticks", get(crate::sensors::ticks))
-        .route("/api/sensors/{name}/status", post(crate::sensors::set_status))
+        .route(
+            "/api/sensors/{name}/status",
+            post(crate::sensors::set_status),
+        )
         .route("/api/topics", get(crate::sources::topics))
         .route(
             "/api/sources/{name}/messages",

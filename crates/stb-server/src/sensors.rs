@@ -174,7 +174,11 @@ pub async fn run(state: Arc<AppState>) {
             }
             Ok(Some(summary)) => {
                 state.sensors.update(|h| {
-                    h.state = if summary.lease_held { "idle" } else { "standby" };
+                    h.state = if summary.lease_held {
+                        "idle"
+                    } else {
+                        "standby"
+                    };
                     h.consecutive_errors = 0;
                     h.backoff_seconds = 0;
                     h.lease_held = Some(summary.lease_held);
@@ -189,8 +193,7 @@ pub async fn run(state: Arc<AppState>) {
                 let mut backoff = 0;
                 state.sensors.update(|h| {
                     h.consecutive_errors += 1;
-                    backoff =
-                        (10u64 << (h.consecutive_errors - 1).min(5)).min(MAX_BACKOFF_SECONDS);
+                    backoff = (10u64 << (h.consecutive_errors - 1).min(5)).min(MAX_BACKOFF_SECONDS);
                     h.backoff_seconds = backoff;
                     h.latest_error = Some(error);
                     h.state = "backing_off";

@@ -11,7 +11,7 @@ use stb_test_support::{TestDatabase, wait_for};
 
 use crate::deployments::{events_table, insert, project};
 
-fn dev(dir: &std::path::Path, args: &[&str]) -> Command {
+pub(crate) fn dev(dir: &std::path::Path, args: &[&str]) -> Command {
     let mut command = Command::new(assert_cmd::cargo::cargo_bin("stb"));
     command
         .arg("dev")
@@ -24,7 +24,7 @@ fn dev(dir: &std::path::Path, args: &[&str]) -> Command {
     command
 }
 
-const PASSWORD: &str = "a long enough password";
+pub(crate) const PASSWORD: &str = "a long enough password";
 
 fn create_users(dir: &std::path::Path, users: &[(&str, &str)]) {
     for (user, role) in users {
@@ -46,7 +46,7 @@ fn create_users(dir: &std::path::Path, users: &[(&str, &str)]) {
     }
 }
 
-type Lines = std::io::Lines<BufReader<std::process::ChildStdout>>;
+pub(crate) type Lines = std::io::Lines<BufReader<std::process::ChildStdout>>;
 
 /// `stb dev` on a free port with password sign-in: the process, the API's URL, and the
 /// rest of its output.
@@ -70,7 +70,7 @@ fn start(dir: &std::path::Path) -> (std::process::Child, String, Lines) {
 }
 
 /// The API's URL from a starting `stb dev`'s banner, and the rest of its output.
-fn banner(child: &mut std::process::Child) -> (String, Lines) {
+pub(crate) fn banner(child: &mut std::process::Child) -> (String, Lines) {
     let (api, _, lines) = banner_lines(child);
     (api, lines)
 }
@@ -93,7 +93,7 @@ fn banner_lines(child: &mut std::process::Child) -> (String, Vec<String>, Lines)
 }
 
 /// One request: its status, JSON answer and the session cookie it set.
-fn call(
+pub(crate) fn call(
     api: &str,
     method: &str,
     path: &str,
@@ -132,7 +132,7 @@ fn call(
 }
 
 /// Signs `user` in: its cookie and CSRF token.
-fn sign_in(api: &str, user: &str) -> (String, String) {
+pub(crate) fn sign_in(api: &str, user: &str) -> (String, String) {
     let (status, session, cookie) = call(
         api,
         "POST",
@@ -150,7 +150,7 @@ fn sign_in(api: &str, user: &str) -> (String, String) {
 }
 
 /// Stops the server with SIGTERM and checks it says so.
-fn stop(mut child: std::process::Child, lines: Lines) {
+pub(crate) fn stop(mut child: std::process::Child, lines: Lines) {
     let signalled = Command::new("kill")
         .args(["-TERM", &child.id().to_string()])
         .status()

@@ -4,6 +4,7 @@
 use assert_cmd::Command;
 use serde_json::Value;
 use sha2::{Digest, Sha256};
+use std::time::Duration;
 
 use crate::conformance::{copy_project, reference_project};
 
@@ -484,4 +485,220 @@ fn an_audit_failure_fires_each_sensor_once_across_two_dispatchers_and_a_dead_let
     assert!(ok, "{idle:#}");
     assert_eq!(idle["evaluated"], 0, "{idle:#}");
     assert_eq!(log().lines().count(), 1);
+}
+
+/// A PostgreSQL control store of the test's own: its URL.
+fn postgres_store(prefix: &str) -> String {
+    let name = stb_test_support::unique_name(prefix);
+    let created = std::process::Command::new("psql")
+        .args([
+            stb_test_support::postgres_url(),
+            "-qAtc",
+            &format!("CREATE DATABASE {name}"),
+        ])
+        .output()
+        .expect("psql");
+    assert!(created.status.success(), "{created:?}");
+    stb_test_support::postgres_database_url(&name)
+}
+
+#[test]
+fn two_dev_servers_on_one_store_fire_an_audit_failure_once_and_retry_a_dead_letter_through_the_api()
+{
+    use crate::dev_server::{PASSWORD, banner, call, dev, sign_in, stop};
+    let db = stb_test_support::TestDatabase::create("sensed_dev");
+    stb_test_support::execute(&format!(
+        "CREATE TABLE {}.payments_existing (id UInt64, amount Int64, ts DateTime64(3, 'UTC')) ENGINE = MergeTree ORDER BY id",
+        db.name
+    ));
+    stb_test_support::execute(&format!(
+        "INSERT INTO {}.payments_existing SELECT number, toInt64(number) - 3, now64(3, 'UTC') FROM numbers(10)",
+        db.name
+    ));
+    let dir = dispatched_project(&db.name);
+    let store = postgres_store("sensors_dev");
+    let created = stb_test_support::stb_on_project(
+        dir.path(),
+        &[
+            "admin",
+            "--control-store-url",
+            &store,
+            "create-user",
+            "--username",
+            "ops",
+            "--authentication-source",
+            "password",
+            "--role",
+            "admin",
+        ],
+        &format!("{PASSWORD}\n"),
+    );
+    assert!(created.status.success(), "{created:?}");
+    let servers: Vec<_> = (0..2)
+        .map(|_| {
+            let mut child = dev(
+                dir.path(),
+                &[
+                    "--ui-port",
+                    "0",
+                    "--auth-mode",
+                    "password",
+                    "--auth-insecure-cookie",
+                    "--control-store-url",
+                    &store,
+                ],
+            )
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("stb dev starts");
+            let (api, lines) = banner(&mut child);
+            let session = sign_in(&api, "ops");
+            (child, api, lines, session)
+        })
+        .collect();
+    let sensors = |(api, session): (&str, &(String, String))| {
+        let (status, body, _) = call(api, "GET", "/sensors", Some((&session.0, &session.1)), None);
+        assert_eq!(status, 200, "{body}");
+        body
+    };
+    let each = || {
+        servers
+            .iter()
+            .map(|(_, api, _, session)| sensors((api.as_str(), session)))
+            .collect::<Vec<Value>>()
+    };
+    // One server holds the lease and has started the sensors at the stream's head; the
+    // other stands by.
+    let mut healths = Vec::new();
+    let settled = stb_test_support::wait_for(Duration::from_secs(90), || {
+        healths = each().into_iter().map(|s| s["health"].clone()).collect();
+        healths
+            .iter()
+            .filter(|h| h["leaseHeld"] == true && !h["lastSuccessfulTick"].is_null())
+            .count()
+            == 1
+            && healths.iter().filter(|h| h["state"] == "standby").count() == 1
+    });
+    assert!(settled, "{healths:#?}");
+    let listed = &each()[0];
+    let alerts = listed["sensors"]
+        .as_array()
+        .and_then(|all| all.iter().find(|s| s["name"] == "alerts"))
+        .expect("listed");
+    assert_eq!(
+        (alerts["kind"].clone(), alerts["eventType"].clone()),
+        ("event".into(), "AuditCompleted".into())
+    );
+    assert_eq!(alerts["effectiveStatus"], "running");
+
+    let build =
+        stb_test_support::stb_on_project(dir.path(), &["build", "--auto-approve", "--json"], "");
+    assert_eq!(
+        build.status.code(),
+        Some(1),
+        "the audit fails: {}",
+        String::from_utf8_lossy(&build.stderr)
+    );
+    // The webhook fails twice (one attempt a pass) and is dead-lettered.
+    let (api, session) = (&servers[0].1, &servers[0].3);
+    let auth = Some((session.0.as_str(), session.1.as_str()));
+    let mut letters = Value::Null;
+    let dead = stb_test_support::wait_for(Duration::from_secs(90), || {
+        letters = call(api, "GET", "/sensors/dead-letters", auth, None).1;
+        letters["deadLetters"]
+            .as_array()
+            .is_some_and(|l| !l.is_empty())
+    });
+    assert!(dead, "{letters:#}");
+    let log = std::fs::read_to_string(dir.path().join("alerts.log")).unwrap_or_default();
+    assert_eq!(
+        log, "no_negative_amounts new_failure 3 id=0\n",
+        "once across both servers"
+    );
+    let letter = &letters["deadLetters"][0];
+    assert_eq!(
+        (letter["sensorName"].clone(), letter["errorMessage"].clone()),
+        ("webhook".into(), "RuntimeError: webhook down".into())
+    );
+    let event_id = letter["eventId"].as_str().expect("an event id").to_owned();
+    let (status, ticks, _) = call(api, "GET", "/sensors/webhook/ticks?limit=10", auth, None);
+    assert_eq!(status, 200, "{ticks}");
+    let statuses: Vec<&str> = ticks["ticks"]
+        .as_array()
+        .expect("ticks")
+        .iter()
+        .filter_map(|t| t["status"].as_str())
+        .collect();
+    assert_eq!(
+        statuses,
+        ["dead_lettered", "failed", "failed"],
+        "newest first: {ticks:#}"
+    );
+    let (status, bad, _) = call(
+        api,
+        "GET",
+        "/sensors/webhook/ticks?after=yesterday",
+        auth,
+        None,
+    );
+    assert_eq!(
+        (status, bad["detail"].clone()),
+        (
+            400,
+            "after must be an ISO timestamp, received 'yesterday'".into()
+        )
+    );
+    let (status, _, _) = call(api, "GET", "/sensors/nope/ticks", auth, None);
+    assert_eq!(status, 404);
+
+    // Retry from the API once the webhook is up: it succeeds and leaves the dead letters.
+    std::fs::write(dir.path().join("webhook_up"), "").expect("flag");
+    let body = format!(r#"{{"sensorName": "webhook", "eventId": "{event_id}"}}"#);
+    let (status, retried, _) = call(
+        api,
+        "POST",
+        "/sensors/dead-letters/retry",
+        auth,
+        Some(&body),
+    );
+    assert_eq!(status, 200, "{retried}");
+    assert_eq!(
+        retried,
+        serde_json::json!({"sensorName": "webhook", "eventId": event_id, "status": "succeeded"})
+    );
+    let (_, letters, _) = call(api, "GET", "/sensors/dead-letters", auth, None);
+    assert_eq!(letters["deadLetters"], serde_json::json!([]));
+    // An operator stops a sensor: the override shows on the other server too.
+    let (status, stopped, _) = call(
+        api,
+        "POST",
+        "/sensors/alerts/status",
+        auth,
+        Some(r#"{"status": "stopped"}"#),
+    );
+    assert_eq!(
+        (status, stopped),
+        (
+            200,
+            serde_json::json!({"sensorName": "alerts", "status": "stopped"})
+        )
+    );
+    let other = &each()[1];
+    let alerts = other["sensors"]
+        .as_array()
+        .and_then(|all| all.iter().find(|s| s["name"] == "alerts"))
+        .expect("listed");
+    assert_eq!(
+        (
+            alerts["effectiveStatus"].clone(),
+            alerts["override"].clone()
+        ),
+        ("stopped".into(), "stopped".into())
+    );
+    for (child, _, lines, _) in servers {
+        stop(child, lines);
+    }
+    let log = std::fs::read_to_string(dir.path().join("alerts.log")).unwrap_or_default();
+    assert_eq!(log.lines().count(), 1);
 }
