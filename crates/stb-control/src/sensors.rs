@@ -104,6 +104,9 @@ pub struct EventAttempts {
     pub resolved: bool,
     /// Its newest tick is `dead_lettered` and nothing resolved it since.
     pub dead_lettered: bool,
+    /// When its newest attempt started, if that attempt has not ended: a dispatcher may
+    /// be running it now.
+    pub in_flight_since: Option<i64>,
 }
 
 /// A durable step marker: `started`, `failed` or `succeeded`, with its memoised result.
@@ -170,7 +173,9 @@ fn integer(row: &AnyRow, column: &str) -> Result<i64, StoreError> {
 
 impl ControlStore {
     /// Takes or renews `lease` for `owner` until `ttl_ms` from now: true when `owner`
-    /// holds it (it was free, expired, or already `owner`'s).
+    /// holds it (it was free, expired, or already `owner`'s). On PostgreSQL "now" is the
+    /// database's clock, so dispatchers on hosts whose clocks differ still agree on when a
+    /// lease expires; SQLite is one host's file, read with its clock.
     ///
     /// # Errors
     /// The store cannot be written.
@@ -181,8 +186,16 @@ impl ControlStore {
         owner: &str,
         ttl_ms: i64,
     ) -> Result<bool, StoreError> {
-        let now = now_ms();
         let mut tx = self.write().await?;
+        let now = match self.backend {
+            crate::Backend::Sqlite => now_ms(),
+            crate::Backend::Postgres => sqlx::query(
+                "SELECT CAST(EXTRACT(EPOCH FROM clock_timestamp()) * 1000 AS BIGINT) AS now",
+            )
+            .fetch_one(&mut *tx)
+            .await?
+            .try_get("now")?,
+        };
         sqlx::query(
             "INSERT INTO streambuild_sensor_leases (target_name, lease_name, owner_id, acquired_at, expires_at) \
              VALUES ($1, $2, $3, $4, $5) ON CONFLICT (target_name, lease_name) DO NOTHING",
@@ -325,6 +338,7 @@ impl ControlStore {
         for row in &rows {
             let tick = tick(row)?;
             attempts.last_attempt = attempts.last_attempt.max(tick.attempt);
+            attempts.in_flight_since = (tick.status == "started").then_some(tick.started_at);
             match tick.status.as_str() {
                 "failed" => {
                     attempts.failed_attempts += 1;
@@ -360,7 +374,7 @@ impl ControlStore {
         let rows = sqlx::query(&format!(
             "SELECT {TICK_COLUMNS} FROM streambuild_sensor_ticks \
              WHERE target_name = $1 AND sensor_name = $2 AND started_at >= $3 AND started_at <= $4 \
-             ORDER BY started_at DESC, tick_id DESC LIMIT $5"
+             ORDER BY started_at DESC, attempt DESC, tick_id DESC LIMIT $5"
         ))
         .bind(target)
         .bind(sensor)
@@ -370,6 +384,27 @@ impl ControlStore {
         .fetch_all(&self.pool)
         .await?;
         rows.iter().map(tick).collect()
+    }
+
+    /// The newest tick of `sensor` that succeeded (a polling sensor's cursor is there).
+    ///
+    /// # Errors
+    /// The store cannot be read.
+    pub async fn last_succeeded_sensor_tick(
+        &self,
+        target: &str,
+        sensor: &str,
+    ) -> Result<Option<SensorTick>, StoreError> {
+        let row = sqlx::query(&format!(
+            "SELECT {TICK_COLUMNS} FROM streambuild_sensor_ticks \
+             WHERE target_name = $1 AND sensor_name = $2 AND status = 'succeeded' \
+             ORDER BY started_at DESC, tick_id DESC LIMIT 1"
+        ))
+        .bind(target)
+        .bind(sensor)
+        .fetch_optional(&self.pool)
+        .await?;
+        row.as_ref().map(tick).transpose()
     }
 
     /// The events whose newest word is a dead letter (nothing succeeded or was skipped
@@ -577,9 +612,12 @@ impl ControlStore {
         Ok(())
     }
 
-    /// Deletes ticks started and steps recorded before `before_ms` (`[sensors]
-    /// tick_retention_days`), keeping the dead letters nothing resolved yet: an operator
-    /// still has to retry or skip them. Returns the ticks deleted.
+    /// Deletes the history older than `before_ms` (`[sensors] tick_retention_days`) that
+    /// nothing needs any more: the ticks and steps of events a tick resolved for good
+    /// (succeeded or skipped), and polling ticks but each sensor's newest success (its
+    /// cursor). What an event still waiting for an attempt, a retry or a skip needs (its
+    /// failed attempts, its dead letter, its step markers) stays whatever its age.
+    /// Returns the ticks deleted.
     ///
     /// # Errors
     /// The store cannot be written.
@@ -588,26 +626,36 @@ impl ControlStore {
         target: &str,
         before_ms: i64,
     ) -> Result<u64, StoreError> {
+        const RESOLVED: &str = "EXISTS (SELECT 1 FROM streambuild_sensor_ticks AS r \
+            WHERE r.target_name = $1 AND r.sensor_name = {t}.sensor_name \
+            AND r.event_id = {t}.event_id AND r.status IN ('succeeded', 'skipped'))";
+        let resolved = |table: &str| RESOLVED.replace("{t}", table);
         let mut tx = self.write().await?;
-        let ticks = sqlx::query(
+        // Every statement reads the ledger as it was before this prune: the steps first,
+        // while the ticks that say their events are resolved are still there.
+        sqlx::query(&format!(
+            "DELETE FROM streambuild_sensor_steps WHERE target_name = $1 AND recorded_at < $2 AND {}",
+            resolved("streambuild_sensor_steps")
+        ))
+        .bind(target)
+        .bind(before_ms)
+        .execute(&mut *tx)
+        .await?;
+        let ticks = sqlx::query(&format!(
             "DELETE FROM streambuild_sensor_ticks WHERE target_name = $1 AND started_at < $2 \
-             AND status <> 'started' AND NOT (status = 'dead_lettered' AND NOT EXISTS (\
-               SELECT 1 FROM streambuild_sensor_ticks AS r WHERE r.target_name = streambuild_sensor_ticks.target_name \
-               AND r.sensor_name = streambuild_sensor_ticks.sensor_name \
-               AND r.event_id = streambuild_sensor_ticks.event_id AND r.status IN ('succeeded', 'skipped')))",
-        )
+             AND status <> 'started' AND ((event_id IS NOT NULL AND {resolved}) OR (event_id IS NULL \
+             AND tick_id NOT IN (SELECT n.tick_id FROM streambuild_sensor_ticks AS n \
+               WHERE n.target_name = $1 AND n.event_id IS NULL AND n.status = 'succeeded' \
+               AND n.started_at = (SELECT max(m.started_at) FROM streambuild_sensor_ticks AS m \
+                 WHERE m.target_name = $1 AND m.sensor_name = n.sensor_name \
+                 AND m.event_id IS NULL AND m.status = 'succeeded'))))",
+            resolved = resolved("streambuild_sensor_ticks")
+        ))
         .bind(target)
         .bind(before_ms)
         .execute(&mut *tx)
         .await?
         .rows_affected();
-        sqlx::query(
-            "DELETE FROM streambuild_sensor_steps WHERE target_name = $1 AND recorded_at < $2",
-        )
-        .bind(target)
-        .bind(before_ms)
-        .execute(&mut *tx)
-        .await?;
         tx.commit().await?;
         Ok(ticks)
     }

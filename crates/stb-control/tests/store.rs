@@ -624,6 +624,15 @@ async fn sensor_ledger(store: &ControlStore, url: &str) {
         .flatten()
         .collect();
     assert_eq!(claimed.len(), 1, "exactly one claim wins");
+    // While it runs, the ledger says so: no dispatcher starts the next attempt meanwhile.
+    let running = other
+        .sensor_event_attempts(&target, "alerts", "result-1")
+        .await
+        .expect("attempts");
+    assert!(
+        running.in_flight_since.is_some() && running.last_attempt == 1,
+        "{running:?}"
+    );
     let failed = |error: &str| TickEnd {
         status: "failed".into(),
         error_message: Some(error.into()),
@@ -803,14 +812,69 @@ async fn sensor_ledger(store: &ControlStore, url: &str) {
         .await
         .expect("dead letter")
         .expect("new");
+    // An event still waiting for its next attempt keeps its failed tick and its markers;
+    // a polling sensor keeps its newest success (its cursor).
+    let waiting = NewTick {
+        event_id: Some("result-3"),
+        ..claim("a")
+    };
+    store
+        .record_sensor_tick(&waiting, &failed("RuntimeError: down"))
+        .await
+        .expect("failed")
+        .expect("new");
+    store
+        .record_sensor_step(&target, "alerts", "result-3", &step("started", None))
+        .await
+        .expect("step");
+    let poll = |attempt| NewTick {
+        sensor: "lag",
+        kind: "polling",
+        event_id: None,
+        event_kind: None,
+        attempt,
+        ..claim("a")
+    };
+    let succeeded = |cursor: &str| TickEnd {
+        status: "succeeded".into(),
+        cursor: Some(cursor.into()),
+        ..TickEnd::default()
+    };
+    store
+        .record_sensor_tick(&poll(1), &succeeded("1"))
+        .await
+        .expect("poll")
+        .expect("new");
+    tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+    store
+        .record_sensor_tick(&poll(1), &succeeded("2"))
+        .await
+        .expect("poll")
+        .expect("new");
     let pruned = store
         .prune_sensor_history(&target, i64::MAX)
         .await
         .expect("prune");
+    assert_eq!(pruned, 4, "result-1's three ticks and the older poll");
+    let attempts = store
+        .sensor_event_attempts(&target, "alerts", "result-3")
+        .await
+        .expect("attempts");
+    assert_eq!(attempts.failed_attempts, 1);
     assert_eq!(
-        pruned, 3,
-        "every finished tick but the unresolved dead letter"
+        store
+            .sensor_steps(&target, "alerts", "result-3")
+            .await
+            .expect("steps")
+            .len(),
+        1
     );
+    let cursor = store
+        .last_succeeded_sensor_tick(&target, "lag")
+        .await
+        .expect("last")
+        .and_then(|t| t.cursor);
+    assert_eq!(cursor.as_deref(), Some("2"));
     let left = store
         .sensor_dead_letters(&target)
         .await

@@ -386,6 +386,15 @@ pub const CODES: &[(&str, &str)] = &[
         "the selection spans more pipelines than [build] max_pipelines allows",
     ),
     (
+        "STB-SENSOR-001",
+        "the sensors' ledger (control store) or the warehouse failed during a sensor operation; the ticks recorded so far stay",
+    ),
+    ("STB-SENSOR-002", "no sensor of that name in the project"),
+    (
+        "STB-SENSOR-003",
+        "a sensor request refused: not an event sensor, not a dead letter, a skip without a reason, an unknown status or tick limit",
+    ),
+    (
         "STB-SOURCE-001",
         "an adopted table is missing or its replay columns do not fit",
     ),

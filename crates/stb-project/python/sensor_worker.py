@@ -14,6 +14,7 @@ import hashlib
 import importlib.util
 import inspect
 import json
+import math
 import os
 import re
 import sys
@@ -21,8 +22,11 @@ import traceback
 import types
 import typing
 
-PROTOCOL_OUT = sys.stdout
-sys.stdout = sys.stderr  # a sensor's print() must not corrupt the protocol
+# The protocol has file descriptor 1 to itself: a handler's print() goes to stderr, and so
+# does what a subprocess it starts writes to its standard output.
+PROTOCOL_OUT = os.fdopen(os.dup(1), "w", encoding="utf-8")
+os.dup2(2, 1)
+sys.stdout = sys.stderr
 
 
 class _TextEnum(str, enum.Enum):
@@ -63,14 +67,24 @@ class SensorError(Exception):
     """A sensor declared or used against the rules."""
 
 
+def _finite(value):
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
 @dataclasses.dataclass(frozen=True)
 class SensorRetryPolicy:
     max_attempts: int = 1
     backoff_seconds: float = 0.0
 
     def __post_init__(self):
+        if not isinstance(self.max_attempts, int) or isinstance(self.max_attempts, bool):
+            raise SensorError("SensorRetryPolicy.max_attempts must be a whole number")
         if self.max_attempts < 1:
             raise SensorError("SensorRetryPolicy.max_attempts must be at least 1")
+        if self.max_attempts > 1_000_000:
+            raise SensorError("SensorRetryPolicy.max_attempts must be at most 1000000")
+        if not _finite(self.backoff_seconds):
+            raise SensorError("SensorRetryPolicy.backoff_seconds must be a finite number")
         if self.backoff_seconds < 0:
             raise SensorError("SensorRetryPolicy.backoff_seconds must not be negative")
 
@@ -174,7 +188,7 @@ class SensorDeclaration:
     def __init__(self, fn, kind, name, options):
         if not name:
             raise SensorError("a sensor needs a non-empty name")
-        if options["timeout_seconds"] <= 0:
+        if not _finite(options["timeout_seconds"]) or options["timeout_seconds"] <= 0:
             raise SensorError(f"{kind}_sensor timeout_seconds must be positive")
         self.fn = fn
         self.kind = kind
@@ -215,7 +229,9 @@ def event_sensor(
         raise SensorError(
             f"Unsupported sensor event type '{label}'; event sensors react to streambuild.events catalog events"
         )
-    if maximum_event_age_seconds is not None and maximum_event_age_seconds <= 0:
+    if maximum_event_age_seconds is not None and (
+        not _finite(maximum_event_age_seconds) or maximum_event_age_seconds <= 0
+    ):
         raise SensorError("event_sensor maximum_event_age_seconds must be positive")
 
     def declare(fn):
@@ -245,7 +261,7 @@ def polling_sensor(
     retry_policy=None,
     timeout_seconds=60.0,
 ):
-    if minimum_interval_seconds <= 0:
+    if not _finite(minimum_interval_seconds) or minimum_interval_seconds <= 0:
         raise SensorError("polling_sensor minimum_interval_seconds must be positive")
 
     def declare(fn):

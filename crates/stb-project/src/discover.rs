@@ -447,6 +447,11 @@ pub fn discover(options: &DiscoverOptions) -> Result<Project, Diagnostics> {
             tick_retention_days: sensor_config.tick_retention_days.unwrap_or(0),
             maximum_event_age_seconds: sensor_config.maximum_event_age_seconds,
         },
+        sources: if sensor_definitions.is_empty() && providers.is_empty() {
+            String::new()
+        } else {
+            crate::sensors::sources_fingerprint(&root)
+        },
         definitions: sensor_definitions,
         providers,
     };

@@ -108,7 +108,10 @@ impl PythonWorker {
         let died = |detail: String| {
             PythonWorkerError::Worker(format!("the Python {role} worker stopped: {detail}"))
         };
-        let deadline = std::time::Instant::now() + timeout;
+        let now = std::time::Instant::now();
+        let deadline = now
+            .checked_add(timeout)
+            .unwrap_or_else(|| now + Duration::from_secs(366 * 24 * 3600));
         self.send(request).map_err(|e| died(e.to_string()))?;
         loop {
             let left = deadline.saturating_duration_since(std::time::Instant::now());

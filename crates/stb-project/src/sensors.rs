@@ -19,6 +19,8 @@ const WORKER: &str = include_str!("../python/sensor_worker.py");
 
 /// Starting Python and importing the files: generous, as the macro worker's load is.
 const LOAD_TIMEOUT: Duration = Duration::from_secs(60);
+/// The longest a tick may run, whatever its sensor declares.
+const MAX_TICK: Duration = Duration::from_secs(366 * 24 * 3600);
 
 /// What an event sensor reacts to, or that a sensor polls.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -98,6 +100,10 @@ pub struct Sensors {
     pub settings: SensorSettings,
     pub definitions: Vec<SensorDefinition>,
     pub providers: Vec<ProviderDefinition>,
+    /// SHA-256 over every `.py` file under `sensors/` and `providers/` (private helpers
+    /// too): a dispatcher whose worker loaded other code is replaced.
+    #[serde(skip)]
+    pub sources: String,
 }
 
 impl Sensors {
@@ -124,12 +130,25 @@ pub fn provider_files(project_dir: &Path) -> Vec<(PathBuf, String)> {
     })
 }
 
-/// Every sensor and provider file of the project, for the compile cache's fingerprint.
+/// SHA-256 over the path and text of every `.py` file under `sensors/` and `providers/`,
+/// the private ones included (a sensor may import a helper).
 #[must_use]
-pub fn automation_files(project_dir: &Path) -> Vec<(PathBuf, String)> {
-    let mut files = provider_files(project_dir);
-    files.extend(sensor_files(project_dir));
-    files
+pub fn sources_fingerprint(project_dir: &Path) -> String {
+    use sha2::Digest as _;
+    let mut hasher = sha2::Sha256::new();
+    for directory in ["providers", "sensors"] {
+        for (path, relative) in python_files(project_dir, directory, |_| true) {
+            hasher.update(relative.as_bytes());
+            hasher.update([0]);
+            hasher.update(std::fs::read(&path).unwrap_or_default());
+            hasher.update([0]);
+        }
+    }
+    hasher
+        .finalize()
+        .iter()
+        .map(|byte| format!("{byte:02x}"))
+        .collect()
 }
 
 #[derive(Deserialize)]
@@ -288,6 +307,17 @@ impl SensorRuntime {
         }
     }
 
+    /// Starts the worker and loads the project's files, unless it runs already: a
+    /// dispatcher checks this before it claims a tick, so a worker that cannot start (a
+    /// file broken since the last compile, no Python) is the pass's failure, not an
+    /// attempt of an event.
+    ///
+    /// # Errors
+    /// Why the worker could not start or load the files.
+    pub fn ready(&mut self) -> Result<(), String> {
+        self.worker().map(|_| ())
+    }
+
     fn worker(&mut self) -> Result<&mut PythonWorker, String> {
         if self.worker.is_none() {
             let entries = |files: Vec<(PathBuf, String)>| -> Vec<serde_json::Value> {
@@ -336,7 +366,10 @@ impl SensorRuntime {
             "polling": evaluation.polling,
             "steps": steps,
         });
-        let timeout = Duration::from_secs_f64(sensor.timeout_seconds.max(0.001));
+        // Declared in Python as any positive number: a year bounds what a tick may take.
+        let timeout = Duration::try_from_secs_f64(sensor.timeout_seconds.max(0.001))
+            .unwrap_or(MAX_TICK)
+            .min(MAX_TICK);
         let worker = match self.worker() {
             Ok(worker) => worker,
             Err(error) => return TickOutcome::failed(error),
@@ -396,7 +429,7 @@ pub(crate) fn check_names(
             Diagnostic::new(
                 codes::DISCOVER_SENSOR_NAME,
                 format!(
-                    "Sensor name '{}' collides with another project resource; sensor names are globally unique alongside pipelines, models, and audits",
+                    "Sensor name '{}' collides with another project resource; sensor names are unique alongside pipelines, models and sources",
                     sensor.name
                 ),
                 "rename the sensor (`@event_sensor(name=...)`) or the other resource",

@@ -18,8 +18,8 @@ use stb_project::sensors::{
 };
 use stb_warehouse::Client;
 
-use crate::events::{self, Event, Stream};
 use crate::{SensorError, now_ms};
+use stb_warehouse::sensor_events::{self as events, Event, Position, Stream};
 
 /// The lease every dispatcher of a target competes for.
 pub const LEASE: &str = "sensor_dispatch";
@@ -200,11 +200,15 @@ impl Dispatcher {
         let checkpoint = self
             .block_on(self.store.sensor_checkpoint(&self.target, &sensor.name))
             .map_err(SensorError::store)?;
-        let Some(mut at) = checkpoint else {
+        let Some(checkpoint) = checkpoint else {
             // A sensor starts at the head: it reacts to what happens from now on.
-            self.save_checkpoint(&sensor.name, &head)?;
+            self.save_checkpoint(&sensor.name, stream, &head)?;
             summary.started += 1;
             return Ok(true);
+        };
+        let mut at = Position {
+            at: checkpoint.position_at,
+            id: checkpoint.position_id,
         };
         loop {
             let page = events::page(client, &self.database, &self.target, stream, (&at, &head))
@@ -213,8 +217,8 @@ impl Dispatcher {
             for event in &page {
                 match self.deliver(sensor, event, summary)? {
                     Delivery::Resolved => {
-                        at = event.position(stream);
-                        self.save_checkpoint(&sensor.name, &at)?;
+                        at = event.position();
+                        self.save_checkpoint(&sensor.name, stream, &at)?;
                     }
                     Delivery::Blocked => return Ok(true),
                     Delivery::LeaseLost => return Ok(false),
@@ -226,9 +230,22 @@ impl Dispatcher {
         }
     }
 
-    fn save_checkpoint(&self, sensor: &str, at: &Checkpoint) -> Result<(), SensorError> {
-        self.block_on(self.store.save_sensor_checkpoint(&self.target, sensor, at))
-            .map_err(SensorError::store)
+    fn save_checkpoint(
+        &self,
+        sensor: &str,
+        stream: Stream,
+        at: &Position,
+    ) -> Result<(), SensorError> {
+        let checkpoint = Checkpoint {
+            source: stream.source().to_owned(),
+            position_at: at.at.clone(),
+            position_id: at.id.clone(),
+        };
+        self.block_on(
+            self.store
+                .save_sensor_checkpoint(&self.target, sensor, &checkpoint),
+        )
+        .map_err(SensorError::store)
     }
 
     /// Whether `sensor` wants `event`: its target and trigger filters.
@@ -277,6 +294,15 @@ impl Dispatcher {
             .map_err(SensorError::store)?;
         if attempts.resolved {
             return Ok(Delivery::Resolved);
+        }
+        // An attempt that started and has not ended may still be running elsewhere (a
+        // dispatcher that lost its lease to a slow start); one older than it could take
+        // was abandoned, and the next attempt runs.
+        if attempts
+            .in_flight_since
+            .is_some_and(|since| now_ms() < since.saturating_add(in_flight_ms(sensor)))
+        {
+            return Ok(Delivery::Blocked);
         }
         let max_attempts = i64::from(sensor.retry_policy.max_attempts.max(1));
         let attempt = attempts.last_attempt + 1;
@@ -339,6 +365,7 @@ impl Dispatcher {
         event: &Event,
         attempt: i64,
     ) -> Result<Option<TickOutcome>, SensorError> {
+        self.runtime.ready().map_err(SensorError::worker)?;
         let tick = new_tick(&self.target, &self.owner, sensor, Some(event), attempt);
         let Some(tick_id) = self
             .block_on(self.store.start_sensor_tick(&tick))
@@ -404,16 +431,16 @@ impl Dispatcher {
         sensor: &SensorDefinition,
         summary: &mut PassSummary,
     ) -> Result<bool, SensorError> {
-        let ticks = self
+        let last = self
             .block_on(
                 self.store
-                    .sensor_ticks(&self.target, &sensor.name, 50, (None, None)),
+                    .sensor_ticks(&self.target, &sensor.name, 1, (None, None)),
             )
             .map_err(SensorError::store)?;
         let interval_ms = millis(sensor.minimum_interval_seconds.unwrap_or(0.0));
-        if ticks
+        if last
             .first()
-            .is_some_and(|last| now_ms() < last.started_at + interval_ms)
+            .is_some_and(|last| now_ms() < last.started_at.saturating_add(interval_ms))
         {
             return Ok(true);
         }
@@ -421,11 +448,18 @@ impl Dispatcher {
         if !self.lease(ttl)? {
             return Ok(false);
         }
-        let last_success = ticks.iter().find(|t| t.status == "succeeded");
+        let last_success = self
+            .block_on(
+                self.store
+                    .last_succeeded_sensor_tick(&self.target, &sensor.name),
+            )
+            .map_err(SensorError::store)?;
+        let last_success = last_success.as_ref();
         let polling = PollingState {
             cursor: last_success.and_then(|t| t.cursor.clone()),
             last_success_at: last_success.map(|t| crate::timestamp(t.started_at)),
         };
+        self.runtime.ready().map_err(SensorError::worker)?;
         let tick = new_tick(&self.target, &self.owner, sensor, None, 1);
         let Some(tick_id) = self
             .block_on(self.store.start_sensor_tick(&tick))
@@ -475,6 +509,14 @@ impl Dispatcher {
         self.last_prune_ms = Some(now);
         Ok(())
     }
+}
+
+/// How long an attempt may run before a dispatcher takes it for abandoned: its lease's
+/// lifetime and a worker's start on top of the handler's timeout.
+pub(crate) fn in_flight_ms(sensor: &SensorDefinition) -> i64 {
+    LEASE_TTL_MS
+        .max(millis(sensor.timeout_seconds + 10.0))
+        .saturating_add(60_000)
 }
 
 /// Seconds (as declared in Python) in whole milliseconds, clamped to what fits.

@@ -3,7 +3,6 @@
 //! `stb sensors` and the dev server's dispatcher call the same functions.
 
 pub mod dispatch;
-pub mod events;
 mod operate;
 
 pub use dispatch::{Dispatcher, LEASE, LEASE_TTL_MS, PassSummary};
@@ -45,6 +44,17 @@ impl SensorError {
             code: UNAVAILABLE_CODE,
             message: format!("reading the sensors' events from the warehouse failed: {error}"),
             hint: "check the warehouse connection and run again; ticks recorded so far stay",
+            status: 502,
+        }
+    }
+
+    pub(crate) fn worker(detail: String) -> Self {
+        Self {
+            code: UNAVAILABLE_CODE,
+            message: format!(
+                "the sensor worker could not start or load the project's files: {detail}"
+            ),
+            hint: "stb compile shows a broken sensor or provider file; STB_PYTHON names the interpreter",
             status: 502,
         }
     }
@@ -132,7 +142,7 @@ pub fn parse_iso_ms(text: &str) -> Option<i64> {
     let year: i64 = parts.next()?.parse().ok()?;
     let month: i64 = parts.next()?.parse().ok()?;
     let day: i64 = parts.next()?.parse().ok()?;
-    if !(1..=12).contains(&month) || !(1..=31).contains(&day) {
+    if !(0..=9999).contains(&year) || !(1..=12).contains(&month) || !(1..=31).contains(&day) {
         return None;
     }
     let mut ms = days_from_civil(year, month, day) * 86_400_000;
@@ -212,5 +222,6 @@ mod iso_tests {
         assert_eq!(parse_iso_ms("yesterday"), None);
         assert_eq!(parse_iso_ms("2026-13-01"), None);
         assert_eq!(parse_iso_ms("2026-01-31T25:00"), None);
+        assert_eq!(parse_iso_ms("99999999999999-01-01"), None);
     }
 }

@@ -9,7 +9,7 @@ use stb_warehouse::Client;
 
 use crate::SensorError;
 use crate::dispatch::{Dispatcher, new_tick};
-use crate::events::{self, Stream};
+use stb_warehouse::sensor_events::{self as events, Stream};
 
 /// One sensor as the API lists it.
 #[derive(Debug, Clone, Serialize)]
@@ -185,6 +185,16 @@ impl Dispatcher {
                     .sensor_event_attempts(&self.target, name, event_id),
             )
             .map_err(SensorError::store)?;
+        if attempts.in_flight_since.is_some_and(|since| {
+            crate::now_ms() < since.saturating_add(crate::dispatch::in_flight_ms(&sensor))
+        }) {
+            return Err(SensorError {
+                status: 409,
+                ..SensorError::refused(format!(
+                    "Event '{event_id}' of sensor '{name}' is being run now; retry it once that attempt has ended"
+                ))
+            });
+        }
         let outcome = self
             .evaluate_event(&sensor, &event, attempts.last_attempt + 1)?
             .ok_or_else(|| {

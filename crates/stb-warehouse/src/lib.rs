@@ -21,6 +21,7 @@ mod ownership_tests;
 pub mod records;
 pub mod results;
 pub mod runs;
+pub mod sensor_events;
 pub mod statements;
 
 pub use catalog::{

@@ -702,3 +702,76 @@ fn two_dev_servers_on_one_store_fire_an_audit_failure_once_and_retry_a_dead_lett
     let log = std::fs::read_to_string(dir.path().join("alerts.log")).unwrap_or_default();
     assert_eq!(log.lines().count(), 1);
 }
+
+/// A sensor whose events are always too old: it must never receive one.
+const TOO_OLD: &str = r#"import pathlib
+
+from streambuild.events import AuditCompleted
+from streambuild.sensors import DefaultSensorStatus, event_sensor
+
+
+@event_sensor(on=AuditCompleted, default_status=DefaultSensorStatus.RUNNING, maximum_event_age_seconds=0.001)
+def stale(ctx):
+    (pathlib.Path(__file__).parent.parent / "stale.log").write_text(ctx.event.id)
+"#;
+
+#[test]
+fn the_reference_demo_s_sensor_runs_unchanged_on_an_audit_failure() {
+    let db = stb_test_support::TestDatabase::create("sensed_demo");
+    stb_test_support::execute(&format!(
+        "CREATE TABLE {}.payments_existing (id UInt64, amount Int64, ts DateTime64(3, 'UTC')) ENGINE = MergeTree ORDER BY id",
+        db.name
+    ));
+    stb_test_support::execute(&format!(
+        "INSERT INTO {}.payments_existing SELECT number, toInt64(number) - 3, now64(3, 'UTC') FROM numbers(10)",
+        db.name
+    ));
+    let dir = dispatched_project(&db.name);
+    // The reference's own files, byte for byte, in place of this test's sensors.
+    let demo = reference_project("orders_demo");
+    std::fs::remove_file(dir.path().join("sensors/alerts.py")).expect("rm");
+    std::fs::create_dir_all(dir.path().join("providers")).expect("mkdir");
+    for file in ["sensors/quality.py", "providers/console.py"] {
+        std::fs::copy(demo.join(file), dir.path().join(file)).expect("copy");
+    }
+    std::fs::write(dir.path().join("sensors/stale.py"), TOO_OLD).expect("write");
+    let run = || stb_test_support::stb_on_project(dir.path(), &["sensors", "run", "--json"], "");
+    let first = run();
+    assert!(
+        first.status.success(),
+        "{}",
+        String::from_utf8_lossy(&first.stderr)
+    );
+    let build =
+        stb_test_support::stb_on_project(dir.path(), &["build", "--auto-approve", "--json"], "");
+    assert_eq!(build.status.code(), Some(1), "the audit fails");
+    let second = run();
+    assert!(
+        second.status.success(),
+        "{}",
+        String::from_utf8_lossy(&second.stderr)
+    );
+    let pass: Value = serde_json::from_slice(&second.stdout).expect("JSON");
+    assert_eq!(
+        (pass["evaluated"].clone(), pass["succeeded"].clone()),
+        (1.into(), 1.into()),
+        "{pass:#}"
+    );
+    // ConsoleNotifier prints to the process's console: the sensor worker's stderr.
+    let console = String::from_utf8_lossy(&second.stderr);
+    assert!(
+        console.contains(
+            "[orders-demo] ERROR: no_negative_amounts on dev has 3 failing row(s). Inspect: http://127.0.0.1:8000/quality?audit=no_negative_amounts. Sample: {\"id\":"
+        ),
+        "{console}"
+    );
+    assert!(
+        !dir.path().join("stale.log").exists(),
+        "an event past maximum_event_age is not delivered"
+    );
+    // Delivered once: a third pass has nothing to do.
+    let third = run();
+    let pass: Value = serde_json::from_slice(&third.stdout).expect("JSON");
+    assert_eq!(pass["evaluated"], 0, "{pass:#}");
+    assert!(!String::from_utf8_lossy(&third.stderr).contains("[orders-demo]"));
+}

@@ -5,8 +5,16 @@
 //! time and id, in pages, up to a head captured when a pass begins.
 
 use serde_json::{Value, json};
-use stb_control::Checkpoint;
-use stb_warehouse::{Client, WarehouseError};
+
+use crate::{Client, WarehouseError};
+
+/// A place in a stream: an event's completion time as written and its id. The epoch and
+/// an empty id are before every event.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Position {
+    pub at: String,
+    pub id: String,
+}
 
 /// Events read per request.
 pub const PAGE: usize = 50;
@@ -44,7 +52,7 @@ impl Stream {
         }
     }
 
-    /// The checkpoint's `source`.
+    /// The stream's name in a checkpoint (`node_results`, `invocations`).
     #[must_use]
     pub fn source(self) -> &'static str {
         match self {
@@ -103,13 +111,12 @@ pub struct Event {
 }
 
 impl Event {
-    /// The checkpoint just past this event.
+    /// The position of this event: a checkpoint there is past it.
     #[must_use]
-    pub fn position(&self, stream: Stream) -> Checkpoint {
-        Checkpoint {
-            source: stream.source().to_owned(),
-            position_at: self.completed_at.clone(),
-            position_id: self.id.clone(),
+    pub fn position(&self) -> Position {
+        Position {
+            at: self.completed_at.clone(),
+            id: self.id.clone(),
         }
     }
 }
@@ -132,7 +139,7 @@ pub fn head(
     database: &str,
     target: &str,
     stream: Stream,
-) -> Result<Checkpoint, WarehouseError> {
+) -> Result<Position, WarehouseError> {
     let sql = format!(
         "SELECT toString(tupleElement(m, 1)) AS at, tupleElement(m, 2) AS id FROM (SELECT max((completed_at, {id})) AS m FROM {table} WHERE {filter})",
         id = stream.id_column(),
@@ -141,10 +148,9 @@ pub fn head(
     );
     let rows = client.query_if_exists(&sql)?;
     let read = |column: &str| rows.as_ref().and_then(|r| r.text(0, column));
-    Ok(Checkpoint {
-        source: stream.source().to_owned(),
-        position_at: read("at").unwrap_or_else(|| "1970-01-01 00:00:00.000".to_owned()),
-        position_id: read("id").unwrap_or_default(),
+    Ok(Position {
+        at: read("at").unwrap_or_else(|| "1970-01-01 00:00:00.000".to_owned()),
+        id: read("id").unwrap_or_default(),
     })
 }
 
@@ -157,13 +163,13 @@ pub fn page(
     database: &str,
     target: &str,
     stream: Stream,
-    (after, head): (&Checkpoint, &Checkpoint),
+    (after, head): (&Position, &Position),
 ) -> Result<Vec<Event>, WarehouseError> {
-    let position = |checkpoint: &Checkpoint| {
+    let position = |position: &Position| {
         format!(
             "(toDateTime64({}, 3, 'UTC'), {})",
-            stb_ddl::string_literal(&checkpoint.position_at),
-            stb_ddl::string_literal(&checkpoint.position_id)
+            stb_ddl::string_literal(&position.at),
+            stb_ddl::string_literal(&position.id)
         )
     };
     let id = stream.id_column();
@@ -238,7 +244,7 @@ fn read(
         .collect())
 }
 
-fn read_event(rows: &stb_warehouse::Rows, row: usize, stream: Stream) -> Event {
+fn read_event(rows: &crate::Rows, row: usize, stream: Stream) -> Event {
     let text = |column: &str| rows.text(row, column);
     let number = |column: &str| {
         text(column)
