@@ -534,6 +534,17 @@ fn two_dev_servers_on_one_store_fire_an_audit_failure_once_and_retry_a_dead_lett
         &format!("{PASSWORD}\n"),
     );
     assert!(created.status.success(), "{created:?}");
+    // Killed if the test fails before it stops them.
+    struct Running(Vec<std::process::Child>);
+    impl Drop for Running {
+        fn drop(&mut self) {
+            for child in &mut self.0 {
+                let _ = child.kill();
+                let _ = child.wait();
+            }
+        }
+    }
+    let mut running = Running(Vec::new());
     let servers: Vec<_> = (0..2)
         .map(|_| {
             let mut child = dev(
@@ -554,7 +565,8 @@ fn two_dev_servers_on_one_store_fire_an_audit_failure_once_and_retry_a_dead_lett
             .expect("stb dev starts");
             let (api, lines) = banner(&mut child);
             let session = sign_in(&api, "ops");
-            (child, api, lines, session)
+            running.0.push(child);
+            (api, lines, session)
         })
         .collect();
     let sensors = |(api, session): (&str, &(String, String))| {
@@ -565,7 +577,7 @@ fn two_dev_servers_on_one_store_fire_an_audit_failure_once_and_retry_a_dead_lett
     let each = || {
         servers
             .iter()
-            .map(|(_, api, _, session)| sensors((api.as_str(), session)))
+            .map(|(api, _, session)| sensors((api.as_str(), session)))
             .collect::<Vec<Value>>()
     };
     // One server holds the lease and has started the sensors at the stream's head; the
@@ -601,7 +613,7 @@ fn two_dev_servers_on_one_store_fire_an_audit_failure_once_and_retry_a_dead_lett
         String::from_utf8_lossy(&build.stderr)
     );
     // The webhook fails twice (one attempt a pass) and is dead-lettered.
-    let (api, session) = (&servers[0].1, &servers[0].3);
+    let (api, session) = (&servers[0].0, &servers[0].2);
     let auth = Some((session.0.as_str(), session.1.as_str()));
     let mut letters = Value::Null;
     let dead = stb_test_support::wait_for(Duration::from_secs(90), || {
@@ -696,7 +708,7 @@ fn two_dev_servers_on_one_store_fire_an_audit_failure_once_and_retry_a_dead_lett
         ),
         ("stopped".into(), "stopped".into())
     );
-    for (child, _, lines, _) in servers {
+    for ((_, lines, _), child) in servers.into_iter().zip(std::mem::take(&mut running.0)) {
         stop(child, lines);
     }
     let log = std::fs::read_to_string(dir.path().join("alerts.log")).unwrap_or_default();
