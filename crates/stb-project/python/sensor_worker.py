@@ -632,7 +632,7 @@ class Steps:
                 value = fn()
                 text = json.dumps(value, sort_keys=True)
             except Exception as error:
-                self.record(key, policy, "failed", attempt, error=f"{type(error).__name__}: {error}")
+                self.record(key, policy, "failed", attempt, error=scrubbed(error))
                 raise
             self.record(key, policy, "succeeded", attempt, result_json=text)
             return value
@@ -643,6 +643,18 @@ class Steps:
             raise SensorError(f"Step '{key}' returned a value that is not JSON-serializable: {error}") from error
         self.record(key, policy, "succeeded", attempt, result_json=text)
         return value
+
+
+CREDENTIALS_IN_URL = re.compile(r"(\b[a-zA-Z][a-zA-Z0-9+.-]*://)[^/\s@]+@")
+QUERY_STRING = re.compile(r"(\b[a-zA-Z][a-zA-Z0-9+.-]*://[^\s?#]*)\?[^\s#]*")
+
+
+def scrubbed(error):
+    """An exception as the ledger keeps it and the API shows it: a URL's credentials and
+    query string (where webhook tokens live) are cut out."""
+    text = f"{type(error).__name__}: {error}"
+    text = CREDENTIALS_IN_URL.sub(r"\1***@", text)
+    return QUERY_STRING.sub(r"\1?***", text)
 
 
 def make_event(payload):
@@ -677,7 +689,7 @@ def evaluate(request):
             arguments[context_name] = context
         result = declaration.fn(**arguments)
     except Exception as error:  # noqa: BLE001 - a handler's failure is a failed tick
-        outcome = {"status": "failed", "error": f"{type(error).__name__}: {error}"}
+        outcome = {"status": "failed", "error": scrubbed(error)}
     else:
         if isinstance(result, SkipReason):
             outcome = {"status": "skipped", "skip_reason": result.reason}
@@ -690,7 +702,7 @@ def evaluate(request):
         try:
             provider.teardown()
         except Exception as error:  # noqa: BLE001 - gathered, reported with the tick
-            problems.append(f"{type(provider).__name__}.teardown: {type(error).__name__}: {error}")
+            problems.append(f"{type(provider).__name__}.teardown: {scrubbed(error)}")
     if problems and outcome["status"] != "failed":
         outcome = {"status": "failed", "error": "; ".join(problems)}
     return outcome

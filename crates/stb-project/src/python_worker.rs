@@ -14,6 +14,13 @@ use serde_json::Value as Json;
 /// Environment variable naming the interpreter (default `python3`).
 pub const PYTHON_ENV: &str = "STB_PYTHON";
 
+/// stb's own secrets, never handed to user code: the warehouse's password and the control
+/// store's URL (it may hold a password).
+const WITHHELD: &[&str] = &[
+    "STREAMBUILD_CLICKHOUSE_PASSWORD",
+    "STREAMBUILD_CONTROL_STORE_URL",
+];
+
 /// A failure inside Python, located in the user's file when possible.
 #[derive(Debug, Clone, Deserialize, PartialEq, Eq)]
 pub struct PythonError {
@@ -53,6 +60,12 @@ impl PythonWorker {
         let mut child = Command::new(&interpreter)
             // Isolated mode: the user's PYTHON* variables and user site-packages do not leak in.
             .args(["-I", "-c", script])
+            .env_clear()
+            .envs(std::env::vars_os().filter(|(name, _)| {
+                !WITHHELD
+                    .iter()
+                    .any(|withheld| name.as_os_str() == *withheld)
+            }))
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())

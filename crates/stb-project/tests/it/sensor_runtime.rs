@@ -30,6 +30,11 @@ def slow(ctx):
     time.sleep(30)
 
 
+@event_sensor(on=RunCompleted)
+def leaky(ctx):
+    raise RuntimeError("POST https://ops:hunter2@hooks.example.invalid/services/x?token=abc123 failed")
+
+
 @polling_sensor(minimum_interval_seconds=1)
 def counter(context):
     return PollingSensorResult(cursor=str(int(context.cursor or "0") + 1))
