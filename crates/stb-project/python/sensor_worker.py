@@ -18,6 +18,8 @@ import math
 import os
 import re
 import sys
+import threading
+import time
 import traceback
 import types
 import typing
@@ -708,8 +710,23 @@ def evaluate(request):
     return outcome
 
 
+def leave_with_parent():
+    """Ends the worker when the process that started it is gone: a `stb dev` that stopped
+    while a handler still ran does not wait for it, and must not leave it behind."""
+    parent = os.getppid()
+
+    def watch():
+        while True:
+            time.sleep(1)
+            if os.getppid() != parent:
+                os._exit(0)
+
+    threading.Thread(target=watch, daemon=True).start()
+
+
 def main():
     install_shim()
+    leave_with_parent()
     while True:
         raw = sys.stdin.readline()
         if not raw:

@@ -208,11 +208,12 @@ pub async fn run(state: Arc<AppState>) {
     }
 }
 
-/// Gives the lease back when the server stops.
+/// Gives the lease back when the server stops, unless a pass is still running (a slow
+/// handler): the server does not wait for it, and the lease expires on its own.
 pub async fn release(state: &Arc<AppState>) {
     let shared = Arc::clone(state);
     let _ = tokio::task::spawn_blocking(move || {
-        if let Ok(slot) = shared.sensors.dispatcher.lock()
+        if let Ok(slot) = shared.sensors.dispatcher.try_lock()
             && let Some(dispatcher) = slot.as_ref()
         {
             let _ = dispatcher.release();

@@ -267,7 +267,7 @@ pub fn run(config: ServeConfig, started: impl FnOnce(&Started)) -> Result<(), Se
         .enable_all()
         .build()
         .map_err(|error| ServeError::runtime(&error))?;
-    runtime.block_on(async {
+    let served = runtime.block_on(async {
         let store = ControlStore::open(&config.store_url)
             .await
             .map_err(|error| ServeError {
@@ -276,8 +276,16 @@ pub fn run(config: ServeConfig, started: impl FnOnce(&Started)) -> Result<(), Se
                 message: error.message,
             })?;
         serve(config, store, started).await
-    })
+    });
+    // A build was given back before `serve` returned; what may still run on a blocking
+    // thread (a sensor's handler, a read the warehouse does not answer) does not keep the
+    // process from ending.
+    runtime.shutdown_timeout(SHUTDOWN_GRACE);
+    served
 }
+
+/// How long blocking work still running may delay the end of `stb dev` once it stopped.
+const SHUTDOWN_GRACE: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// Serves until Ctrl-C or SIGTERM with the control store `store`; `started` is told where
 /// once it listens.

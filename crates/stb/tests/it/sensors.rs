@@ -787,3 +787,59 @@ fn the_reference_demo_s_sensor_runs_unchanged_on_an_audit_failure() {
     assert_eq!(pass["evaluated"], 0, "{pass:#}");
     assert!(!String::from_utf8_lossy(&third.stderr).contains("[orders-demo]"));
 }
+
+#[test]
+fn a_dev_server_stops_while_a_sensor_s_handler_still_runs() {
+    use crate::dev_server::{banner, call, dev, stop};
+    let db = stb_test_support::TestDatabase::create("sensed_stop");
+    stb_test_support::execute(&format!(
+        "CREATE TABLE {}.payments_existing (id UInt64, amount Int64, ts DateTime64(3, 'UTC')) ENGINE = MergeTree ORDER BY id",
+        db.name
+    ));
+    stb_test_support::execute(&format!(
+        "INSERT INTO {}.payments_existing SELECT number, toInt64(number) - 3, now64(3, 'UTC') FROM numbers(10)",
+        db.name
+    ));
+    let dir = dispatched_project(&db.name);
+    // One sensor whose handler outlives any test: it says it started, then sleeps.
+    std::fs::write(
+        dir.path().join("sensors/alerts.py"),
+        "import os, pathlib, time\nfrom streambuild.events import AuditCompleted\nfrom streambuild.sensors import DefaultSensorStatus, event_sensor\n\n\n@event_sensor(on=AuditCompleted, default_status=DefaultSensorStatus.RUNNING, timeout_seconds=3600)\ndef slow(ctx):\n    (pathlib.Path(__file__).parent.parent / \"started\").write_text(str(os.getpid()))\n    time.sleep(3000)\n",
+    )
+    .expect("write");
+    let build =
+        stb_test_support::stb_on_project(dir.path(), &["build", "--auto-approve", "--json"], "");
+    assert_eq!(build.status.code(), Some(1), "the audit fails");
+    let mut child = dev(dir.path(), &["--ui-port", "0", "--auth-mode", "disabled"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("stb dev starts");
+    let (api, lines) = banner(&mut child);
+    let mut health = Value::Null;
+    let started = stb_test_support::wait_for(Duration::from_secs(90), || {
+        health = call(&api, "GET", "/sensors", None, None).1["health"].clone();
+        !health["lastSuccessfulTick"].is_null()
+    });
+    assert!(started, "{health:#}");
+    let audit = stb_test_support::stb_on_project(dir.path(), &["audit", "--json"], "");
+    assert_eq!(
+        audit.status.code(),
+        Some(1),
+        "the audit fails again: an event"
+    );
+    let handler = dir.path().join("started");
+    assert!(
+        stb_test_support::wait_for(Duration::from_secs(90), || handler.exists()),
+        "the handler started"
+    );
+    let worker = std::fs::read_to_string(&handler).expect("the worker's pid");
+    // SIGTERM now: the server ends (and says so) without waiting out the handler, and its
+    // sensor worker does not outlive it.
+    stop(child, lines);
+    let proc_dir = std::path::Path::new("/proc").join(worker.trim());
+    assert!(
+        stb_test_support::wait_for(Duration::from_secs(30), || !proc_dir.exists()),
+        "the sensor worker {worker} still runs"
+    );
+}
