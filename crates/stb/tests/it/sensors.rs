@@ -336,6 +336,21 @@ fn dispatched_project(database: &str) -> tempfile::TempDir {
     stb_test_support::project_dir(&files)
 }
 
+/// A database of the test's own with the adopted `payments_existing` table: ten payments,
+/// three of them negative (the audit fails on them).
+fn payments_database(prefix: &str) -> stb_test_support::TestDatabase {
+    let db = stb_test_support::TestDatabase::create(prefix);
+    stb_test_support::execute(&format!(
+        "CREATE TABLE {}.payments_existing (id UInt64, amount Int64, ts DateTime64(3, 'UTC')) ENGINE = MergeTree ORDER BY id",
+        db.name
+    ));
+    stb_test_support::execute(&format!(
+        "INSERT INTO {}.payments_existing SELECT number, toInt64(number) - 3, now64(3, 'UTC') FROM numbers(10)",
+        db.name
+    ));
+    db
+}
+
 /// `stb sensors <args> --json` on the project, with the ledger at `store`.
 fn sensors_json(dir: &std::path::Path, store: &str, args: &[&str]) -> (bool, Value) {
     let mut all = vec!["sensors"];
@@ -354,15 +369,7 @@ fn sensors_json(dir: &std::path::Path, store: &str, args: &[&str]) -> (bool, Val
 
 #[test]
 fn an_audit_failure_fires_each_sensor_once_across_two_dispatchers_and_a_dead_letter_is_retried() {
-    let db = stb_test_support::TestDatabase::create("sensed");
-    stb_test_support::execute(&format!(
-        "CREATE TABLE {}.payments_existing (id UInt64, amount Int64, ts DateTime64(3, 'UTC')) ENGINE = MergeTree ORDER BY id",
-        db.name
-    ));
-    stb_test_support::execute(&format!(
-        "INSERT INTO {}.payments_existing SELECT number, toInt64(number) - 3, now64(3, 'UTC') FROM numbers(10)",
-        db.name
-    ));
+    let db = payments_database("sensed");
     let dir = dispatched_project(&db.name);
     let store_name = stb_test_support::unique_name("sensors");
     let created = std::process::Command::new("psql")
@@ -506,15 +513,7 @@ fn postgres_store(prefix: &str) -> String {
 fn two_dev_servers_on_one_store_fire_an_audit_failure_once_and_retry_a_dead_letter_through_the_api()
 {
     use crate::dev_server::{PASSWORD, banner, call, dev, sign_in, stop};
-    let db = stb_test_support::TestDatabase::create("sensed_dev");
-    stb_test_support::execute(&format!(
-        "CREATE TABLE {}.payments_existing (id UInt64, amount Int64, ts DateTime64(3, 'UTC')) ENGINE = MergeTree ORDER BY id",
-        db.name
-    ));
-    stb_test_support::execute(&format!(
-        "INSERT INTO {}.payments_existing SELECT number, toInt64(number) - 3, now64(3, 'UTC') FROM numbers(10)",
-        db.name
-    ));
+    let db = payments_database("sensed_dev");
     let dir = dispatched_project(&db.name);
     let store = postgres_store("sensors_dev");
     let created = stb_test_support::stb_on_project(
@@ -729,15 +728,7 @@ def stale(ctx):
 
 #[test]
 fn the_reference_demo_s_sensor_runs_unchanged_on_an_audit_failure() {
-    let db = stb_test_support::TestDatabase::create("sensed_demo");
-    stb_test_support::execute(&format!(
-        "CREATE TABLE {}.payments_existing (id UInt64, amount Int64, ts DateTime64(3, 'UTC')) ENGINE = MergeTree ORDER BY id",
-        db.name
-    ));
-    stb_test_support::execute(&format!(
-        "INSERT INTO {}.payments_existing SELECT number, toInt64(number) - 3, now64(3, 'UTC') FROM numbers(10)",
-        db.name
-    ));
+    let db = payments_database("sensed_demo");
     let dir = dispatched_project(&db.name);
     // The reference's own files, byte for byte, in place of this test's sensors.
     let demo = reference_project("orders_demo");
@@ -791,15 +782,7 @@ fn the_reference_demo_s_sensor_runs_unchanged_on_an_audit_failure() {
 #[test]
 fn a_dev_server_stops_while_a_sensor_s_handler_still_runs() {
     use crate::dev_server::{banner, call, dev, stop};
-    let db = stb_test_support::TestDatabase::create("sensed_stop");
-    stb_test_support::execute(&format!(
-        "CREATE TABLE {}.payments_existing (id UInt64, amount Int64, ts DateTime64(3, 'UTC')) ENGINE = MergeTree ORDER BY id",
-        db.name
-    ));
-    stb_test_support::execute(&format!(
-        "INSERT INTO {}.payments_existing SELECT number, toInt64(number) - 3, now64(3, 'UTC') FROM numbers(10)",
-        db.name
-    ));
+    let db = payments_database("sensed_stop");
     let dir = dispatched_project(&db.name);
     // One sensor whose handler outlives any test: it says it started, then sleeps.
     std::fs::write(
