@@ -74,11 +74,20 @@ impl Opened {
     pub(crate) fn run<T>(&self, future: impl std::future::Future<Output = T>) -> T {
         self.runtime.block_on(future)
     }
+
+    /// A handle on the runtime, for code that waits on the store through it (the sensor
+    /// dispatcher).
+    pub(crate) fn handle(&self) -> tokio::runtime::Handle {
+        self.runtime.handle().clone()
+    }
 }
 
 /// Opens (and migrates) the store at `url`.
 pub(crate) fn open(url: &str) -> Result<Opened, Failure> {
-    let runtime = tokio::runtime::Builder::new_current_thread()
+    // One worker thread drives the store's connections, so a caller may also wait on it
+    // through a handle (`Handle::block_on` drives no I/O on a current-thread runtime).
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
         .enable_all()
         .build()
         .map_err(|e| Failure {

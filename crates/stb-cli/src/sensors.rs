@@ -91,29 +91,20 @@ impl From<SensorError> for Ended {
 fn execute(command: &SensorsCommand, common: &Common) -> Result<(), Ended> {
     let json = common.target.json;
     let project = common.target.project.discover(json).map_err(Ended::Exit)?.1;
-    // The store is async: a runtime of its own, with a thread to drive its connections
-    // while the dispatcher (not async) waits on them.
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(1)
-        .enable_all()
-        .build()
-        .map_err(|e| Failure {
-            code: stb_control::ErrorKind::Unavailable.code(),
-            message: format!("cannot start the control store's runtime: {e}"),
-            hint: "this is a bug; please report it".into(),
-        })?;
-    let url = common.control.url(&project.root);
-    let store = runtime
-        .block_on(stb_control::ControlStore::open(&url))
-        .map_err(Failure::from)?;
+    let opened = crate::control::open(&common.control.url(&project.root))?;
     let connect = || common.target.connection.connect(&project);
     let database = project
         .database
         .clone()
         .unwrap_or_else(|| "default".to_owned());
     let owner = format!("stb-sensors-{}", uuid::Uuid::new_v4().simple());
-    let mut dispatcher =
-        Dispatcher::new(&project, &database, store, runtime.handle().clone(), &owner);
+    let mut dispatcher = Dispatcher::new(
+        &project,
+        &database,
+        opened.store.clone(),
+        opened.handle(),
+        &owner,
+    );
     let result = match command {
         SensorsCommand::List(_) => list(&dispatcher, json),
         SensorsCommand::Run(_) => {
@@ -169,7 +160,7 @@ fn execute(command: &SensorsCommand, common: &Common) -> Result<(), Ended> {
             Ok(())
         }
     };
-    runtime.block_on(dispatcher.close());
+    opened.run(dispatcher.close());
     result
 }
 

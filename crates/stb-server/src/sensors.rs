@@ -84,27 +84,32 @@ fn api_error(error: &SensorError) -> ApiError {
     )
 }
 
-/// A dispatcher for one request, over the project as compiled now (its worker starts only
-/// if the request runs a sensor). Runs `work` on a blocking thread: the ledger's calls
-/// wait there.
-async fn with_dispatcher<T: Send + 'static>(
-    state: &Arc<AppState>,
-    work: impl FnOnce(&mut Dispatcher) -> Result<T, ApiError> + Send + 'static,
-) -> Result<T, ApiError> {
-    let compilation = state.compilation()?;
+/// Makes a dispatcher of `compilation`'s sensors for this server, on a blocking thread
+/// (its ledger calls wait on the current runtime); its worker starts only if it runs a
+/// sensor.
+fn dispatcher_of(
+    state: &AppState,
+    compilation: Arc<crate::Compilation>,
+) -> impl FnOnce() -> Dispatcher + Send + 'static {
     let (store, database, owner) = (
         state.store.clone(),
         state.database.clone(),
         state.sensors.owner.clone(),
     );
     let handle = tokio::runtime::Handle::current();
-    tokio::task::spawn_blocking(move || {
-        let mut dispatcher =
-            Dispatcher::new(&compilation.project, &database, store, handle, &owner);
-        work(&mut dispatcher)
-    })
-    .await
-    .map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))?
+    move || Dispatcher::new(&compilation.project, &database, store, handle, &owner)
+}
+
+/// A dispatcher for one request, over the project as compiled now. Runs `work` on a
+/// blocking thread.
+async fn with_dispatcher<T: Send + 'static>(
+    state: &Arc<AppState>,
+    work: impl FnOnce(&mut Dispatcher) -> Result<T, ApiError> + Send + 'static,
+) -> Result<T, ApiError> {
+    let make = dispatcher_of(state, state.compilation()?);
+    tokio::task::spawn_blocking(move || work(&mut make()))
+        .await
+        .map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))?
 }
 
 /// One pass of the loop's dispatcher: `Ok(None)` when sensors are off for the project.
@@ -120,8 +125,7 @@ async fn tick(state: &Arc<AppState>) -> Result<Option<stb_sensors::PassSummary>,
         return Ok(None);
     }
     let shared = Arc::clone(state);
-    let handle = tokio::runtime::Handle::current();
-    let database = state.database.clone();
+    let make = dispatcher_of(state, Arc::clone(&compilation));
     state
         .warehouse
         .read(move |client| {
@@ -134,13 +138,7 @@ async fn tick(state: &Arc<AppState>) -> Result<Option<stb_sensors::PassSummary>,
                 .as_ref()
                 .is_some_and(|d| d.serves(&compilation.project.sensors))
             {
-                *slot = Some(Dispatcher::new(
-                    &compilation.project,
-                    &database,
-                    shared.store.clone(),
-                    handle,
-                    &shared.sensors.owner,
-                ));
+                *slot = Some(make());
             }
             let dispatcher = slot
                 .as_mut()
@@ -342,20 +340,12 @@ pub(crate) async fn retry(
 ) -> Result<Json<serde_json::Value>, ApiError> {
     authorize(&state, &principal).await?;
     let request: EventRequest = crate::error::json_body(&bytes)?;
-    let compilation = state.compilation()?;
-    let (store, database, owner) = (
-        state.store.clone(),
-        state.database.clone(),
-        state.sensors.owner.clone(),
-    );
-    let handle = tokio::runtime::Handle::current();
+    let make = dispatcher_of(&state, state.compilation()?);
     let (sensor, event) = (request.sensor_name.clone(), request.event_id.clone());
     let status = state
         .warehouse
         .read(move |client| {
-            let mut dispatcher =
-                Dispatcher::new(&compilation.project, &database, store, handle, &owner);
-            dispatcher
+            make()
                 .retry(client, &sensor, &event)
                 .map_err(|e| api_error(&e))
         })
