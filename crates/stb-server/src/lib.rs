@@ -17,6 +17,7 @@ mod destruction;
 pub mod error;
 mod headers;
 pub mod inventory;
+pub mod latest;
 mod models;
 mod planning;
 mod quality;

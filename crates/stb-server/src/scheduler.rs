@@ -5,7 +5,7 @@
 //! `GET /api/audit-scheduler`. Enabled by `[audit_scheduler] enabled = true`.
 
 use std::sync::atomic::Ordering;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use axum::Json;
@@ -54,13 +54,13 @@ pub struct Health {
 
 /// The scheduler's shared view.
 pub struct Scheduler {
-    health: Mutex<Health>,
+    health: crate::latest::Latest<Health>,
 }
 
 impl Default for Scheduler {
     fn default() -> Self {
         Self {
-            health: Mutex::new(Health {
+            health: crate::latest::Latest::new(Health {
                 state: "starting",
                 ..Health::default()
             }),
@@ -70,17 +70,12 @@ impl Default for Scheduler {
 
 impl Scheduler {
     fn update(&self, change: impl FnOnce(&mut Health)) {
-        if let Ok(mut health) = self.health.lock() {
-            change(&mut health);
-        }
+        self.health.update(change);
     }
 
     #[must_use]
     pub fn health(&self) -> Health {
-        self.health
-            .lock()
-            .map(|h| h.clone())
-            .unwrap_or_else(|poisoned| poisoned.into_inner().clone())
+        self.health.get()
     }
 }
 

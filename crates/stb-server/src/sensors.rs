@@ -40,7 +40,7 @@ pub struct Health {
 
 /// The server's dispatcher: its health and its identity among the target's dispatchers.
 pub struct Sensors {
-    health: Mutex<Health>,
+    health: crate::latest::Latest<Health>,
     /// Who this server is to the lease and in the ticks it records.
     owner: String,
     /// The dispatcher of the loop, rebuilt when the project's sensors change.
@@ -50,7 +50,7 @@ pub struct Sensors {
 impl Default for Sensors {
     fn default() -> Self {
         Self {
-            health: Mutex::new(Health {
+            health: crate::latest::Latest::new(Health {
                 state: "disabled",
                 next_tick_seconds: TICK.as_secs(),
                 ..Health::default()
@@ -63,17 +63,12 @@ impl Default for Sensors {
 
 impl Sensors {
     fn update(&self, change: impl FnOnce(&mut Health)) {
-        if let Ok(mut health) = self.health.lock() {
-            change(&mut health);
-        }
+        self.health.update(change);
     }
 
     #[must_use]
     pub fn health(&self) -> Health {
-        self.health
-            .lock()
-            .map(|h| h.clone())
-            .unwrap_or_else(|poisoned| poisoned.into_inner().clone())
+        self.health.get()
     }
 }
 
