@@ -4,8 +4,8 @@
 //! any live run of the target) so audits never read a half-built relation. Its health is
 //! `GET /api/audit-scheduler`. Enabled by `[audit_scheduler] enabled = true`.
 
-use std::sync::atomic::Ordering;
 use std::sync::Arc;
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use axum::Json;
